@@ -1,0 +1,299 @@
+#include "cli/commands.hpp"
+
+#include <iostream>
+#include <map>
+
+#include <boost/program_options.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "common/error.hpp"
+#include "common/files.hpp"
+#include "config/scenario.hpp"
+#include "engine/replay.hpp"
+#include "memory/ledger.hpp"
+#include "model/model.hpp"
+#include "platform/platform_loader.hpp"
+#include "program/ddp_builder.hpp"
+#include "program/trace_io.hpp"
+#include "report/metrics.hpp"
+#include "report/writers.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace trainsim::cli {
+namespace {
+
+struct CommonOptions {
+  std::string log_level = "warn";
+  SimulationOptions simulation;
+  std::vector<std::string> overrides;
+  std::string out;
+  bool show_config = false;
+  bool help = false;
+};
+
+po::options_description common_options(CommonOptions& options) {
+  po::options_description description("Logging and SimGrid");
+  description.add_options()("help,h", po::bool_switch(&options.help), "show this help")(
+      "log-level", po::value(&options.log_level)->default_value("warn"),
+      "trainsim log level: trace, debug, info, warn, error, off")(
+      "sg-log", po::value(&options.simulation.sg_log)->composing(),
+      "SimGrid log setting passed through, e.g. root.thres:info (repeatable)")(
+      "sg-cfg", po::value(&options.simulation.sg_cfg)->composing(),
+      "SimGrid configuration key:value applied after trainsim's network defaults (repeatable)");
+  return description;
+}
+
+po::options_description scenario_command_options(CommonOptions& options, const char* out_help) {
+  po::options_description description("Options");
+  description.add_options()("set", po::value(&options.overrides)->composing(),
+                            "override a scenario key: --set section.key=value (repeatable)")(
+      "out,o", po::value(&options.out), out_help)("show-config", po::bool_switch(&options.show_config),
+                                                  "print the effective scenario keys and exit");
+  return description;
+}
+
+void configure_logging(const std::string& level_name) {
+  const auto level = spdlog::level::from_str(level_name);
+  if (level == spdlog::level::off && level_name != "off")
+    throw InputError("--log-level " + level_name + ": accepted: trace, debug, info, warn, error, off");
+  auto logger = spdlog::stderr_color_mt("trainsim");
+  logger->set_pattern("[trainsim %l] %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(level);
+}
+
+// Parses a command's arguments; returns false when help was printed.
+bool parse_arguments(const std::string& command, const std::vector<std::string>& arguments,
+                     const po::options_description& visible, const po::positional_options_description& positional,
+                     const std::string& usage, CommonOptions& common, bool show_scenario_keys) {
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(arguments).options(visible).positional(positional).run(), values);
+    po::notify(values);
+  } catch (const po::error& error) {
+    throw InputError("trainsim " + command + ": " + error.what() + "; see trainsim " + command + " --help");
+  }
+  if (common.help) {
+    std::cout << "Usage: " << usage << "\n\n" << visible << '\n';
+    if (show_scenario_keys)
+      std::cout << scenario_options() << '\n';
+    return false;
+  }
+  configure_logging(common.log_level);
+  return true;
+}
+
+struct PreparedScenario {
+  Scenario scenario;
+  ModelSpec model;
+  Workload workload;
+  RunInfo run;
+};
+
+PreparedScenario prepare(const std::string& scenario_file, const CommonOptions& options) {
+  PreparedScenario prepared;
+  prepared.scenario = load_scenario(scenario_file, options.overrides);
+  const Scenario& scenario = prepared.scenario;
+  prepared.model = load_model(scenario.model_file, scenario.vocab_multiple);
+  prepared.workload = build_ddp_workload(scenario, prepared.model);
+  validate_workload(prepared.workload, scenario.file.string());
+  RunInfo& run = prepared.run;
+  run.name = scenario.name;
+  run.platform = scenario.platform_file.filename().string();
+  run.settings = scenario.settings;
+  run.layout = "dp=" + std::to_string(scenario.dp);
+  run.micro_batch = scenario.micro_batch;
+  run.grad_accum = scenario.grad_accum;
+  run.global_batch = scenario.global_batch;
+  run.seq_len = scenario.seq_len;
+  run.training_tokens = scenario.tokens;
+  spdlog::info("{}: {} ranks, {} ops per rank", scenario.name, prepared.workload.ranks(),
+               prepared.workload.program(0).ops.size());
+  return prepared;
+}
+
+void print_config(const Scenario& scenario) {
+  std::string section;
+  for (const auto& [key, value] : scenario.settings) {
+    const std::string this_section = key.substr(0, key.find('.'));
+    if (this_section != section) {
+      std::cout << (section.empty() ? "" : "\n") << '[' << this_section << "]\n";
+      section = this_section;
+    }
+    std::cout << key.substr(key.find('.') + 1) << " = " << value << '\n';
+  }
+}
+
+std::vector<GpuInfo> gpus_for(SimulationContext& context, const fs::path& platform, std::size_t ranks) {
+  std::vector<GpuInfo> gpus = context.load_platform(platform);
+  if (gpus.size() < ranks)
+    throw InputError(platform.string() + ": the layout needs " + std::to_string(ranks) + " GPUs but the platform has " +
+                     std::to_string(gpus.size()));
+  gpus.resize(ranks);
+  return gpus;
+}
+
+int simulate_and_report(SimulationContext& context, const Workload& workload, const std::vector<GpuInfo>& gpus,
+                        const RunInfo& run, int channels, const fs::path& out) {
+  StepCollector collector(workload, true);
+  ReplaySettings settings;
+  settings.channels = channels;
+  replay(context, workload, gpus, settings, collector);
+  const StepMetrics metrics = collector.finish(gpus, run.training_tokens);
+  print_summary(std::cout, metrics, workload, gpus, run);
+  write_run_outputs(out, summary_json(metrics, workload, gpus, run), memory_csv(metrics));
+  std::cout << "  outputs          " << (out / "summary.json").string() << ", " << (out / "memory.csv").string() << '\n';
+  return 0;
+}
+
+} // namespace
+
+void print_usage() {
+  std::cout << "trainsim — simulate LLM training on GPU clusters (SimGrid)\n\n"
+               "Usage: trainsim COMMAND [options]\n\n"
+               "Commands:\n"
+               "  run SCENARIO       simulate one training step, print a summary, write summary.json and memory.csv\n"
+               "  memory SCENARIO    memory per rank from program order, no simulation\n"
+               "  trace SCENARIO     write the per-rank programs as trace files (docs/trace-format.md)\n"
+               "  replay DIR         simulate trace files on a platform (--platform FILE)\n\n"
+               "Every command takes --help, --log-level, --sg-log and --sg-cfg. Exit status: 0 done,\n"
+               "2 input error (one line naming the file and key), 3 internal error.\n";
+}
+
+int run_command(const std::vector<std::string>& arguments) {
+  CommonOptions options;
+  std::string scenario_file;
+  po::options_description visible = scenario_command_options(
+      options, "output directory for summary.json and memory.csv (default: results/<scenario>)");
+  visible.add(common_options(options));
+  po::options_description all = visible;
+  all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
+  po::positional_options_description positional;
+  positional.add("scenario", 1);
+  if (!parse_arguments("run", arguments, all, positional, "trainsim run SCENARIO [options]", options, true))
+    return 0;
+  const PreparedScenario prepared = prepare(scenario_file, options);
+  if (options.show_config) {
+    print_config(prepared.scenario);
+    return 0;
+  }
+  SimulationContext context(options.simulation);
+  const auto gpus = gpus_for(context, prepared.scenario.platform_file, prepared.workload.ranks());
+  const fs::path out = options.out.empty() ? fs::path("results") / prepared.scenario.name : fs::path(options.out);
+  return simulate_and_report(context, prepared.workload, gpus, prepared.run, prepared.scenario.channels, out);
+}
+
+int memory_command(const std::vector<std::string>& arguments) {
+  CommonOptions options;
+  std::string scenario_file;
+  po::options_description visible =
+      scenario_command_options(options, "also write memory.json into this directory (default: print only)");
+  visible.add(common_options(options));
+  po::options_description all = visible;
+  all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
+  po::positional_options_description positional;
+  positional.add("scenario", 1);
+  if (!parse_arguments("memory", arguments, all, positional, "trainsim memory SCENARIO [options]", options, true))
+    return 0;
+  const PreparedScenario prepared = prepare(scenario_file, options);
+  if (options.show_config) {
+    print_config(prepared.scenario);
+    return 0;
+  }
+  SimulationContext context(options.simulation);
+  const auto gpus = gpus_for(context, prepared.scenario.platform_file, prepared.workload.ranks());
+  std::map<const Program*, RankMemory> per_program;
+  std::vector<RankMemory> ranks;
+  for (std::size_t rank = 0; rank < prepared.workload.ranks(); ++rank) {
+    const Program* program = prepared.workload.programs[rank].get();
+    if (!per_program.count(program))
+      per_program[program] = memory_in_program_order(*program);
+    ranks.push_back(per_program[program]);
+  }
+  print_memory(std::cout, ranks, prepared.workload, gpus, prepared.run);
+  if (!options.out.empty()) {
+    fs::create_directories(options.out);
+    const fs::path file = fs::path(options.out) / "memory.json";
+    write_file_atomically(file, memory_json(ranks, prepared.workload, gpus, prepared.run).dump(2) + "\n");
+    std::cout << "  outputs          " << file.string() << '\n';
+  }
+  return 0;
+}
+
+int trace_command(const std::vector<std::string>& arguments) {
+  CommonOptions options;
+  std::string scenario_file;
+  po::options_description visible =
+      scenario_command_options(options, "directory for workload.txt and program files (default: results/<scenario>/trace)");
+  visible.add(common_options(options));
+  po::options_description all = visible;
+  all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
+  po::positional_options_description positional;
+  positional.add("scenario", 1);
+  if (!parse_arguments("trace", arguments, all, positional, "trainsim trace SCENARIO [options]", options, true))
+    return 0;
+  const PreparedScenario prepared = prepare(scenario_file, options);
+  if (options.show_config) {
+    print_config(prepared.scenario);
+    return 0;
+  }
+  const fs::path out =
+      options.out.empty() ? fs::path("results") / prepared.scenario.name / "trace" : fs::path(options.out);
+  write_trace(prepared.workload, out);
+  std::cout << "trainsim: wrote " << prepared.workload.ranks() << " ranks' programs to " << out.string()
+            << " (replay with: trainsim replay " << out.string() << " --platform "
+            << prepared.scenario.platform_file.filename().string() << ")\n";
+  return 0;
+}
+
+int replay_command(const std::vector<std::string>& arguments) {
+  CommonOptions options;
+  std::string directory, platform, channels_text = "auto";
+  double tokens = 1e9;
+  po::options_description visible("Options");
+  visible.add_options()("platform,p", po::value(&platform)->required(),
+                        "SimGrid platform XML (a path or a file in platforms/)")(
+      "out,o", po::value(&options.out), "output directory (default: results/replay-<trace directory name>)")(
+      "channels", po::value(&channels_text)->default_value("auto"),
+      "rings per collective (auto: GPUs of the group on its fullest node)")(
+      "tokens", po::value(&tokens)->default_value(1e9, "1e9"), "tokens to train, for time-to-train");
+  visible.add(common_options(options));
+  po::options_description all = visible;
+  all.add_options()("trace-dir", po::value(&directory)->required(), "trace directory");
+  po::positional_options_description positional;
+  positional.add("trace-dir", 1);
+  if (!parse_arguments("replay", arguments, all, positional, "trainsim replay DIR --platform FILE [options]", options,
+                       false))
+    return 0;
+  int channels = 0;
+  if (channels_text != "auto") {
+    try {
+      channels = std::stoi(channels_text);
+    } catch (const std::exception&) {
+      channels = -1;
+    }
+    if (channels < 1 || channels > 64)
+      throw InputError("--channels " + channels_text + ": accepted: auto or 1 to 64");
+  }
+  if (!(tokens > 0))
+    throw InputError("--tokens: must be positive");
+  const Workload workload = read_trace(directory);
+  const fs::path platform_file = resolve_data_file(platform, "platforms", ".xml", ".", "--platform");
+  SimulationContext context(options.simulation);
+  const auto gpus = gpus_for(context, platform_file, workload.ranks());
+  RunInfo run;
+  fs::path trace_path = fs::path(directory).lexically_normal();
+  if (trace_path.filename().empty())
+    trace_path = trace_path.parent_path();
+  run.name = trace_path.filename().string();
+  run.platform = platform_file.filename().string();
+  run.layout = std::to_string(workload.ranks()) + " ranks, " + std::to_string(workload.groups.size()) + " groups";
+  run.training_tokens = tokens;
+  const fs::path out = options.out.empty() ? fs::path("results") / ("replay-" + run.name) : fs::path(options.out);
+  return simulate_and_report(context, workload, gpus, run, channels, out);
+}
+
+} // namespace trainsim::cli

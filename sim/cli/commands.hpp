@@ -1,0 +1,15 @@
+#pragma once
+// The trainsim subcommands. Each returns the process exit status; input errors
+// propagate as InputError and become status 2 in main.
+#include <string>
+#include <vector>
+
+namespace trainsim::cli {
+
+int run_command(const std::vector<std::string>& arguments);
+int memory_command(const std::vector<std::string>& arguments);
+int trace_command(const std::vector<std::string>& arguments);
+int replay_command(const std::vector<std::string>& arguments);
+void print_usage();
+
+} // namespace trainsim::cli

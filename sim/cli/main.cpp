@@ -1,0 +1,62 @@
+// trainsim: simulate LLM training on GPU clusters (see README.md).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.hpp"
+#include "common/error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace trainsim;
+  std::vector<std::string> arguments(argv + 1, argv + argc);
+  try {
+    // Options given before the command apply to it, so move them after it.
+    std::vector<std::string> leading;
+    std::size_t i = 0;
+    while (i < arguments.size() && arguments[i].rfind("-", 0) == 0) {
+      const std::string& option = arguments[i];
+      if (option == "--help" || option == "-h") {
+        cli::print_usage();
+        return 0;
+      }
+      if (option == "--version") {
+        std::cout << "trainsim " << TRAINSIM_VERSION << '\n';
+        return 0;
+      }
+      leading.push_back(arguments[i++]);
+      const bool takes_value = leading.back() == "--log-level" || leading.back() == "--sg-log" ||
+                               leading.back() == "--sg-cfg";
+      if (takes_value && i < arguments.size())
+        leading.push_back(arguments[i++]);
+    }
+    if (i == arguments.size()) {
+      cli::print_usage();
+      return 2;
+    }
+    const std::string command = arguments[i];
+    std::vector<std::string> rest(arguments.begin() + static_cast<long>(i) + 1, arguments.end());
+    rest.insert(rest.end(), leading.begin(), leading.end());
+    if (command == "run")
+      return cli::run_command(rest);
+    if (command == "memory")
+      return cli::memory_command(rest);
+    if (command == "trace")
+      return cli::trace_command(rest);
+    if (command == "replay")
+      return cli::replay_command(rest);
+    if (command == "help") {
+      cli::print_usage();
+      return 0;
+    }
+    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, trace, replay, help\n";
+    return 2;
+  } catch (const InputError& error) {
+    std::cerr << "trainsim: error: " << error.what() << '\n';
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "trainsim: internal error (a bug, please report it): " << error.what() << '\n';
+    return 3;
+  }
+}

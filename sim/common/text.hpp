@@ -1,0 +1,21 @@
+#pragma once
+// Small text helpers shared by the loaders and writers.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trainsim {
+
+std::string trim(std::string_view text);
+std::vector<std::string> split(std::string_view text, char separator);
+// Orders "gpu2" before "gpu10": platform hosts are ranked in this order.
+bool natural_less(std::string_view a, std::string_view b);
+// Parses a whole decimal integer; false when the text is anything else.
+bool parse_integer(std::string_view text, long long& value);
+// Shortest decimal text that reads back as the same double: deterministic output.
+std::string format_double(double value);
+// "0-3,8,10-11" <-> {0,1,2,3,8,10,11}
+std::vector<int> parse_rank_list(std::string_view text);
+std::string format_rank_list(const std::vector<int>& ranks);
+
+} // namespace trainsim

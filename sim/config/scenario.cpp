@@ -1,0 +1,345 @@
+#include "config/scenario.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <boost/program_options/errors.hpp>
+#include <boost/program_options/parsers.hpp>
+#include <boost/program_options/value_semantic.hpp>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "common/units.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace trainsim {
+namespace {
+
+struct OptionSpec {
+  const char* key;
+  const char* default_value;
+  const char* help;
+};
+
+const std::vector<OptionSpec>& option_specs() {
+  static const std::vector<OptionSpec> specs = {
+      {"model.name", "", "model file in models/ (without .json), e.g. llama2-7b"},
+      {"model.path", "", "path to any Hugging Face config.json (instead of name)"},
+      {"model.vocab_multiple", "128", "pad the vocabulary to a multiple of this (Megatron: 128)"},
+      {"platform.file", "", "SimGrid platform XML, a path or a file in platforms/"},
+      {"parallel.dp", "1", "data-parallel degree (number of model replicas)"},
+      {"memory.zero", "0", "ZeRO stage: 0 (stages 1-3 are not implemented yet)"},
+      {"memory.recompute", "none", "activation recompute: none | selective | full"},
+      {"memory.precision", "bf16", "parameter and activation precision: fp32 | fp16 | bf16"},
+      {"memory.grad_precision", "auto", "gradient precision: auto (fp32 for bf16, else as precision) | fp32 | fp16 | bf16"},
+      {"memory.flash_attention", "true", "fused attention that keeps no s x s scores: true | false"},
+      {"training.seq_len", "2048", "sequence length in tokens"},
+      {"training.micro_batch", "1", "sequences per micro-batch per data-parallel rank"},
+      {"training.global_batch", "auto", "sequences per optimizer step (auto: micro_batch x dp, no accumulation)"},
+      {"training.tokens", "1e9", "tokens to train, for time-to-train (1e9, 300B, 2T)"},
+      {"compute.matmul_efficiency", "0.6", "fraction of peak tensor FLOP/s reached by matmuls, in (0, 1]"},
+      {"compute.memory_efficiency", "0.8", "fraction of peak HBM bandwidth reached by memory-bound kernels, in (0, 1]"},
+      {"compute.allow_tf32", "true", "fp32 matmuls run on TF32 tensor cores: true | false"},
+      {"comm.bucket_size", "25MiB", "gradient all-reduce bucket size (PyTorch DDP: 25 MiB)"},
+      {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
+  };
+  return specs;
+}
+
+struct RawValue {
+  std::string value;
+  std::string where;  // "file:line" or "--set key=value"
+};
+
+int line_of_key(const std::string& text, const std::string& dotted_key) {
+  std::istringstream lines(text);
+  std::string line, section;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    const std::string trimmed = trim(line.substr(0, line.find('#')));
+    if (trimmed.empty())
+      continue;
+    if (trimmed.front() == '[' && trimmed.back() == ']') {
+      section = trim(trimmed.substr(1, trimmed.size() - 2));
+      continue;
+    }
+    const auto equals = trimmed.find('=');
+    const std::string key = trim(trimmed.substr(0, equals));
+    if ((section.empty() ? key : section + "." + key) == dotted_key)
+      return number;
+  }
+  return 0;
+}
+
+std::string accepted_keys() {
+  std::string list;
+  for (const auto& spec : option_specs())
+    list += (list.empty() ? "" : ", ") + std::string(spec.key);
+  return list;
+}
+
+bool is_known_key(const std::string& key) {
+  for (const auto& spec : option_specs())
+    if (key == spec.key)
+      return true;
+  return false;
+}
+
+class ValueReader {
+public:
+  explicit ValueReader(std::map<std::string, RawValue> values) : values_(std::move(values)) {}
+
+  const std::string& text(const std::string& key) const { return values_.at(key).value; }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
+    const RawValue& raw = values_.at(key);
+    throw InputError(raw.where + ": " + key + " = '" + raw.value + "': " + problem);
+  }
+
+  long long integer(const std::string& key, long long min, long long max) const {
+    long long value = 0;
+    if (!parse_integer(text(key), value))
+      fail(key, "not a whole number; accepted: an integer from " + std::to_string(min) + " to " + std::to_string(max));
+    if (value < min || value > max)
+      fail(key, "out of range; accepted: an integer from " + std::to_string(min) + " to " + std::to_string(max));
+    return value;
+  }
+
+  double fraction(const std::string& key) const {
+    const double value = quantity(key, parse_count);
+    if (!(value > 0.0 && value <= 1.0))
+      fail(key, "out of range; accepted: a number in (0, 1], such as 0.6");
+    return value;
+  }
+
+  double quantity(const std::string& key, double (*parse)(std::string_view)) const {
+    try {
+      return parse(text(key));
+    } catch (const UnitError& error) {
+      fail(key, error.what());
+    }
+  }
+
+  bool boolean(const std::string& key) const {
+    const std::string& value = text(key);
+    if (value == "true" || value == "yes" || value == "on" || value == "1")
+      return true;
+    if (value == "false" || value == "no" || value == "off" || value == "0")
+      return false;
+    fail(key, "not a boolean; accepted: true, false (also yes/no, on/off, 1/0)");
+  }
+
+  template <typename Enum>
+  Enum choice(const std::string& key, const std::vector<std::pair<std::string, Enum>>& choices,
+              const std::string& later = "") const {
+    std::string accepted;
+    for (const auto& [name, value] : choices) {
+      if (text(key) == name)
+        return value;
+      accepted += (accepted.empty() ? "" : ", ") + name;
+    }
+    fail(key, (later.empty() ? "unknown value" : later) + "; accepted: " + accepted);
+  }
+
+  const RawValue& raw(const std::string& key) const { return values_.at(key); }
+
+private:
+  std::map<std::string, RawValue> values_;
+};
+
+std::map<std::string, RawValue> read_values(const fs::path& file, const std::vector<std::string>& overrides) {
+  std::ifstream stream(file);
+  if (!stream)
+    throw InputError(file.string() + ": cannot read the scenario file");
+  std::stringstream buffer;
+  buffer << stream.rdbuf();
+  const std::string text = buffer.str();
+
+  std::map<std::string, RawValue> values;
+  po::parsed_options parsed(nullptr);
+  try {
+    std::istringstream input(text);
+    parsed = po::parse_config_file(input, scenario_options(), true);
+  } catch (const po::error& error) {
+    throw InputError(file.string() + ": " + error.what() + "; accepted: [section] headers and key = value lines");
+  }
+  for (const auto& option : parsed.options) {
+    const int line = line_of_key(text, option.string_key);
+    const std::string where = file.string() + ":" + std::to_string(line);
+    if (option.unregistered || !is_known_key(option.string_key))
+      throw InputError(where + ": unknown key '" + option.string_key + "'; accepted: " + accepted_keys());
+    if (values.count(option.string_key))
+      throw InputError(where + ": '" + option.string_key + "' is set twice");
+    values[option.string_key] = {option.value.empty() ? "" : trim(option.value.front()), where};
+  }
+  for (const auto& assignment : overrides) {
+    const auto equals = assignment.find('=');
+    const std::string key = trim(assignment.substr(0, equals));
+    if (equals == std::string::npos || key.find('.') == std::string::npos)
+      throw InputError("--set " + assignment + ": expected section.key=value, e.g. --set parallel.dp=8");
+    if (!is_known_key(key))
+      throw InputError("--set " + assignment + ": unknown key '" + key + "'; accepted: " + accepted_keys());
+    values[key] = {trim(assignment.substr(equals + 1)), "--set " + assignment};
+  }
+  for (const auto& spec : option_specs())
+    if (!values.count(spec.key))
+      values[spec.key] = {spec.default_value, file.string() + " (default of " + spec.key + ")"};
+  return values;
+}
+
+std::string list_folder(const fs::path& folder, const std::string& extension) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(folder, error))
+    if (entry.path().extension() == extension)
+      names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  std::string list;
+  for (const auto& name : names)
+    list += (list.empty() ? "" : ", ") + name;
+  return list.empty() ? "(none found in " + folder.string() + ")" : list;
+}
+
+} // namespace
+
+const char* to_string(Precision precision) {
+  switch (precision) {
+  case Precision::fp32: return "fp32";
+  case Precision::fp16: return "fp16";
+  case Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+const char* to_string(Recompute recompute) {
+  switch (recompute) {
+  case Recompute::none: return "none";
+  case Recompute::selective: return "selective";
+  case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+double bytes_per_element(Precision precision) { return precision == Precision::fp32 ? 4.0 : 2.0; }
+
+const po::options_description& scenario_options() {
+  static const po::options_description description = [] {
+    po::options_description options("Scenario keys ([section] key = value in the INI file, or --set section.key=value)");
+    for (const auto& spec : option_specs())
+      options.add_options()(spec.key,
+                            po::value<std::string>()->default_value(spec.default_value,
+                                                                    *spec.default_value ? spec.default_value : "none"),
+                            spec.help);
+    return options;
+  }();
+  return description;
+}
+
+fs::path data_dir() {
+  if (const char* configured = std::getenv("TRAINSIM_DATA"); configured && *configured)
+    return configured;
+  return TRAINSIM_DATA_DIR;
+}
+
+fs::path resolve_data_file(const std::string& value, const std::string& folder, const std::string& extension,
+                           const fs::path& scenario_dir, const std::string& where) {
+  const fs::path as_given(value);
+  std::vector<fs::path> candidates = {as_given, scenario_dir / as_given, scenario_dir / ".." / folder / as_given,
+                                      data_dir() / folder / as_given};
+  if (as_given.extension() != extension) {
+    candidates.push_back(scenario_dir / ".." / folder / (value + extension));
+    candidates.push_back(data_dir() / folder / (value + extension));
+  }
+  for (const auto& candidate : candidates) {
+    std::error_code error;
+    if (!value.empty() && fs::is_regular_file(candidate, error))
+      return candidate.lexically_normal();
+  }
+  throw InputError(where + ": no file '" + value + "' found (as a path or in " + folder +
+                   "/); available: " + list_folder(data_dir() / folder, extension));
+}
+
+Scenario load_scenario(const fs::path& file, const std::vector<std::string>& overrides) {
+  const ValueReader values(read_values(file, overrides));
+  const fs::path scenario_dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  Scenario scenario;
+  scenario.file = file;
+  scenario.name = file.stem().string();
+
+  const bool has_name = !values.text("model.name").empty(), has_path = !values.text("model.path").empty();
+  if (has_name == has_path)
+    throw InputError(file.string() + ": [model] needs exactly one of name (one of: " +
+                     list_folder(data_dir() / "models", ".json") + ") or path (a Hugging Face config.json)");
+  if (has_name)
+    scenario.model_file = resolve_data_file(values.text("model.name"), "models", ".json", scenario_dir,
+                                            values.raw("model.name").where + ": model.name");
+  else
+    scenario.model_file = resolve_data_file(values.text("model.path"), "models", ".json", scenario_dir,
+                                            values.raw("model.path").where + ": model.path");
+  scenario.vocab_multiple = values.integer("model.vocab_multiple", 1, 1 << 20);
+
+  if (values.text("platform.file").empty())
+    throw InputError(file.string() + ": [platform] file is required; available: " +
+                     list_folder(data_dir() / "platforms", ".xml"));
+  scenario.platform_file = resolve_data_file(values.text("platform.file"), "platforms", ".xml", scenario_dir,
+                                             values.raw("platform.file").where + ": platform.file");
+
+  scenario.dp = static_cast<int>(values.integer("parallel.dp", 1, 1'000'000));
+
+  scenario.zero = values.choice<int>("memory.zero", {{"0", 0}},
+                                     "ZeRO stages 1, 2, 3 and fsdp are not implemented yet");
+  scenario.recompute = values.choice<Recompute>(
+      "memory.recompute", {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}},
+      values.text("memory.recompute").rfind("every:", 0) == 0 || values.text("memory.recompute") == "optimal"
+          ? "every:N and optimal are not implemented yet"
+          : "");
+  const std::vector<std::pair<std::string, Precision>> precisions = {
+      {"fp32", Precision::fp32}, {"fp16", Precision::fp16}, {"bf16", Precision::bf16}};
+  scenario.precision = values.choice<Precision>("memory.precision", precisions);
+  if (values.text("memory.grad_precision") == "auto")
+    scenario.grad_precision = scenario.precision == Precision::bf16 ? Precision::fp32 : scenario.precision;
+  else
+    scenario.grad_precision = values.choice<Precision>("memory.grad_precision", precisions);
+  scenario.flash_attention = values.boolean("memory.flash_attention");
+
+  scenario.seq_len = values.integer("training.seq_len", 1, 100'000'000);
+  scenario.micro_batch = values.integer("training.micro_batch", 1, 1'000'000);
+  const long long replica_batch = scenario.micro_batch * scenario.dp;
+  if (values.text("training.global_batch") == "auto")
+    scenario.global_batch = replica_batch;
+  else
+    scenario.global_batch = values.integer("training.global_batch", 1, 1'000'000'000);
+  if (scenario.global_batch % replica_batch != 0)
+    values.fail("training.global_batch",
+                "not a multiple of micro_batch x dp = " + std::to_string(scenario.micro_batch) + " x " +
+                    std::to_string(scenario.dp) + " = " + std::to_string(replica_batch) +
+                    "; gradient accumulation steps must be a whole number");
+  scenario.grad_accum = scenario.global_batch / replica_batch;
+  if (scenario.grad_accum > 100'000)
+    values.fail("training.global_batch", "gives more than 100000 accumulation steps per step");
+  scenario.tokens = values.quantity("training.tokens", parse_count);
+  if (!(scenario.tokens > 0))
+    values.fail("training.tokens", "must be positive");
+
+  scenario.efficiency.matmul = values.fraction("compute.matmul_efficiency");
+  scenario.efficiency.memory = values.fraction("compute.memory_efficiency");
+  scenario.efficiency.allow_tf32 = values.boolean("compute.allow_tf32");
+
+  scenario.bucket_bytes = values.quantity("comm.bucket_size", parse_bytes);
+  if (scenario.bucket_bytes < 1)
+    values.fail("comm.bucket_size", "must be at least 1 byte; accepted: a size such as 25MiB");
+  scenario.channels = values.text("comm.channels") == "auto" ? 0 : static_cast<int>(values.integer("comm.channels", 1, 64));
+
+  for (const auto& spec : option_specs())
+    scenario.settings[spec.key] = values.text(spec.key);
+  scenario.settings["training.global_batch"] = std::to_string(scenario.global_batch);
+  scenario.settings["memory.grad_precision"] = to_string(scenario.grad_precision);
+  return scenario;
+}
+
+} // namespace trainsim

@@ -1,0 +1,71 @@
+#pragma once
+// A scenario: what to train, on which platform, with which strategy.
+// Read from an INI file (sections and keys listed by scenario_options()) plus
+// "--set section.key=value" overrides, validated here so that later stages only
+// see sensible values. Every problem is an InputError naming the file, line or key.
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <boost/program_options/options_description.hpp>
+
+namespace trainsim {
+
+enum class Precision { fp32, fp16, bf16 };
+enum class Recompute { none, selective, full };
+
+const char* to_string(Precision precision);
+const char* to_string(Recompute recompute);
+double bytes_per_element(Precision precision);
+
+struct ComputeEfficiency {
+  double matmul = 0.6;   // achieved / peak tensor FLOP/s for large GEMMs
+  double memory = 0.8;   // achieved / peak HBM bandwidth for memory-bound kernels
+  bool allow_tf32 = true;
+};
+
+struct Scenario {
+  std::string name;                   // the file's stem: names the default output folder
+  std::filesystem::path file;
+
+  std::filesystem::path model_file;   // a Hugging Face config.json
+  long long vocab_multiple = 128;     // vocabulary padded to a multiple of this (Megatron's default)
+
+  std::filesystem::path platform_file;
+
+  int dp = 1;
+
+  int zero = 0;
+  Recompute recompute = Recompute::none;
+  Precision precision = Precision::bf16;
+  Precision grad_precision = Precision::fp32;
+  bool flash_attention = true;
+
+  long long seq_len = 2048;
+  long long micro_batch = 1;
+  long long global_batch = 1;
+  long long grad_accum = 1;           // derived: global_batch / (micro_batch * dp)
+  double tokens = 1e9;
+
+  ComputeEfficiency efficiency;
+
+  double bucket_bytes = 25.0 * 1024 * 1024;
+  int channels = 0;                   // 0: one ring per GPU of a node (as NCCL does)
+
+  // Every key with its effective value, for the summary and the "effective configuration" print.
+  std::map<std::string, std::string> settings;
+};
+
+// Options with their defaults and meaning; the same names are accepted by --set.
+const boost::program_options::options_description& scenario_options();
+
+Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides);
+
+// Where models/, platforms/ and scenarios/ live: $TRAINSIM_DATA, else the source tree.
+std::filesystem::path data_dir();
+// Resolves a name such as "llama2-7b" or a path to an existing file; InputError otherwise.
+std::filesystem::path resolve_data_file(const std::string& value, const std::string& folder, const std::string& extension,
+                                        const std::filesystem::path& scenario_dir, const std::string& where);
+
+} // namespace trainsim

@@ -1,0 +1,379 @@
+#include "engine/replay.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include <simgrid/s4u.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/error.hpp"
+#include "model/costs.hpp"
+#include "program/collective_plan.hpp"
+#include "program/program_graph.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace trainsim {
+namespace {
+
+// Mailbox payloads are never read: only the simulated size matters.
+char payload_token;
+void* received_payload;
+
+// A group's rings, fixed for the whole replay.
+struct GroupPlan {
+  std::vector<std::vector<int>> next;   // [channel][member] -> member to send to
+  std::vector<std::vector<int>> prev;   // [channel][member] -> member to receive from
+  std::unordered_map<int, int> member_of_rank;
+  double step_latency = 0;              // the slowest ring edge's route latency
+  std::vector<std::vector<sg4::Mailbox*>> inbox;  // [channel][member]
+};
+
+struct SharedState {
+  const Workload* workload = nullptr;
+  std::vector<sg4::Host*> hosts;        // per rank
+  const std::vector<GpuInfo>* gpus = nullptr;
+  std::vector<GroupPlan> groups;
+  std::map<const Program*, ProgramGraph> graphs;
+  ReplayObserver* observer = nullptr;
+  std::vector<double> rank_finish;
+  std::vector<std::size_t> ops_done;
+};
+
+sg4::Mailbox* p2p_mailbox(int from, int to, int tag) {
+  return sg4::Mailbox::by_name("p2p/" + std::to_string(from) + "/" + std::to_string(to) + "/" + std::to_string(tag));
+}
+
+sg4::Mailbox* all_to_all_mailbox(int group, int from, int to) {
+  return sg4::Mailbox::by_name("a2a/" + std::to_string(group) + "/" + std::to_string(from) + "/" + std::to_string(to));
+}
+
+class RankRunner {
+public:
+  RankRunner(SharedState& shared, int rank)
+      : shared_(shared), rank_(rank), program_(shared.workload->program(rank)),
+        graph_(shared.graphs.at(&program_)), host_(shared.hosts[rank]), gpu_((*shared.gpus)[rank]),
+        waiting_(graph_.predecessors), group_busy_(shared.groups.size(), false),
+        group_queue_(shared.groups.size()) {}
+
+  void run() {
+    for (OpId id = 0; id < program_.ops.size(); ++id)
+      if (waiting_[id] == 0)
+        ready_.push_back(id);
+    while (true) {
+      start_ready_ops();
+      if (finished_ == program_.ops.size())
+        break;
+      if (activities_.empty() && timers_.empty())
+        break;  // blocked forever: reported as a deadlock after the run
+      const double now = sg4::Engine::get_clock();
+      const double timeout = timers_.empty() ? -1.0 : std::max(0.0, timers_.top().deadline - now);
+      if (activities_.empty()) {
+        sg4::this_actor::sleep_for(timeout);
+        fire_due_timers();
+        continue;
+      }
+      const ssize_t index = sg4::Activity::wait_any_for(activities_, timeout);
+      if (index < 0) {
+        fire_due_timers();
+        continue;
+      }
+      const OpId op = activity_ops_[index];
+      activities_[index] = activities_.back();
+      activities_.pop_back();
+      activity_ops_[index] = activity_ops_.back();
+      activity_ops_.pop_back();
+      activity_done(op);
+    }
+    shared_.rank_finish[rank_] = sg4::Engine::get_clock();
+  }
+
+private:
+  struct Timer {
+    double deadline;
+    std::uint64_t sequence;
+    OpId op;
+    bool operator>(const Timer& other) const {
+      return deadline != other.deadline ? deadline > other.deadline : sequence > other.sequence;
+    }
+  };
+  struct CollectiveState {
+    int phase = 0;
+    int outstanding = 0;
+  };
+
+  void start_ready_ops() {
+    while (!ready_.empty()) {
+      const OpId id = ready_.front();
+      ready_.pop_front();
+      const Op& op = program_.ops[id];
+      if (op.kind == OpKind::collective) {
+        if (group_busy_[op.group]) {
+          // Collectives on one group run one at a time per rank, like NCCL operations on one communicator.
+          group_queue_[op.group].push_back(id);
+          continue;
+        }
+        group_busy_[op.group] = true;
+      }
+      start(id);
+    }
+  }
+
+  void start(OpId id) {
+    const Op& op = program_.ops[id];
+    shared_.observer->op_started(rank_, id, sg4::Engine::get_clock());
+    switch (op.kind) {
+    case OpKind::compute: {
+      const double seconds = kernel_seconds(Work{op.flops, op.bytes}, gpu_, shared_.workload->step.precision,
+                                            shared_.workload->step.efficiency);
+      if (seconds <= 0)
+        return finish(id);
+      track(host_->exec_async(seconds * host_->get_speed()), id);
+      return;
+    }
+    case OpKind::collective:
+      return start_collective_phase(id, 0);
+    case OpKind::send:
+      track(p2p_mailbox(rank_, op.peer, op.tag)->put_async(&payload_token, static_cast<uint64_t>(op.bytes)), id);
+      return;
+    case OpKind::recv:
+      track(p2p_mailbox(op.peer, rank_, op.tag)->get_async<void>(&received_payload), id);
+      return;
+    case OpKind::copy:
+      track(sg4::Comm::sendto_async(host_, sg4::Host::by_name(op.target), static_cast<uint64_t>(op.bytes)), id);
+      return;
+    case OpKind::read:
+    case OpKind::write: {
+      sg4::Disk* disk = find_disk(op.target);
+      track(op.kind == OpKind::read ? disk->read_async(static_cast<sg_size_t>(op.bytes))
+                                    : disk->write_async(static_cast<sg_size_t>(op.bytes)),
+            id);
+      return;
+    }
+    case OpKind::alloc:
+    case OpKind::free:
+      return finish(id);
+    }
+  }
+
+  sg4::Disk* find_disk(const std::string& name) const {
+    for (sg4::Disk* disk : host_->get_disks())
+      if (disk->get_name() == name)
+        return disk;
+    return nullptr;  // checked before the replay starts
+  }
+
+  void start_collective_phase(OpId id, int phase) {
+    const Op& op = program_.ops[id];
+    const GroupPlan& plan = shared_.groups[op.group];
+    const int members = static_cast<int>(shared_.workload->groups[op.group].ranks.size());
+    const RingPhases phases = ring_phases(op.collective, op.bytes, members);
+    if (phase >= phases.phases)
+      return finish(id);
+    CollectiveState& state = collectives_[id];
+    state.phase = phase;
+    state.outstanding = 0;
+    const int me = plan.member_of_rank.at(rank_);
+    if (op.collective == Collective::all_to_all) {
+      const auto share = static_cast<uint64_t>(op.bytes / members);
+      for (int other = 0; other < members; ++other) {
+        if (other == me)
+          continue;
+        track(all_to_all_mailbox(op.group, me, other)->put_async(&payload_token, share), id);
+        track(all_to_all_mailbox(op.group, other, me)->get_async<void>(&received_payload), id);
+        state.outstanding += 2;
+      }
+      return;
+    }
+    const int channels = static_cast<int>(plan.next.size());
+    const auto flow = static_cast<uint64_t>(phases.bytes_per_phase / channels);
+    const bool broadcast = op.collective == Collective::broadcast;
+    for (int c = 0; c < channels; ++c) {
+      const int next = plan.next[c][me];
+      // A broadcast flows from member 0 around the ring: the member before it neither
+      // sends on, nor does member 0 receive.
+      if (!broadcast || next != 0) {
+        track(plan.inbox[c][next]->put_async(&payload_token, flow), id);
+        ++state.outstanding;
+      }
+      if (!broadcast || me != 0) {
+        track(plan.inbox[c][me]->get_async<void>(&received_payload), id);
+        ++state.outstanding;
+      }
+    }
+  }
+
+  void activity_done(OpId id) {
+    const Op& op = program_.ops[id];
+    if (op.kind != OpKind::collective)
+      return finish(id);
+    CollectiveState& state = collectives_[id];
+    if (--state.outstanding > 0)
+      return;
+    // One flow per ring edge carries a phase; the ring's other n-2 steps each add a latency.
+    const int members = static_cast<int>(shared_.workload->groups[op.group].ranks.size());
+    const double extra_latency = op.collective == Collective::all_to_all
+                                     ? 0.0
+                                     : std::max(0, members - 2) * shared_.groups[op.group].step_latency;
+    if (extra_latency > 0) {
+      timers_.push({sg4::Engine::get_clock() + extra_latency, timer_sequence_++, id});
+      return;
+    }
+    start_collective_phase(id, state.phase + 1);
+  }
+
+  void fire_due_timers() {
+    const double now = sg4::Engine::get_clock();
+    while (!timers_.empty() && timers_.top().deadline <= now) {
+      const OpId id = timers_.top().op;
+      timers_.pop();
+      start_collective_phase(id, collectives_[id].phase + 1);
+    }
+  }
+
+  void track(sg4::ActivityPtr activity, OpId id) {
+    activities_.push_back(std::move(activity));
+    activity_ops_.push_back(id);
+  }
+
+  void finish(OpId id) {
+    const Op& op = program_.ops[id];
+    ++finished_;
+    shared_.ops_done[rank_] = finished_;
+    shared_.observer->op_finished(rank_, id, sg4::Engine::get_clock());
+    if (op.kind == OpKind::collective) {
+      collectives_.erase(id);
+      auto& queue = group_queue_[op.group];
+      if (queue.empty()) {
+        group_busy_[op.group] = false;
+      } else {
+        const OpId next = queue.front();
+        queue.pop_front();
+        start(next);
+      }
+    }
+    for (OpId successor : graph_.successors[id])
+      if (--waiting_[successor] == 0)
+        ready_.push_back(successor);
+  }
+
+  SharedState& shared_;
+  const int rank_;
+  const Program& program_;
+  const ProgramGraph& graph_;
+  sg4::Host* host_;
+  const GpuInfo& gpu_;
+  std::vector<std::uint32_t> waiting_;
+  std::deque<OpId> ready_;
+  std::vector<sg4::ActivityPtr> activities_;
+  std::vector<OpId> activity_ops_;
+  std::unordered_map<OpId, CollectiveState> collectives_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  std::uint64_t timer_sequence_ = 0;
+  std::vector<bool> group_busy_;
+  std::vector<std::deque<OpId>> group_queue_;
+  std::size_t finished_ = 0;
+};
+
+GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4::Host*>& hosts,
+                     const std::vector<GpuInfo>& gpus, int channels) {
+  GroupPlan plan;
+  std::map<std::string, int> node_ids;
+  std::vector<int> node_of_member;
+  for (std::size_t i = 0; i < group.ranks.size(); ++i) {
+    plan.member_of_rank[group.ranks[i]] = static_cast<int>(i);
+    const std::string& node = gpus[group.ranks[i]].node;
+    node_of_member.push_back(node_ids.emplace(node, static_cast<int>(node_ids.size())).first->second);
+  }
+  const int ring_count = channels > 0 ? channels : default_channels(node_of_member);
+  const auto rings = build_rings(node_of_member, ring_count);
+  const std::size_t members = group.ranks.size();
+  plan.next.assign(rings.size(), std::vector<int>(members));
+  plan.prev.assign(rings.size(), std::vector<int>(members));
+  plan.inbox.assign(rings.size(), std::vector<sg4::Mailbox*>(members));
+  std::map<std::pair<int, int>, double> latency_of_edge;
+  for (std::size_t c = 0; c < rings.size(); ++c) {
+    for (std::size_t k = 0; k < members; ++k) {
+      const int from = rings[c][k], to = rings[c][(k + 1) % members];
+      plan.next[c][from] = to;
+      plan.prev[c][to] = from;
+      plan.inbox[c][k] = sg4::Mailbox::by_name("ring/" + std::to_string(group_index) + "/" + std::to_string(c) + "/" +
+                                               std::to_string(k));  // indexed by member, one sender each
+      if (members > 1 && !latency_of_edge.count({from, to})) {
+        std::vector<sg4::Link*> links;
+        double latency = 0;
+        hosts[group.ranks[from]]->route_to(hosts[group.ranks[to]], links, &latency);
+        latency_of_edge[{from, to}] = latency;
+        plan.step_latency = std::max(plan.step_latency, latency);
+      }
+    }
+  }
+  return plan;
+}
+
+void check_targets(const Workload& workload, const std::vector<sg4::Host*>& hosts) {
+  std::map<const Program*, bool> checked;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    for (const Op& op : workload.program(rank).ops) {
+      if (op.kind == OpKind::copy && sg4::Host::by_name_or_null(op.target) == nullptr)
+        throw InputError("rank " + std::to_string(rank) + " op " + op.name + ": copy target host '" + op.target +
+                         "' is not in the platform");
+      if (op.kind == OpKind::read || op.kind == OpKind::write) {
+        const auto disks = hosts[rank]->get_disks();
+        if (std::none_of(disks.begin(), disks.end(), [&](const sg4::Disk* d) { return d->get_name() == op.target; }))
+          throw InputError("rank " + std::to_string(rank) + " op " + op.name + ": host " + hosts[rank]->get_name() +
+                           " has no disk '" + op.target + "'");
+      }
+    }
+  }
+}
+
+} // namespace
+
+ReplayOutcome replay(SimulationContext& context, const Workload& workload, const std::vector<GpuInfo>& gpus,
+                     const ReplaySettings& settings, ReplayObserver& observer) {
+  if (gpus.size() < workload.ranks())
+    throw InputError(context.platform_file().string() + ": the workload needs " + std::to_string(workload.ranks()) +
+                     " GPUs but the platform has " + std::to_string(gpus.size()));
+  SharedState shared;
+  shared.workload = &workload;
+  shared.gpus = &gpus;
+  shared.observer = &observer;
+  shared.rank_finish.assign(workload.ranks(), 0.0);
+  shared.ops_done.assign(workload.ranks(), 0);
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    shared.hosts.push_back(sg4::Host::by_name(gpus[rank].host));
+    const Program* program = workload.programs[rank].get();
+    if (!shared.graphs.count(program))
+      shared.graphs.emplace(program, ProgramGraph(*program));
+  }
+  check_targets(workload, shared.hosts);
+  for (std::size_t g = 0; g < workload.groups.size(); ++g)
+    shared.groups.push_back(plan_group(workload.groups[g], static_cast<int>(g), shared.hosts, gpus, settings.channels));
+
+  std::vector<std::unique_ptr<RankRunner>> runners;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    runners.push_back(std::make_unique<RankRunner>(shared, static_cast<int>(rank)));
+    RankRunner* runner = runners.back().get();
+    sg4::Actor::create("rank-" + std::to_string(rank), shared.hosts[rank], [runner] { runner->run(); });
+  }
+  spdlog::debug("replaying {} ranks", workload.ranks());
+  sg4::Engine::get_instance()->run();
+
+  ReplayOutcome outcome;
+  outcome.rank_finish = shared.rank_finish;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    if (shared.ops_done[rank] != workload.program(rank).ops.size())
+      throw InputError("the replay deadlocked: rank " + std::to_string(rank) + " finished " +
+                       std::to_string(shared.ops_done[rank]) + " of " +
+                       std::to_string(workload.program(rank).ops.size()) +
+                       " ops (a recv without its send, or ranks waiting on each other in a cycle)");
+    outcome.end_time = std::max(outcome.end_time, shared.rank_finish[rank]);
+  }
+  return outcome;
+}
+
+} // namespace trainsim

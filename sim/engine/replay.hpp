@@ -1,0 +1,31 @@
+#pragma once
+// Replays per-rank programs on a loaded platform: one SimGrid actor per rank on
+// its GPU host. Compute ops become executions whose length is the roofline time,
+// collectives become rings of concurrent flows over the platform's routes,
+// send/recv become point-to-point flows, copies flows to another host, reads and
+// writes disk I/O. Observers hear when each op starts and finishes; the engine
+// writes nothing itself.
+#include <vector>
+
+#include "engine/observer.hpp"
+#include "platform/gpu.hpp"
+#include "platform/platform_loader.hpp"
+#include "program/program.hpp"
+
+namespace trainsim {
+
+struct ReplaySettings {
+  int channels = 0;  // rings per collective; 0: GPUs of the group on its fullest node
+};
+
+struct ReplayOutcome {
+  double end_time = 0;
+  std::vector<double> rank_finish;  // when each rank's last op finished
+};
+
+// `gpus` are the platform's GPUs in rank order (rank r runs on gpus[r]).
+// Throws InputError when the workload does not fit the platform or deadlocks.
+ReplayOutcome replay(SimulationContext& context, const Workload& workload, const std::vector<GpuInfo>& gpus,
+                     const ReplaySettings& settings, ReplayObserver& observer);
+
+} // namespace trainsim

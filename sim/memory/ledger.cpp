@@ -1,0 +1,56 @@
+#include "memory/ledger.hpp"
+
+#include <numeric>
+
+#include "common/error.hpp"
+
+namespace trainsim {
+
+double sum(const CategoryBytes& bytes) { return std::accumulate(bytes.begin(), bytes.end(), 0.0); }
+
+void MemoryTracker::apply(const Op& op, double when) {
+  if (op.kind != OpKind::alloc && op.kind != OpKind::free)
+    return;
+  Allocation allocation{op.bytes, op.category, op.device};
+  if (op.kind == OpKind::alloc) {
+    if (!live_.emplace(op.tensor, allocation).second)
+      throw InputError("tensor " + op.tensor + " is allocated twice without a free");
+  } else {
+    const auto it = live_.find(op.tensor);
+    if (it == live_.end())
+      throw InputError("free of tensor " + op.tensor + ", which is not allocated");
+    allocation = it->second;
+    allocation.bytes = -allocation.bytes;
+    live_.erase(it);
+  }
+  const int device = static_cast<int>(allocation.device);
+  CategoryBytes& usage = in_use_[device];
+  usage[static_cast<int>(allocation.category)] += allocation.bytes;
+  const double total = sum(usage);
+  DeviceMemory& peak = peaks_[device];
+  if (total > peak.peak) {
+    peak.peak = total;
+    peak.at_peak = usage;
+    peak.peak_time = when;
+  }
+  if (keep_timeline_ && allocation.device == Device::gpu)
+    timeline_.push_back({when, usage});
+}
+
+RankMemory MemoryTracker::result() const {
+  RankMemory memory;
+  memory.devices = peaks_;
+  for (const auto& [name, allocation] : live_)
+    if (allocation.device == Device::gpu)
+      memory.persistent_gpu[static_cast<int>(allocation.category)] += allocation.bytes;
+  return memory;
+}
+
+RankMemory memory_in_program_order(const Program& program) {
+  MemoryTracker tracker(false);
+  for (std::size_t i = 0; i < program.ops.size(); ++i)
+    tracker.apply(program.ops[i], static_cast<double>(i));
+  return tracker.result();
+}
+
+} // namespace trainsim

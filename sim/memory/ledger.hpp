@@ -1,0 +1,61 @@
+#pragma once
+// Memory accounting from Alloc/Free ops: what each category holds on each device,
+// the peak, the breakdown at the peak and, optionally, the timeline. The same
+// tracker serves program order (`trainsim memory`, no simulation) and replay order
+// (simulated timestamps), so the two give the same numbers for the same sequence.
+#include <array>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "program/program.hpp"
+
+namespace trainsim {
+
+using CategoryBytes = std::array<double, category_count>;
+
+struct MemoryPoint {
+  double time = 0;
+  CategoryBytes gpu{};
+};
+
+struct DeviceMemory {
+  double peak = 0;
+  CategoryBytes at_peak{};
+  double peak_time = 0;     // simulated seconds (replay) or op index (program order)
+};
+
+struct RankMemory {
+  std::array<DeviceMemory, device_count> devices{};
+  CategoryBytes persistent_gpu{};   // still allocated when the step ends: model states
+  const DeviceMemory& gpu() const { return devices[static_cast<int>(Device::gpu)]; }
+};
+
+class MemoryTracker {
+public:
+  explicit MemoryTracker(bool keep_timeline) : keep_timeline_(keep_timeline) {}
+
+  // Applies an alloc or free (other ops are ignored). `when` is the time of the event.
+  void apply(const Op& op, double when);
+  RankMemory result() const;
+  const std::vector<MemoryPoint>& timeline() const { return timeline_; }
+
+private:
+  struct Allocation {
+    double bytes;
+    MemCategory category;
+    Device device;
+  };
+  bool keep_timeline_;
+  std::unordered_map<std::string, Allocation> live_;
+  std::array<CategoryBytes, device_count> in_use_{};
+  std::array<DeviceMemory, device_count> peaks_{};
+  std::vector<MemoryPoint> timeline_;
+};
+
+// Peak memory of a program executed in program order (op index as time).
+RankMemory memory_in_program_order(const Program& program);
+
+double sum(const CategoryBytes& bytes);
+
+} // namespace trainsim

@@ -1,0 +1,54 @@
+#pragma once
+// Per-layer costs of one micro-batch: FLOPs, HBM traffic and the activation bytes
+// kept for backward (Korthikanti et al. 2022, generalised to GQA, SwiGLU and
+// models without dropout), and the roofline that turns work into seconds.
+#include "config/scenario.hpp"
+#include "model/model.hpp"
+#include "platform/gpu.hpp"
+
+namespace trainsim {
+
+struct Work {
+  double flops = 0;
+  double bytes = 0;  // HBM traffic
+};
+
+// Activation bytes a transformer layer keeps for its backward, by part.
+struct LayerActivations {
+  double input = 0;           // the layer's input (what full recompute keeps)
+  double attention_core = 0;  // scores, softmax, attention dropout: what selective recompute drops
+  double total = 0;           // everything kept without recompute
+};
+
+struct LayerCosts {
+  Work forward;
+  Work backward;               // 2x the forward FLOPs, plus writing the weight gradients
+  Work attention_core;         // forward of QK^T, softmax and (scores x V): recomputed under selective
+  LayerActivations activations;
+};
+
+struct ModelCosts {
+  LayerCosts layer;            // every transformer layer is the same
+  Work embedding_forward;
+  Work embedding_backward;
+  Work head_forward;           // final norm, output projection, cross-entropy
+  Work head_backward;
+  double embedding_activations = 0;   // bytes kept for backward
+  double head_activations = 0;
+  double activation_gradient_buffer = 0;  // working gradient tensors during backward
+  double model_flops_per_micro_batch = 0; // forward + backward, no recompute: what MFU counts
+};
+
+ModelCosts compute_costs(const ModelSpec& model, long long micro_batch, long long seq_len, Precision precision,
+                         Precision grad_precision, bool flash_attention);
+
+// Bytes kept by one layer under a recompute policy (after its forward, until its backward).
+double kept_activation_bytes(const LayerActivations& activations, Recompute recompute);
+
+// Adam step over `parameters` parameters: memory-bound traffic per parameter.
+Work optimizer_step_work(double parameters, Precision precision, Precision grad_precision);
+
+// Roofline: the slower of the math at efficiency x peak and the traffic at efficiency x HBM bandwidth.
+double kernel_seconds(const Work& work, const GpuInfo& gpu, Precision precision, const ComputeEfficiency& efficiency);
+
+} // namespace trainsim

@@ -1,0 +1,185 @@
+#include "model/model.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+
+namespace trainsim {
+namespace {
+
+using nlohmann::json;
+
+class ConfigReader {
+public:
+  ConfigReader(const json& config, std::string where) : config_(config), where_(std::move(where)) {}
+
+  bool has(const char* key) const { return config_.contains(key) && !config_.at(key).is_null(); }
+
+  // The first present key among the aliases, as a positive integer.
+  long long integer(std::initializer_list<const char*> aliases, long long fallback = -1) const {
+    for (const char* key : aliases) {
+      if (!has(key))
+        continue;
+      const json& value = config_.at(key);
+      if (!value.is_number_integer() || value.get<long long>() <= 0 || value.get<long long>() > 10'000'000'000LL)
+        throw InputError(where_ + ": field '" + key + "' = " + value.dump() + "; accepted: a positive integer");
+      return value.get<long long>();
+    }
+    if (fallback >= 0)
+      return fallback;
+    std::string names;
+    for (const char* key : aliases)
+      names += (names.empty() ? "'" : " or '") + std::string(key) + "'";
+    throw InputError(where_ + ": missing field " + names + "; accepted: a positive integer");
+  }
+
+  bool boolean(const char* key, bool fallback) const {
+    if (!has(key))
+      return fallback;
+    const json& value = config_.at(key);
+    if (!value.is_boolean())
+      throw InputError(where_ + ": field '" + key + "' = " + value.dump() + "; accepted: true or false");
+    return value.get<bool>();
+  }
+
+  // Dropout probabilities: present and positive means masks are kept.
+  bool positive_number(std::initializer_list<const char*> aliases, bool fallback) const {
+    for (const char* key : aliases) {
+      if (!has(key))
+        continue;
+      const json& value = config_.at(key);
+      if (!value.is_number() || value.get<double>() < 0 || value.get<double>() >= 1)
+        throw InputError(where_ + ": field '" + key + "' = " + value.dump() + "; accepted: a probability in [0, 1)");
+      return value.get<double>() > 0;
+    }
+    return fallback;
+  }
+
+  std::string text(const char* key) const {
+    if (!has(key))
+      return "";
+    if (!config_.at(key).is_string())
+      throw InputError(where_ + ": field '" + key + "' = " + config_.at(key).dump() + "; accepted: a string");
+    return config_.at(key).get<std::string>();
+  }
+
+private:
+  const json& config_;
+  std::string where_;
+};
+
+enum class Family { llama, gpt2 };
+
+Family family_of(const ConfigReader& config, const std::string& where) {
+  static const std::set<std::string> llama_like = {"llama", "mistral", "qwen2"};
+  static const std::set<std::string> gpt2_like = {"gpt2", "gpt3", "gpt"};
+  const std::string type = config.text("model_type");
+  if (llama_like.count(type))
+    return Family::llama;
+  if (gpt2_like.count(type))
+    return Family::gpt2;
+  if (type.empty() && config.has("n_embd"))
+    return Family::gpt2;
+  if (type.empty() && config.has("hidden_size") && config.has("intermediate_size"))
+    return Family::llama;
+  throw InputError(where + ": field 'model_type' = \"" + type +
+                   "\" is not a supported architecture; accepted: llama, mistral, qwen2, gpt2, gpt3");
+}
+
+} // namespace
+
+ModelSpec parse_model(const std::string& json_text, const std::string& where, const std::string& name,
+                      long long vocab_multiple) {
+  json config;
+  try {
+    config = json::parse(json_text);
+  } catch (const json::parse_error& error) {
+    throw InputError(where + ": not valid JSON (" + std::string(error.what()) + "); accepted: a Hugging Face config.json");
+  }
+  if (!config.is_object())
+    throw InputError(where + ": the top level is not a JSON object; accepted: a Hugging Face config.json");
+  const ConfigReader reader(config, where);
+  const Family family = family_of(reader, where);
+
+  ModelSpec model;
+  model.name = name;
+  model.hidden = reader.integer({"hidden_size", "n_embd", "d_model"});
+  model.layers = reader.integer({"num_hidden_layers", "n_layer", "num_layers"});
+  model.heads = reader.integer({"num_attention_heads", "n_head"});
+  model.kv_heads = reader.integer({"num_key_value_heads"}, model.heads);
+  model.vocab = reader.integer({"vocab_size"});
+  if (family == Family::gpt2) {
+    model.ffn = reader.integer({"n_inner", "intermediate_size"}, 4 * model.hidden);
+    model.max_positions = reader.integer({"n_positions", "max_position_embeddings"});
+    model.rms_norm = false;
+    model.gated_mlp = false;
+    model.qkv_bias = model.out_bias = model.mlp_bias = true;
+    model.learned_positions = true;
+    model.tied_embeddings = reader.boolean("tie_word_embeddings", true);
+    model.attention_dropout = reader.positive_number({"attn_pdrop", "attention_dropout"}, true);
+    model.hidden_dropout = reader.positive_number({"resid_pdrop", "hidden_dropout"}, true);
+  } else {
+    model.ffn = reader.integer({"intermediate_size"});
+    model.max_positions = reader.integer({"max_position_embeddings"}, 0);
+    model.rms_norm = true;
+    model.gated_mlp = true;
+    model.qkv_bias = reader.boolean("attention_bias", config.value("model_type", "") == "qwen2");
+    model.out_bias = reader.boolean("attention_bias", false);
+    model.mlp_bias = reader.boolean("mlp_bias", false);
+    model.learned_positions = false;
+    model.tied_embeddings = reader.boolean("tie_word_embeddings", false);
+    model.attention_dropout = reader.positive_number({"attention_dropout"}, false);
+    model.hidden_dropout = reader.positive_number({"hidden_dropout"}, false);
+  }
+  model.head_dim = reader.integer({"head_dim"}, model.hidden / model.heads);
+  if (!reader.has("head_dim") && model.hidden % model.heads != 0)
+    throw InputError(where + ": hidden size " + std::to_string(model.hidden) + " is not divisible by " +
+                     std::to_string(model.heads) + " attention heads; give 'head_dim' explicitly");
+  if (model.heads % model.kv_heads != 0)
+    throw InputError(where + ": num_attention_heads " + std::to_string(model.heads) +
+                     " is not a multiple of num_key_value_heads " + std::to_string(model.kv_heads));
+  if (model.layers > 100'000 || model.hidden > 1'000'000 || model.heads > model.hidden)
+    throw InputError(where + ": implausible size (layers " + std::to_string(model.layers) + ", hidden " +
+                     std::to_string(model.hidden) + ", heads " + std::to_string(model.heads) +
+                     "); accepted: at most 100000 layers, hidden at most 1000000, heads at most hidden");
+  model.padded_vocab = (model.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
+  return model;
+}
+
+ModelSpec load_model(const std::filesystem::path& file, long long vocab_multiple) {
+  std::ifstream stream(file);
+  if (!stream)
+    throw InputError(file.string() + ": cannot read the model file");
+  std::stringstream buffer;
+  buffer << stream.rdbuf();
+  return parse_model(buffer.str(), file.string(), file.stem().string(), vocab_multiple);
+}
+
+ParameterCounts count_parameters(const ModelSpec& m) {
+  ParameterCounts counts;
+  const long long q_width = m.heads * m.head_dim;
+  const long long kv_width = m.kv_heads * m.head_dim;
+  const long long norm = m.rms_norm ? m.hidden : 2 * m.hidden;
+  long long attention = m.hidden * (q_width + 2 * kv_width) + q_width * m.hidden;
+  if (m.qkv_bias)
+    attention += q_width + 2 * kv_width;
+  if (m.out_bias)
+    attention += m.hidden;
+  long long mlp = (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn;
+  if (m.mlp_bias)
+    mlp += (m.gated_mlp ? 2 : 1) * m.ffn + m.hidden;
+  counts.per_layer = attention + mlp + 2 * norm;
+  counts.layers = counts.per_layer * m.layers;
+  counts.embedding = m.padded_vocab * m.hidden;
+  counts.positions = m.learned_positions ? m.max_positions * m.hidden : 0;
+  counts.final_norm = norm;
+  counts.output_head = m.tied_embeddings ? 0 : m.padded_vocab * m.hidden;
+  counts.total = counts.embedding + counts.positions + counts.layers + counts.final_norm + counts.output_head;
+  return counts;
+}
+
+} // namespace trainsim

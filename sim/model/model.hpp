@@ -1,0 +1,49 @@
+#pragma once
+// A transformer architecture read from a Hugging Face config.json (Llama-style:
+// RMSNorm, SwiGLU, rotary, GQA; GPT-2/3-style: LayerNorm, GeLU, learned positions,
+// tied embeddings), normalised to the few numbers that decide memory and time.
+#include <filesystem>
+#include <string>
+
+namespace trainsim {
+
+struct ModelSpec {
+  std::string name;
+  long long hidden = 0;
+  long long layers = 0;
+  long long heads = 0;
+  long long kv_heads = 0;         // < heads for grouped-query attention
+  long long head_dim = 0;
+  long long ffn = 0;              // MLP inner size
+  long long vocab = 0;            // as in the config
+  long long padded_vocab = 0;     // padded to the scenario's multiple; what is trained
+  long long max_positions = 0;
+  bool gated_mlp = false;         // SwiGLU: gate and up projections
+  bool rms_norm = false;          // RMSNorm (weight only) instead of LayerNorm (weight and bias)
+  bool qkv_bias = false;
+  bool out_bias = false;
+  bool mlp_bias = false;
+  bool learned_positions = false;
+  bool tied_embeddings = false;
+  bool attention_dropout = false; // dropout on attention probabilities: keeps a mask
+  bool hidden_dropout = false;    // dropout after attention and MLP: keeps masks
+};
+
+struct ParameterCounts {
+  long long embedding = 0;        // token embedding
+  long long positions = 0;        // learned position embedding
+  long long per_layer = 0;
+  long long layers = 0;           // per_layer x number of layers
+  long long final_norm = 0;
+  long long output_head = 0;      // 0 when tied to the embedding
+  long long total = 0;
+};
+
+// Throws InputError naming the file and field.
+ModelSpec load_model(const std::filesystem::path& file, long long vocab_multiple);
+ModelSpec parse_model(const std::string& json_text, const std::string& where, const std::string& name,
+                      long long vocab_multiple);
+
+ParameterCounts count_parameters(const ModelSpec& model);
+
+} // namespace trainsim

@@ -1,0 +1,33 @@
+#pragma once
+// What the simulator needs to know about one GPU, read from the properties of
+// its SimGrid host by the platform loader. Plain data: no SimGrid here.
+#include <string>
+
+#include "config/scenario.hpp"
+
+namespace trainsim {
+
+struct GpuInfo {
+  std::string host;              // SimGrid host name
+  std::string node;              // the zone holding it: GPUs of one node share a zone
+  std::string model;             // e.g. "A100-SXM4-80GB"
+  double speed = 0;              // host speed in FLOP/s: the dense 16-bit tensor peak
+  double hbm_capacity = 0;       // bytes
+  double hbm_bandwidth = 0;      // bytes/s
+  double peak_fp32 = 0;          // FLOP/s, dense
+  double peak_tf32 = 0;
+  double peak_fp16 = 0;
+  double peak_bf16 = 0;
+};
+
+// The dense peak a matmul in this precision reaches on this GPU.
+inline double matmul_peak(const GpuInfo& gpu, Precision precision, bool allow_tf32) {
+  switch (precision) {
+  case Precision::fp32: return allow_tf32 && gpu.peak_tf32 > 0 ? gpu.peak_tf32 : gpu.peak_fp32;
+  case Precision::fp16: return gpu.peak_fp16;
+  case Precision::bf16: return gpu.peak_bf16;
+  }
+  return gpu.speed;
+}
+
+} // namespace trainsim

@@ -1,0 +1,125 @@
+#include "platform/platform_loader.hpp"
+
+#include <algorithm>
+
+#include <simgrid/s4u.hpp>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "common/units.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace trainsim {
+
+struct SimulationContext::Impl {
+  std::vector<std::string> arguments;
+  std::vector<char*> argv;
+  int argc = 0;
+  std::unique_ptr<sg4::Engine> engine;
+};
+
+const std::vector<std::string>& default_network_config() {
+  // SimGrid's default LV08 model is calibrated for TCP over Ethernet: its latency factor,
+  // bandwidth factor, cross-traffic and TCP window would distort NVLink and InfiniBand.
+  static const std::vector<std::string> settings = {"network/model:CM02", "network/crosstraffic:0",
+                                                    "network/TCP-gamma:0"};
+  return settings;
+}
+
+SimulationContext::SimulationContext(const SimulationOptions& options) : impl_(std::make_unique<Impl>()) {
+  impl_->arguments.push_back("trainsim");
+  // Configuration messages would clutter every run; --sg-log can turn them back on.
+  impl_->arguments.push_back("--log=xbt_cfg.thres:warning");
+  for (const auto& setting : options.sg_log)
+    impl_->arguments.push_back("--log=" + setting);
+  for (auto& argument : impl_->arguments)
+    impl_->argv.push_back(argument.data());
+  impl_->argv.push_back(nullptr);
+  impl_->argc = static_cast<int>(impl_->arguments.size());
+  impl_->engine = std::make_unique<sg4::Engine>(&impl_->argc, impl_->argv.data());
+  for (const auto& setting : default_network_config())
+    sg4::Engine::set_config(setting);
+  for (const auto& setting : options.sg_cfg) {
+    if (setting.find(':') == std::string::npos)
+      throw InputError("--sg-cfg " + setting + ": expected key:value, e.g. --sg-cfg network/model:LV08");
+    try {
+      sg4::Engine::set_config(setting);
+    } catch (const std::exception& error) {
+      const std::string message = error.what();
+      throw InputError("--sg-cfg " + setting + ": " + message.substr(0, message.find('\n')) +
+                       " (see SimGrid's --help-cfg for the accepted keys)");
+    }
+  }
+}
+
+SimulationContext::~SimulationContext() = default;
+
+namespace {
+
+const char* required_property(const sg4::Host* host, const char* name, const std::string& file,
+                              const std::string& accepted) {
+  const char* value = host->get_property(name);
+  if (value == nullptr || *value == '\0')
+    throw InputError(file + ": GPU host " + host->get_name() + " lacks property '" + name + "'; accepted: " + accepted);
+  return value;
+}
+
+double property_quantity(const sg4::Host* host, const char* name, const std::string& file,
+                         double (*parse)(std::string_view), const std::string& accepted) {
+  const char* text = required_property(host, name, file, accepted);
+  try {
+    const double value = parse(text);
+    if (value <= 0)
+      throw UnitError("must be positive");
+    return value;
+  } catch (const UnitError& error) {
+    throw InputError(file + ": GPU host " + host->get_name() + " property '" + name + "' = '" + text + "': " +
+                     error.what());
+  }
+}
+
+} // namespace
+
+std::vector<GpuInfo> SimulationContext::load_platform(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  if (!std::filesystem::is_regular_file(file))
+    throw InputError(name + ": no such platform file");
+  try {
+    impl_->engine->load_platform(name);
+  } catch (const std::exception& error) {
+    const std::string message = error.what();
+    throw InputError(name + ": " + message.substr(0, message.find('\n')));
+  }
+  platform_file_ = file;
+
+  std::vector<sg4::Host*> hosts = impl_->engine->get_all_hosts();
+  std::sort(hosts.begin(), hosts.end(),
+            [](const sg4::Host* a, const sg4::Host* b) { return natural_less(a->get_name(), b->get_name()); });
+  std::vector<GpuInfo> gpus;
+  for (const sg4::Host* host : hosts) {
+    const char* model = host->get_property("gpu");
+    if (model == nullptr)
+      continue;
+    GpuInfo gpu;
+    gpu.host = host->get_name();
+    gpu.node = host->get_englobing_zone()->get_name();
+    gpu.model = model;
+    gpu.speed = host->get_speed();
+    gpu.hbm_capacity = property_quantity(host, "hbm_capacity", name, parse_bytes, "a size such as 80GiB");
+    gpu.hbm_bandwidth = property_quantity(host, "hbm_bandwidth", name, parse_bandwidth, "a bandwidth such as 2039GBps");
+    gpu.peak_fp32 = property_quantity(host, "peak_fp32", name, parse_flops, "a FLOP rate such as 19.5Tf");
+    gpu.peak_tf32 = property_quantity(host, "peak_tf32", name, parse_flops, "a FLOP rate such as 156Tf");
+    gpu.peak_fp16 = property_quantity(host, "peak_fp16", name, parse_flops, "a FLOP rate such as 312Tf");
+    gpu.peak_bf16 = property_quantity(host, "peak_bf16", name, parse_flops, "a FLOP rate such as 312Tf");
+    if (gpu.speed <= 0)
+      throw InputError(name + ": GPU host " + gpu.host + " has speed 0; accepted: its dense 16-bit peak, e.g. 312Tf");
+    gpus.push_back(std::move(gpu));
+  }
+  if (gpus.empty())
+    throw InputError(name + ": no GPU hosts; a GPU is a <host> with a <prop id=\"gpu\" value=\"MODEL\"/> "
+                            "and the properties hbm_capacity, hbm_bandwidth, peak_fp32, peak_tf32, peak_fp16, peak_bf16");
+  return gpus;
+}
+
+} // namespace trainsim

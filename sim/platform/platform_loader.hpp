@@ -1,0 +1,40 @@
+#pragma once
+// The SimGrid side of a run, behind a header that does not include SimGrid:
+// creates the one engine of this process, applies the network-model defaults
+// for GPU fabrics (overridable with --sg-cfg), loads a platform file and lists
+// its GPUs in natural host-name order (rank r runs on the r-th GPU).
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "platform/gpu.hpp"
+
+namespace trainsim {
+
+struct SimulationOptions {
+  std::vector<std::string> sg_cfg;  // "key:value", applied after our defaults
+  std::vector<std::string> sg_log;  // SimGrid --log settings, e.g. "root.thres:info"
+};
+
+// The network-model settings applied before any --sg-cfg (see docs/architecture.md).
+const std::vector<std::string>& default_network_config();
+
+class SimulationContext {
+public:
+  explicit SimulationContext(const SimulationOptions& options);
+  ~SimulationContext();
+  SimulationContext(const SimulationContext&) = delete;
+  SimulationContext& operator=(const SimulationContext&) = delete;
+
+  // Throws InputError naming the file, host and property.
+  std::vector<GpuInfo> load_platform(const std::filesystem::path& file);
+  const std::filesystem::path& platform_file() const { return platform_file_; }
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::filesystem::path platform_file_;
+};
+
+} // namespace trainsim

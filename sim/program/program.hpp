@@ -1,0 +1,98 @@
+#pragma once
+// Per-rank programs: what each simulated GPU does in one training step.
+//
+// A program is a list of ops. Each op runs on a stream; a stream runs its ops in
+// program order, like a CUDA stream; `deps` are extra edges to earlier ops of the
+// same rank (cross-stream waits). Memory is part of the program: Alloc/Free ops
+// carry a category and a device, so peak memory follows from program order alone.
+// The text form of a workload is documented in docs/trace-format.md.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/scenario.hpp"
+
+namespace trainsim {
+
+enum class OpKind : std::uint8_t { compute, collective, send, recv, copy, read, write, alloc, free };
+enum class Stream : std::uint8_t { compute, tp_comm, dp_comm, pp_comm, copy, io };
+enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast };
+enum class MemCategory : std::uint8_t { weights, gradients, optimizer, activations, buffers };
+enum class Device : std::uint8_t { gpu, host, nvme };
+
+constexpr int stream_count = 6;
+constexpr int category_count = 5;
+constexpr int device_count = 3;
+
+const char* to_string(OpKind kind);
+const char* to_string(Stream stream);
+const char* to_string(Collective collective);
+const char* to_string(MemCategory category);
+const char* to_string(Device device);
+std::optional<OpKind> op_kind_from(const std::string& text);
+std::optional<Stream> stream_from(const std::string& text);
+std::optional<Collective> collective_from(const std::string& text);
+std::optional<MemCategory> category_from(const std::string& text);
+std::optional<Device> device_from(const std::string& text);
+
+using OpId = std::uint32_t;
+
+struct Op {
+  OpKind kind = OpKind::compute;
+  Stream stream = Stream::compute;
+  std::vector<OpId> deps;    // earlier ops of this rank that must finish first
+  std::string name;          // what it is, for traces and reports ("L3.fwd.mb0")
+  double flops = 0;          // compute
+  double bytes = 0;          // compute: HBM traffic; comm, copy, I/O: payload; alloc: size
+  Collective collective = Collective::all_reduce;
+  int group = -1;            // collective: index into Workload::groups
+  int peer = -1;             // send/recv: the other rank
+  int tag = 0;               // send/recv: matches a send with its recv
+  std::string target;        // copy: destination host; read/write: disk name
+  MemCategory category = MemCategory::buffers;
+  Device device = Device::gpu;
+  std::string tensor;        // alloc/free: the name that pairs them
+};
+
+struct Program {
+  std::vector<Op> ops;
+  OpId add(Op op) {
+    ops.push_back(std::move(op));
+    return static_cast<OpId>(ops.size() - 1);
+  }
+};
+
+struct Group {
+  std::string name;          // unique, e.g. "dp0"
+  std::string kind;          // dp, tp, pp, cp: what its traffic is reported as
+  std::vector<int> ranks;    // in ring order
+};
+
+// What a step means, so that reports can turn time into throughput.
+struct StepInfo {
+  std::string model;
+  double parameters = 0;
+  double tokens_per_step = 0;
+  double model_flops_per_step = 0;   // 0 when unknown (a hand-written trace)
+  Precision precision = Precision::bf16;
+  ComputeEfficiency efficiency;
+};
+
+struct Workload {
+  StepInfo step;
+  std::vector<Group> groups;
+  // One per rank; ranks that run the same program share it (every replica under pure data
+  // parallelism), which keeps large workloads small.
+  std::vector<std::shared_ptr<const Program>> programs;
+
+  std::size_t ranks() const { return programs.size(); }
+  const Program& program(std::size_t rank) const { return *programs[rank]; }
+};
+
+// Checks that a workload is well formed (deps point backwards, groups and peers exist,
+// each free matches an alloc); throws InputError naming `where` and the op.
+void validate_workload(const Workload& workload, const std::string& where);
+
+} // namespace trainsim

@@ -1,0 +1,393 @@
+#include "program/trace_io.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "common/files.hpp"
+#include "common/text.hpp"
+
+namespace fs = std::filesystem;
+
+namespace trainsim {
+namespace {
+
+constexpr int format_version = 1;
+
+Stream default_stream(OpKind kind) {
+  switch (kind) {
+  case OpKind::collective: return Stream::dp_comm;
+  case OpKind::send:
+  case OpKind::recv: return Stream::pp_comm;
+  case OpKind::copy: return Stream::copy;
+  case OpKind::read:
+  case OpKind::write: return Stream::io;
+  default: return Stream::compute;
+  }
+}
+
+void write_op(std::ostream& out, OpId id, const Op& op, const std::vector<Group>& groups) {
+  out << id << ' ' << to_string(op.kind);
+  if (op.stream != default_stream(op.kind))
+    out << " stream=" << to_string(op.stream);
+  if (!op.name.empty())
+    out << " name=" << op.name;
+  switch (op.kind) {
+  case OpKind::compute:
+    out << " flops=" << format_double(op.flops) << " bytes=" << format_double(op.bytes);
+    break;
+  case OpKind::collective:
+    out << " op=" << to_string(op.collective) << " group=" << groups[op.group].name << " bytes=" << format_double(op.bytes);
+    break;
+  case OpKind::send:
+  case OpKind::recv:
+    out << " peer=" << op.peer << " bytes=" << format_double(op.bytes);
+    if (op.tag != 0)
+      out << " tag=" << op.tag;
+    break;
+  case OpKind::copy:
+  case OpKind::read:
+  case OpKind::write:
+    out << " target=" << op.target << " bytes=" << format_double(op.bytes);
+    break;
+  case OpKind::alloc:
+    out << " tensor=" << op.tensor << " category=" << to_string(op.category) << " device=" << to_string(op.device)
+        << " bytes=" << format_double(op.bytes);
+    break;
+  case OpKind::free:
+    out << " tensor=" << op.tensor;
+    break;
+  }
+  if (!op.deps.empty()) {
+    out << " deps=";
+    for (std::size_t i = 0; i < op.deps.size(); ++i)
+      out << (i ? "," : "") << op.deps[i];
+  }
+  out << '\n';
+}
+
+std::string program_file_name(std::size_t index) {
+  char name[32];
+  std::snprintf(name, sizeof name, "program-%05zu.trace", index);
+  return name;
+}
+
+class LineParser {
+public:
+  LineParser(std::string where, std::map<std::string, std::string> fields)
+      : where_(std::move(where)), fields_(std::move(fields)) {}
+
+  [[noreturn]] void fail(const std::string& problem) const { throw InputError(where_ + ": " + problem); }
+
+  bool has(const std::string& key) const { return fields_.count(key) != 0; }
+
+  std::string text(const std::string& key, const std::string& accepted) const {
+    const auto it = fields_.find(key);
+    if (it == fields_.end() || it->second.empty())
+      fail("missing " + key + "=; accepted: " + accepted);
+    used_.push_back(key);
+    return it->second;
+  }
+
+  std::string optional_text(const std::string& key) const {
+    const auto it = fields_.find(key);
+    if (it == fields_.end())
+      return "";
+    used_.push_back(key);
+    return it->second;
+  }
+
+  double number(const std::string& key) const {
+    const std::string value = text(key, "a non-negative number");
+    char* end = nullptr;
+    const double parsed = std::strtod(value.c_str(), &end);
+    if (end != value.c_str() + value.size() || !(parsed >= 0) || parsed > 1e30)
+      fail(key + "=" + value + " is not a non-negative number");
+    return parsed;
+  }
+
+  long long integer(const std::string& key, long long fallback) const {
+    if (!has(key))
+      return fallback;
+    long long value = 0;
+    if (!parse_integer(text(key, "an integer"), value) || value < 0 || value > 1'000'000'000)
+      fail(key + "=" + fields_.at(key) + " is not a non-negative integer");
+    return value;
+  }
+
+  template <typename Enum>
+  Enum choice(const std::string& key, std::optional<Enum> (*from)(const std::string&), const std::string& accepted,
+              std::optional<Enum> fallback = std::nullopt) const {
+    if (!has(key) && fallback)
+      return *fallback;
+    const std::string value = text(key, accepted);
+    const auto parsed = from(value);
+    if (!parsed)
+      fail(key + "=" + value + " is not known; accepted: " + accepted);
+    return *parsed;
+  }
+
+  void reject_unused() const {
+    for (const auto& [key, value] : fields_)
+      if (std::find(used_.begin(), used_.end(), key) == used_.end())
+        fail("unknown field '" + key + "' for this op");
+  }
+
+private:
+  std::string where_;
+  std::map<std::string, std::string> fields_;
+  mutable std::vector<std::string> used_;
+};
+
+Op parse_op(const std::string& line, const std::string& where, OpId expected_id, const std::map<std::string, int>& groups) {
+  std::istringstream words(line);
+  std::string id_text, kind_text, word;
+  words >> id_text >> kind_text;
+  long long id = 0;
+  if (!parse_integer(id_text, id) || id != static_cast<long long>(expected_id))
+    throw InputError(where + ": expected op id " + std::to_string(expected_id) + " first, found '" + id_text +
+                     "'; accepted: ids 0, 1, 2, ... in order");
+  const auto kind = op_kind_from(kind_text);
+  if (!kind)
+    throw InputError(where + ": unknown op kind '" + kind_text +
+                     "'; accepted: compute, collective, send, recv, copy, read, write, alloc, free");
+  std::map<std::string, std::string> fields;
+  while (words >> word) {
+    const auto equals = word.find('=');
+    if (equals == std::string::npos)
+      throw InputError(where + ": '" + word + "' is not key=value");
+    if (!fields.emplace(word.substr(0, equals), word.substr(equals + 1)).second)
+      throw InputError(where + ": field '" + word.substr(0, equals) + "' given twice");
+  }
+  const LineParser fieldsOf(where, fields);
+  Op op;
+  op.kind = *kind;
+  op.stream = fieldsOf.choice<Stream>("stream", stream_from, "compute, tp-comm, dp-comm, pp-comm, copy, io",
+                                      default_stream(*kind));
+  op.name = fieldsOf.optional_text("name");
+  switch (op.kind) {
+  case OpKind::compute:
+    op.flops = fieldsOf.has("flops") ? fieldsOf.number("flops") : 0.0;
+    op.bytes = fieldsOf.has("bytes") ? fieldsOf.number("bytes") : 0.0;
+    break;
+  case OpKind::collective: {
+    op.collective = fieldsOf.choice<Collective>("op", collective_from,
+                                                "allreduce, reducescatter, allgather, alltoall, broadcast");
+    const std::string group = fieldsOf.text("group", "a group declared in workload.txt");
+    const auto it = groups.find(group);
+    if (it == groups.end())
+      fieldsOf.fail("group '" + group + "' is not declared in workload.txt");
+    op.group = it->second;
+    op.bytes = fieldsOf.number("bytes");
+    break;
+  }
+  case OpKind::send:
+  case OpKind::recv:
+    op.peer = static_cast<int>(fieldsOf.integer("peer", -1));
+    if (op.peer < 0)
+      fieldsOf.fail("missing peer=; accepted: the other rank");
+    op.tag = static_cast<int>(fieldsOf.integer("tag", 0));
+    op.bytes = fieldsOf.number("bytes");
+    break;
+  case OpKind::copy:
+  case OpKind::read:
+  case OpKind::write:
+    op.target = fieldsOf.text("target", "a host name (copy) or a disk name (read, write)");
+    op.bytes = fieldsOf.number("bytes");
+    break;
+  case OpKind::alloc:
+    op.tensor = fieldsOf.text("tensor", "a name without spaces");
+    op.category = fieldsOf.choice<MemCategory>("category", category_from,
+                                               "weights, gradients, optimizer, activations, buffers");
+    op.device = fieldsOf.choice<Device>("device", device_from, "gpu, host, nvme", Device::gpu);
+    op.bytes = fieldsOf.number("bytes");
+    break;
+  case OpKind::free:
+    op.tensor = fieldsOf.text("tensor", "the name given at its alloc");
+    break;
+  }
+  const std::string deps = fieldsOf.optional_text("deps");
+  if (!deps.empty())
+    for (const auto& dep : split(deps, ',')) {
+      long long value = 0;
+      if (!parse_integer(dep, value) || value < 0 || value >= static_cast<long long>(expected_id))
+        fieldsOf.fail("deps entry '" + dep + "' is not the id of an earlier op");
+      op.deps.push_back(static_cast<OpId>(value));
+    }
+  fieldsOf.reject_unused();
+  return op;
+}
+
+std::shared_ptr<const Program> read_program(const fs::path& file, const std::map<std::string, int>& groups) {
+  std::ifstream in(file);
+  if (!in)
+    throw InputError(file.string() + ": cannot read the program file");
+  auto program = std::make_shared<Program>();
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string content = trim(line.substr(0, line.find('#')));
+    if (content.empty())
+      continue;
+    program->ops.push_back(parse_op(content, file.string() + ":" + std::to_string(number),
+                                    static_cast<OpId>(program->ops.size()), groups));
+  }
+  return program;
+}
+
+} // namespace
+
+void write_trace(const Workload& workload, const fs::path& directory) {
+  fs::create_directories(directory);
+  std::map<const Program*, std::vector<int>> ranks_of_program;
+  std::vector<const Program*> order;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    const Program* program = workload.programs[rank].get();
+    if (!ranks_of_program.count(program))
+      order.push_back(program);
+    ranks_of_program[program].push_back(static_cast<int>(rank));
+  }
+
+  std::ostringstream meta;
+  const StepInfo& step = workload.step;
+  meta << "# trainsim workload (docs/trace-format.md)\n"
+       << "format " << format_version << '\n'
+       << "ranks " << workload.ranks() << '\n';
+  if (!step.model.empty())
+    meta << "model " << step.model << '\n';
+  meta << "parameters " << format_double(step.parameters) << '\n'
+       << "tokens_per_step " << format_double(step.tokens_per_step) << '\n'
+       << "model_flops_per_step " << format_double(step.model_flops_per_step) << '\n'
+       << "precision " << to_string(step.precision) << '\n'
+       << "matmul_efficiency " << format_double(step.efficiency.matmul) << '\n'
+       << "memory_efficiency " << format_double(step.efficiency.memory) << '\n'
+       << "allow_tf32 " << (step.efficiency.allow_tf32 ? "true" : "false") << '\n';
+  for (const Group& group : workload.groups)
+    meta << "group " << group.name << ' ' << group.kind << ' ' << format_rank_list(group.ranks) << '\n';
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    meta << "program " << program_file_name(i) << ' ' << format_rank_list(ranks_of_program[order[i]]) << '\n';
+    std::ostringstream ops;
+    ops << "# one op per line: <id> <kind> key=value ... (docs/trace-format.md)\n";
+    for (std::size_t op = 0; op < order[i]->ops.size(); ++op)
+      write_op(ops, static_cast<OpId>(op), order[i]->ops[op], workload.groups);
+    write_file_atomically(directory / program_file_name(i), ops.str());
+  }
+  write_file_atomically(directory / "workload.txt", meta.str());
+}
+
+Workload read_trace(const fs::path& directory) {
+  const fs::path meta_file = directory / "workload.txt";
+  std::ifstream in(meta_file);
+  if (!in)
+    throw InputError(meta_file.string() + ": cannot read; a trace directory holds workload.txt and program files");
+  Workload workload;
+  std::map<std::string, int> groups;
+  long long ranks = -1;
+  std::vector<std::pair<std::string, std::vector<int>>> program_lines;
+  std::string line;
+  int number = 0;
+  bool saw_format = false;
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string where = meta_file.string() + ":" + std::to_string(number);
+    const std::string content = trim(line.substr(0, line.find('#')));
+    if (content.empty())
+      continue;
+    std::istringstream words(content);
+    std::string key, value, extra;
+    words >> key >> value;
+    const auto fail = [&](const std::string& problem) { throw InputError(where + ": " + problem); };
+    const auto number_value = [&]() {
+      char* end = nullptr;
+      const double parsed = std::strtod(value.c_str(), &end);
+      if (value.empty() || end != value.c_str() + value.size() || !(parsed >= 0) || parsed > 1e30)
+        fail(key + " '" + value + "' is not a non-negative number");
+      return parsed;
+    };
+    try {
+      if (key == "format") {
+        if (value != std::to_string(format_version))
+          fail("format " + value + " is not supported; accepted: " + std::to_string(format_version));
+        saw_format = true;
+      } else if (key == "ranks") {
+        if (!parse_integer(value, ranks) || ranks < 1 || ranks > 1'000'000)
+          fail("ranks '" + value + "'; accepted: 1 to 1000000");
+      } else if (key == "model") {
+        workload.step.model = value;
+      } else if (key == "parameters") {
+        workload.step.parameters = number_value();
+      } else if (key == "tokens_per_step") {
+        workload.step.tokens_per_step = number_value();
+      } else if (key == "model_flops_per_step") {
+        workload.step.model_flops_per_step = number_value();
+      } else if (key == "precision") {
+        if (value == "fp32")
+          workload.step.precision = Precision::fp32;
+        else if (value == "fp16")
+          workload.step.precision = Precision::fp16;
+        else if (value == "bf16")
+          workload.step.precision = Precision::bf16;
+        else
+          fail("precision '" + value + "'; accepted: fp32, fp16, bf16");
+      } else if (key == "matmul_efficiency" || key == "memory_efficiency") {
+        const double fraction = number_value();
+        if (!(fraction > 0 && fraction <= 1))
+          fail(key + " '" + value + "'; accepted: a number in (0, 1]");
+        (key == "matmul_efficiency" ? workload.step.efficiency.matmul : workload.step.efficiency.memory) = fraction;
+      } else if (key == "allow_tf32") {
+        if (value != "true" && value != "false")
+          fail("allow_tf32 '" + value + "'; accepted: true, false");
+        workload.step.efficiency.allow_tf32 = value == "true";
+      } else if (key == "group") {
+        std::string kind, list;
+        words >> kind >> list;
+        if (list.empty())
+          fail("expected: group <name> <kind> <ranks>, e.g. group dp0 dp 0-7");
+        if (groups.count(value))
+          fail("group " + value + " is declared twice");
+        groups[value] = static_cast<int>(workload.groups.size());
+        workload.groups.push_back({value, kind, parse_rank_list(list)});
+      } else if (key == "program") {
+        std::string list;
+        words >> list;
+        if (list.empty() || fs::path(value).filename() != fs::path(value))
+          fail("expected: program <file in this directory> <ranks>, e.g. program program-00000.trace 0-7");
+        program_lines.emplace_back(value, parse_rank_list(list));
+      } else {
+        fail("unknown key '" + key +
+             "'; accepted: format, ranks, model, parameters, tokens_per_step, model_flops_per_step, precision, "
+             "matmul_efficiency, memory_efficiency, allow_tf32, group, program");
+      }
+      if (words >> extra)
+        fail("unexpected '" + extra + "' at the end of the line");
+    } catch (const std::invalid_argument& error) {
+      fail(error.what());
+    }
+  }
+  if (!saw_format)
+    throw InputError(meta_file.string() + ": missing 'format " + std::to_string(format_version) + "' line");
+  if (ranks < 1)
+    throw InputError(meta_file.string() + ": missing 'ranks N' line");
+  workload.programs.assign(static_cast<std::size_t>(ranks), nullptr);
+  for (const auto& [file, assigned] : program_lines) {
+    const auto program = read_program(directory / file, groups);
+    for (int rank : assigned) {
+      if (rank >= ranks)
+        throw InputError(meta_file.string() + ": program " + file + " is given to rank " + std::to_string(rank) +
+                         " but there are " + std::to_string(ranks) + " ranks");
+      if (workload.programs[rank])
+        throw InputError(meta_file.string() + ": rank " + std::to_string(rank) + " is given two programs");
+      workload.programs[rank] = program;
+    }
+  }
+  for (long long rank = 0; rank < ranks; ++rank)
+    if (!workload.programs[rank])
+      throw InputError(meta_file.string() + ": rank " + std::to_string(rank) + " has no program line");
+  validate_workload(workload, directory.string());
+  return workload;
+}
+
+} // namespace trainsim

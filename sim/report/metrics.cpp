@@ -1,0 +1,157 @@
+#include "report/metrics.hpp"
+
+#include <algorithm>
+
+#include "program/collective_plan.hpp"
+
+namespace trainsim {
+
+void BusyTime::begin(double time) {
+  if (active_++ > 0)
+    return;
+  if (!intervals_.empty() && intervals_.back().end >= time)
+    return;  // back-to-back spans form one interval: reopen it
+  intervals_.push_back({time, time});
+}
+
+void BusyTime::end(double time) {
+  if (--active_ == 0)
+    intervals_.back().end = time;
+}
+
+double BusyTime::total() const {
+  double sum = 0;
+  for (const auto& interval : intervals_)
+    sum += interval.end - interval.start;
+  return sum;
+}
+
+double uncovered_time(const std::vector<Interval>& covered, const std::vector<Interval>& cover) {
+  double uncovered = 0;
+  std::size_t j = 0;
+  for (const Interval& span : covered) {
+    double cursor = span.start;
+    while (j < cover.size() && cover[j].end <= cursor)
+      ++j;
+    for (std::size_t k = j; k < cover.size() && cover[k].start < span.end; ++k) {
+      if (cover[k].start > cursor)
+        uncovered += cover[k].start - cursor;
+      cursor = std::max(cursor, cover[k].end);
+    }
+    if (cursor < span.end)
+      uncovered += span.end - cursor;
+  }
+  return uncovered;
+}
+
+std::string comm_kind(const Op& op, const Workload& workload) {
+  switch (op.kind) {
+  case OpKind::collective: return workload.groups[op.group].kind;
+  case OpKind::send:
+  case OpKind::recv: {
+    const std::string stream = to_string(op.stream);
+    const auto dash = stream.find("-comm");
+    return dash == std::string::npos ? "p2p" : stream.substr(0, dash);
+  }
+  case OpKind::copy: return "copy";
+  case OpKind::read:
+  case OpKind::write: return "io";
+  default: return "";
+  }
+}
+
+StepCollector::StepCollector(const Workload& workload, bool keep_timelines) : workload_(workload) {
+  ranks_.reserve(workload.ranks());
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+    ranks_.emplace_back(keep_timelines);
+}
+
+void StepCollector::op_started(int rank, OpId id, double time) {
+  const Op& op = workload_.program(rank).ops[id];
+  RankState& state = ranks_[rank];
+  if (op.kind == OpKind::compute) {
+    state.compute.begin(time);
+    return;
+  }
+  const std::string kind = comm_kind(op, workload_);
+  if (kind.empty())
+    return;
+  state.comm[kind].begin(time);
+  if (op.kind == OpKind::collective)
+    state.comm_bytes[kind] += bytes_sent_per_rank(
+        op.collective, op.bytes, static_cast<int>(workload_.groups[op.group].ranks.size()));
+  else if (op.kind != OpKind::recv)
+    state.comm_bytes[kind] += op.bytes;
+}
+
+void StepCollector::op_finished(int rank, OpId id, double time) {
+  const Op& op = workload_.program(rank).ops[id];
+  RankState& state = ranks_[rank];
+  state.finish = std::max(state.finish, time);
+  if (op.kind == OpKind::compute) {
+    state.compute.end(time);
+  } else if (op.kind == OpKind::alloc || op.kind == OpKind::free) {
+    state.memory.apply(op, time);
+  } else {
+    const std::string kind = comm_kind(op, workload_);
+    if (!kind.empty())
+      state.comm[kind].end(time);
+  }
+}
+
+MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus) {
+  MemorySummary summary;
+  for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
+    const double capacity = gpus[rank].hbm_capacity;
+    if (rank == 0 || capacity < summary.capacity_bytes)
+      summary.capacity_bytes = capacity;
+    const double peak = ranks[rank].gpu().peak;
+    if (peak > summary.peak_bytes) {
+      summary.peak_bytes = peak;
+      summary.peak_rank = static_cast<int>(rank);
+    }
+    if (peak > capacity)
+      summary.fits = false;
+  }
+  return summary;
+}
+
+StepMetrics StepCollector::finish(const std::vector<GpuInfo>& gpus, double training_tokens) const {
+  StepMetrics metrics;
+  double peak_flops = 0;
+  std::vector<RankMemory> memories;
+  for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
+    const RankState& state = ranks_[rank];
+    RankMetrics out;
+    out.rank = static_cast<int>(rank);
+    out.host = gpus[rank].host;
+    out.finish_s = state.finish;
+    out.compute_s = state.compute.total();
+    for (const auto& [kind, busy] : state.comm) {
+      CommMetrics& comm = out.comm[kind];
+      comm.total_s = busy.total();
+      comm.exposed_s = uncovered_time(busy.intervals(), state.compute.intervals());
+      const auto bytes = state.comm_bytes.find(kind);
+      comm.bytes = bytes == state.comm_bytes.end() ? 0.0 : bytes->second;
+    }
+    out.memory = state.memory.result();
+    out.timeline = state.memory.timeline();
+    memories.push_back(out.memory);
+    if (state.finish > metrics.step_time_s) {
+      metrics.step_time_s = state.finish;
+      metrics.critical_rank = out.rank;
+    }
+    peak_flops += matmul_peak(gpus[rank], workload_.step.precision, workload_.step.efficiency.allow_tf32);
+    metrics.ranks.push_back(std::move(out));
+  }
+  metrics.memory = summarize_memory(memories, gpus);
+  if (metrics.step_time_s > 0) {
+    metrics.tokens_per_s = workload_.step.tokens_per_step / metrics.step_time_s;
+    metrics.mfu = workload_.step.model_flops_per_step / (metrics.step_time_s * peak_flops);
+    if (metrics.tokens_per_s > 0)
+      metrics.time_to_train_s = training_tokens / metrics.tokens_per_s;
+  }
+  return metrics;
+}
+
+} // namespace trainsim

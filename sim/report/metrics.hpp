@@ -1,0 +1,94 @@
+#pragma once
+// Step metrics from a replay: a collector that listens to op starts and finishes,
+// then step time, throughput, MFU, per-kind communication (total and exposed
+// behind compute) and memory per rank. Pure: no SimGrid.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/observer.hpp"
+#include "memory/ledger.hpp"
+#include "platform/gpu.hpp"
+
+namespace trainsim {
+
+struct Interval {
+  double start = 0;
+  double end = 0;
+};
+
+// The union of possibly overlapping activity spans, fed in time order.
+class BusyTime {
+public:
+  void begin(double time);
+  void end(double time);
+  const std::vector<Interval>& intervals() const { return intervals_; }
+  double total() const;
+
+private:
+  int active_ = 0;
+  std::vector<Interval> intervals_;
+};
+
+// Length of `covered` not overlapped by `cover` (both sorted, disjoint).
+double uncovered_time(const std::vector<Interval>& covered, const std::vector<Interval>& cover);
+
+struct CommMetrics {
+  double total_s = 0;     // time with at least one such transfer in flight
+  double exposed_s = 0;   // of which no compute was running
+  double bytes = 0;       // bytes this rank sent
+};
+
+struct RankMetrics {
+  int rank = 0;
+  std::string host;
+  double finish_s = 0;
+  double compute_s = 0;
+  std::map<std::string, CommMetrics> comm;   // by kind: dp, tp, pp, cp, copy, io
+  RankMemory memory;
+  std::vector<MemoryPoint> timeline;
+};
+
+struct MemorySummary {
+  double capacity_bytes = 0;    // the smallest GPU capacity among the ranks
+  double peak_bytes = 0;
+  int peak_rank = 0;
+  bool fits = true;
+};
+
+struct StepMetrics {
+  double step_time_s = 0;
+  double tokens_per_s = 0;      // 0 when the workload does not say how many tokens a step is
+  double mfu = 0;               // 0 when model FLOPs are unknown
+  double time_to_train_s = 0;
+  int critical_rank = 0;        // the rank that finished last
+  std::vector<RankMetrics> ranks;
+  MemorySummary memory;
+};
+
+// Communication kind of an op for reporting, or "" for ops that are not transfers.
+std::string comm_kind(const Op& op, const Workload& workload);
+
+class StepCollector : public ReplayObserver {
+public:
+  StepCollector(const Workload& workload, bool keep_timelines);
+  void op_started(int rank, OpId op, double time) override;
+  void op_finished(int rank, OpId op, double time) override;
+  StepMetrics finish(const std::vector<GpuInfo>& gpus, double training_tokens) const;
+
+private:
+  struct RankState {
+    BusyTime compute;
+    std::map<std::string, BusyTime> comm;
+    std::map<std::string, double> comm_bytes;
+    MemoryTracker memory;
+    double finish = 0;
+    explicit RankState(bool keep_timeline) : memory(keep_timeline) {}
+  };
+  const Workload& workload_;
+  std::vector<RankState> ranks_;
+};
+
+MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus);
+
+} // namespace trainsim

@@ -1,0 +1,228 @@
+#include "report/writers.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <sstream>
+
+#include "common/files.hpp"
+#include "common/text.hpp"
+#include "common/units.hpp"
+
+namespace trainsim {
+namespace {
+
+using nlohmann::json;
+
+json categories_json(const CategoryBytes& bytes) {
+  json out = json::object();
+  for (int c = 0; c < category_count; ++c)
+    out[to_string(static_cast<MemCategory>(c))] = bytes[c];
+  return out;
+}
+
+CategoryBytes model_states_only(const CategoryBytes& bytes) {
+  CategoryBytes states{};
+  for (MemCategory c : {MemCategory::weights, MemCategory::gradients, MemCategory::optimizer})
+    states[static_cast<int>(c)] = bytes[static_cast<int>(c)];
+  return states;
+}
+
+json model_states_json(const CategoryBytes& persistent) {
+  return {{"weights", persistent[static_cast<int>(MemCategory::weights)]},
+          {"gradients", persistent[static_cast<int>(MemCategory::gradients)]},
+          {"optimizer", persistent[static_cast<int>(MemCategory::optimizer)]}};
+}
+
+json rank_memory_json(int rank, const RankMemory& memory, const GpuInfo& gpu) {
+  const DeviceMemory& peak = memory.gpu();
+  json out = {{"rank", rank},
+              {"host", gpu.host},
+              {"capacity_bytes", gpu.hbm_capacity},
+              {"peak_bytes", peak.peak},
+              {"at_peak", categories_json(peak.at_peak)},
+              {"model_states", model_states_json(memory.persistent_gpu)},
+              {"fits", peak.peak <= gpu.hbm_capacity},
+              {"overflow_bytes", std::max(0.0, peak.peak - gpu.hbm_capacity)}};
+  return out;
+}
+
+json memory_section(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus, bool timed) {
+  const MemorySummary summary = summarize_memory(ranks, gpus);
+  json out = {{"capacity_bytes", summary.capacity_bytes},
+              {"peak_bytes", summary.peak_bytes},
+              {"peak_rank", summary.peak_rank},
+              {"fits", summary.fits}};
+  json list = json::array();
+  for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
+    json entry = rank_memory_json(static_cast<int>(rank), ranks[rank], gpus[rank]);
+    entry[timed ? "peak_time_s" : "peak_op"] = ranks[rank].gpu().peak_time;
+    list.push_back(std::move(entry));
+  }
+  out["ranks"] = std::move(list);
+  return out;
+}
+
+json run_json(const Workload& workload, const std::vector<GpuInfo>& gpus, const RunInfo& run) {
+  json settings = json::object();
+  for (const auto& [key, value] : run.settings)
+    settings[key] = value;
+  return {{"name", run.name},
+          {"settings", settings},
+          {"model", {{"name", workload.step.model}, {"parameters", workload.step.parameters}}},
+          {"platform", {{"file", run.platform}, {"gpus_used", workload.ranks()}, {"gpu", gpus.front().model}}},
+          {"layout", run.layout},
+          {"tokens_per_step", workload.step.tokens_per_step},
+          {"precision", to_string(workload.step.precision)}};
+}
+
+std::string line(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string line(const char* format, ...) {
+  char buffer[512];
+  va_list arguments;
+  va_start(arguments, format);
+  std::vsnprintf(buffer, sizeof buffer, format, arguments);
+  va_end(arguments);
+  return buffer;
+}
+
+std::string breakdown(const CategoryBytes& bytes) {
+  std::string text;
+  for (int c = 0; c < category_count; ++c) {
+    if (bytes[c] <= 0)
+      continue;
+    text += (text.empty() ? "" : ", ") + std::string(to_string(static_cast<MemCategory>(c))) + " " +
+            format_bytes(bytes[c]);
+  }
+  return text.empty() ? "nothing" : text;
+}
+
+void print_header(std::ostream& out, const Workload& workload, const std::vector<GpuInfo>& gpus, const RunInfo& run) {
+  out << "trainsim: " << run.name << " — ";
+  if (!workload.step.model.empty())
+    out << workload.step.model << " (" << format_count(workload.step.parameters) << " parameters) ";
+  out << "on " << run.platform << ", " << workload.ranks() << " x " << gpus.front().model << '\n';
+  out << line("  %-16s %s\n", "layout", run.layout.c_str());
+  if (run.micro_batch > 0)
+    out << line("  %-16s micro-batch %lld x %lld accumulation steps x dp = global batch %lld x %lld tokens\n", "batch",
+                run.micro_batch, run.grad_accum, run.global_batch, run.seq_len);
+}
+
+void print_memory_lines(std::ostream& out, const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus,
+                        const char* when_unit) {
+  const MemorySummary summary = summarize_memory(ranks, gpus);
+  const RankMemory& worst = ranks[summary.peak_rank];
+  out << line("  %-16s %s of %s on rank %d (%s %s) — %s\n", "peak memory", format_bytes(summary.peak_bytes).c_str(),
+              format_bytes(summary.capacity_bytes).c_str(), summary.peak_rank, when_unit,
+              std::string(*when_unit == 'o' ? std::to_string(static_cast<long long>(worst.gpu().peak_time))
+                                            : format_seconds(worst.gpu().peak_time))
+                  .c_str(),
+              summary.fits ? "fits" : "DOES NOT FIT");
+  out << line("  %-16s %s\n", "at peak", breakdown(worst.gpu().at_peak).c_str());
+  out << line("  %-16s %s\n", "model states", breakdown(model_states_only(worst.persistent_gpu)).c_str());
+  if (!summary.fits) {
+    int over = 0;
+    for (std::size_t rank = 0; rank < ranks.size(); ++rank)
+      over += ranks[rank].gpu().peak > gpus[rank].hbm_capacity;
+    out << line("  %-16s %d of %zu ranks exceed HBM; rank %d by %s\n", "out of memory", over, ranks.size(),
+                summary.peak_rank, format_bytes(summary.peak_bytes - gpus[summary.peak_rank].hbm_capacity).c_str());
+  }
+}
+
+} // namespace
+
+json summary_json(const StepMetrics& metrics, const Workload& workload, const std::vector<GpuInfo>& gpus,
+                  const RunInfo& run) {
+  json out = run_json(workload, gpus, run);
+  out["step_time_s"] = metrics.step_time_s;
+  out["tokens_per_s"] = metrics.tokens_per_s;
+  out["mfu"] = metrics.mfu;
+  out["time_to_train_s"] = metrics.time_to_train_s;
+  out["training_tokens"] = run.training_tokens;
+
+  std::vector<RankMemory> memories;
+  for (const auto& rank : metrics.ranks)
+    memories.push_back(rank.memory);
+  out["memory"] = memory_section(memories, gpus, true);
+
+  const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
+  const auto comm_json = [](const std::map<std::string, CommMetrics>& comm) {
+    json out = json::object();
+    for (const auto& [kind, values] : comm)
+      out[kind] = {{"total_s", values.total_s}, {"exposed_s", values.exposed_s}, {"bytes", values.bytes}};
+    return out;
+  };
+  json ranks = json::array();
+  for (const auto& rank : metrics.ranks)
+    ranks.push_back({{"rank", rank.rank},
+                     {"host", rank.host},
+                     {"finish_s", rank.finish_s},
+                     {"compute_s", rank.compute_s},
+                     {"comm", comm_json(rank.comm)}});
+  out["time"] = {{"critical_rank", metrics.critical_rank},
+                 {"compute_s", critical.compute_s},
+                 {"comm", comm_json(critical.comm)},
+                 {"ranks", ranks}};
+  return out;
+}
+
+void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload& workload,
+                   const std::vector<GpuInfo>& gpus, const RunInfo& run) {
+  print_header(out, workload, gpus, run);
+  out << line("  %-16s %s\n", "step time", format_seconds(metrics.step_time_s).c_str());
+  if (metrics.tokens_per_s > 0) {
+    out << line("  %-16s %.0f tokens/s (%.0f per GPU)\n", "throughput", metrics.tokens_per_s,
+                metrics.tokens_per_s / static_cast<double>(workload.ranks()));
+    out << line("  %-16s %s for %s tokens\n", "time to train", format_seconds(metrics.time_to_train_s).c_str(),
+                format_count(run.training_tokens).c_str());
+  }
+  if (metrics.mfu > 0)
+    out << line("  %-16s %.1f %%\n", "MFU", 100.0 * metrics.mfu);
+  std::vector<RankMemory> memories;
+  for (const auto& rank : metrics.ranks)
+    memories.push_back(rank.memory);
+  print_memory_lines(out, memories, gpus, "at");
+  const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
+  out << line("  %-16s %s on rank %d\n", "compute", format_seconds(critical.compute_s).c_str(), critical.rank);
+  for (const auto& [kind, comm] : critical.comm)
+    out << line("  %-16s total %s, exposed %s, %s sent per rank\n", ("comm " + kind).c_str(),
+                format_seconds(comm.total_s).c_str(), format_seconds(comm.exposed_s).c_str(),
+                format_bytes(comm.bytes).c_str());
+}
+
+std::string memory_csv(const StepMetrics& metrics) {
+  std::ostringstream out;
+  out << "rank,time_s";
+  for (int c = 0; c < category_count; ++c)
+    out << ',' << to_string(static_cast<MemCategory>(c));
+  out << '\n';
+  for (const auto& rank : metrics.ranks)
+    for (const auto& point : rank.timeline) {
+      out << rank.rank << ',' << format_double(point.time);
+      for (double bytes : point.gpu)
+        out << ',' << format_double(bytes);
+      out << '\n';
+    }
+  return out.str();
+}
+
+json memory_json(const std::vector<RankMemory>& ranks, const Workload& workload, const std::vector<GpuInfo>& gpus,
+                 const RunInfo& run) {
+  json out = run_json(workload, gpus, run);
+  out["memory"] = memory_section(ranks, gpus, false);
+  return out;
+}
+
+void print_memory(std::ostream& out, const std::vector<RankMemory>& ranks, const Workload& workload,
+                  const std::vector<GpuInfo>& gpus, const RunInfo& run) {
+  print_header(out, workload, gpus, run);
+  print_memory_lines(out, ranks, gpus, "op");
+}
+
+void write_run_outputs(const std::filesystem::path& directory, const json& summary, const std::string& csv) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  write_file_atomically(directory / "memory.csv", csv);
+  write_file_atomically(directory / "summary.json", summary.dump(2) + "\n");
+}
+
+} // namespace trainsim

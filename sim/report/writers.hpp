@@ -1,0 +1,47 @@
+#pragma once
+// Reports written from metrics: the stdout summary table, summary.json and
+// memory.csv for `run`/`replay`, and the memory-only report of `trainsim memory`.
+// Everything here is deterministic: keys sorted, numbers printed round-trip.
+#include <filesystem>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "memory/ledger.hpp"
+#include "platform/gpu.hpp"
+#include "report/metrics.hpp"
+
+namespace trainsim {
+
+// What was run, as the reports name it.
+struct RunInfo {
+  std::string name;                              // scenario name, or the trace directory
+  std::string platform;                          // platform file name
+  std::map<std::string, std::string> settings;   // effective scenario keys (empty for a replayed trace)
+  std::string layout;                            // e.g. "dp=16"
+  long long micro_batch = 0;                     // 0 when unknown
+  long long grad_accum = 0;
+  long long global_batch = 0;
+  long long seq_len = 0;
+  double training_tokens = 0;
+};
+
+nlohmann::json summary_json(const StepMetrics& metrics, const Workload& workload, const std::vector<GpuInfo>& gpus,
+                            const RunInfo& run);
+void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload& workload,
+                   const std::vector<GpuInfo>& gpus, const RunInfo& run);
+std::string memory_csv(const StepMetrics& metrics);
+
+// `trainsim memory`: peaks from program order.
+nlohmann::json memory_json(const std::vector<RankMemory>& ranks, const Workload& workload,
+                           const std::vector<GpuInfo>& gpus, const RunInfo& run);
+void print_memory(std::ostream& out, const std::vector<RankMemory>& ranks, const Workload& workload,
+                  const std::vector<GpuInfo>& gpus, const RunInfo& run);
+
+// Writes summary.json and memory.csv into `directory` (created if missing).
+void write_run_outputs(const std::filesystem::path& directory, const nlohmann::json& summary, const std::string& csv);
+
+} // namespace trainsim
