@@ -72,7 +72,9 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
   po::variables_map values;
   try {
     po::store(po::command_line_parser(arguments).options(visible).positional(positional).run(), values);
-    po::notify(values);
+    common.help = values.count("help") && values["help"].as<bool>();
+    if (!common.help)
+      po::notify(values);
   } catch (const po::error& error) {
     throw InputError("trainsim " + command + ": " + error.what() + "; see trainsim " + command + " --help");
   }

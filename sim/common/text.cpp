@@ -1,6 +1,7 @@
 #include "common/text.hpp"
 
 #include <cctype>
+#include <cmath>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -75,6 +76,10 @@ bool parse_integer(std::string_view text, long long& value) {
 
 std::string format_double(double value) {
   char buffer[32];
+  if (value == std::floor(value) && std::fabs(value) < 1e17) {
+    std::snprintf(buffer, sizeof buffer, "%.0f", value);
+    return buffer;
+  }
   for (int precision = 1; precision <= 17; ++precision) {
     std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
     if (std::strtod(buffer, nullptr) == value)

@@ -41,7 +41,7 @@ const std::vector<OptionSpec>& option_specs() {
       {"training.micro_batch", "1", "sequences per micro-batch per data-parallel rank"},
       {"training.global_batch", "auto", "sequences per optimizer step (auto: micro_batch x dp, no accumulation)"},
       {"training.tokens", "1e9", "tokens to train, for time-to-train (1e9, 300B, 2T)"},
-      {"compute.matmul_efficiency", "0.6", "fraction of peak tensor FLOP/s reached by matmuls, in (0, 1]"},
+      {"compute.matmul_efficiency", "0.55", "fraction of peak tensor FLOP/s reached by transformer layers, in (0, 1]"},
       {"compute.memory_efficiency", "0.8", "fraction of peak HBM bandwidth reached by memory-bound kernels, in (0, 1]"},
       {"compute.allow_tf32", "true", "fp32 matmuls run on TF32 tensor cores: true | false"},
       {"comm.bucket_size", "25MiB", "gradient all-reduce bucket size (PyTorch DDP: 25 MiB)"},

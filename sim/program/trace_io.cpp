@@ -69,9 +69,10 @@ void write_op(std::ostream& out, OpId id, const Op& op, const std::vector<Group>
 }
 
 std::string program_file_name(std::size_t index) {
-  char name[32];
-  std::snprintf(name, sizeof name, "program-%05zu.trace", index);
-  return name;
+  std::string number = std::to_string(index);
+  if (number.size() < 5)
+    number.insert(0, 5 - number.size(), '0');
+  return "program-" + number + ".trace";
 }
 
 class LineParser {

@@ -1,0 +1,42 @@
+#include "cli.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace trainsim::test {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::path(TRAINSIM_TEST_TMP) / "e2e" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string read_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+nlohmann::json read_json(const fs::path& file) { return nlohmann::json::parse(read_file(file)); }
+
+std::string project_file(const std::string& relative) { return (fs::path(TRAINSIM_SOURCE_DIR) / relative).string(); }
+
+CliResult run_trainsim(const std::string& name, const std::string& arguments) {
+  CliResult result;
+  result.dir = fresh_dir(name);
+  const std::string command = "cd '" + result.dir.string() + "' && '" + TRAINSIM_BINARY + "' " + arguments +
+                              " > stdout.txt 2> stderr.txt < /dev/null";
+  const int raw = std::system(command.c_str());
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  result.out = read_file(result.dir / "stdout.txt");
+  result.err = read_file(result.dir / "stderr.txt");
+  return result;
+}
+
+} // namespace trainsim::test

@@ -1,0 +1,101 @@
+// Bad input: one line on stderr naming the file and the key, exit status 2, no outputs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "cli.hpp"
+
+using namespace trainsim::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string tiny = project_file("tests/fixtures/tiny-ddp.ini");
+
+void expect_input_error(const std::string& name, const std::string& arguments, const std::vector<std::string>& parts) {
+  const CliResult result = run_trainsim(name, arguments);
+  CHECK(result.status == 2);
+  CHECK_MESSAGE(std::count(result.err.begin(), result.err.end(), '\n') == 1, result.err);
+  CHECK(result.err.rfind("trainsim: error: ", 0) == 0);
+  for (const auto& part : parts)
+    CHECK_MESSAGE(result.err.find(part) != std::string::npos, part, " not in: ", result.err);
+  CHECK_FALSE(fs::exists(result.dir / "out" / "summary.json"));
+}
+
+fs::path scenario_with(const std::string& name, const std::string& extra) {
+  const fs::path dir = fresh_dir(name + "_input");
+  std::ifstream in(tiny);
+  std::ofstream out(dir / "bad.ini");
+  out << in.rdbuf() << extra;
+  return dir / "bad.ini";
+}
+
+} // namespace
+
+TEST_CASE("an unknown scenario key") {
+  const auto file = scenario_with("unknown_key", "\n[parallel]\ntp = 2\n");
+  expect_input_error("unknown_key", "run " + file.string() + " --out out", {"bad.ini:20", "parallel.tp", "accepted"});
+}
+
+TEST_CASE("a bad value on the command line") {
+  expect_input_error("bad_value", "run " + tiny + " --out out --set memory.precision=int4",
+                     {"--set memory.precision=int4", "fp32, fp16, bf16"});
+}
+
+TEST_CASE("accumulation steps that are not whole") {
+  expect_input_error("accumulation", "run " + tiny + " --out out --set training.global_batch=100",
+                     {"training.global_batch", "2 x 16 = 32"});
+}
+
+TEST_CASE("a model that does not exist") {
+  expect_input_error("no_model", "run " + tiny + " --out out --set model.name=nope", {"model.name", "nope", "llama2-7b"});
+}
+
+TEST_CASE("a malformed platform file") {
+  expect_input_error("malformed_xml",
+                     "run " + tiny + " --out out --set platform.file=" + project_file("tests/fixtures/malformed.xml"),
+                     {"malformed.xml"});
+}
+
+TEST_CASE("a GPU host without a required property") {
+  expect_input_error("missing_property",
+                     "run " + tiny + " --out out --set parallel.dp=1 --set training.global_batch=2 --set platform.file=" +
+                         project_file("tests/fixtures/missing-property.xml"),
+                     {"missing-property.xml", "gpu0", "hbm_capacity"});
+}
+
+TEST_CASE("more ranks than GPUs") {
+  expect_input_error("too_many_ranks", "run " + tiny + " --out out --set parallel.dp=32 --set training.global_batch=64",
+                     {"needs 32 GPUs", "has 16"});
+}
+
+TEST_CASE("an unknown SimGrid configuration key") {
+  expect_input_error("bad_sg_cfg", "run " + tiny + " --out out --sg-cfg network/nonsense:1",
+                     {"--sg-cfg network/nonsense:1", "Bad config key"});
+}
+
+TEST_CASE("an unknown command or option") {
+  expect_input_error("bad_command", "frobnicate", {"unknown command 'frobnicate'"});
+  expect_input_error("bad_option", "run " + tiny + " --colour blue", {"--colour"});
+}
+
+TEST_CASE("a trace that deadlocks is reported, not hung") {
+  // Rank 0 waits for rank 1 and rank 1 for rank 0 before either sends.
+  const fs::path dir = fresh_dir("deadlock_trace");
+  std::ofstream(dir / "workload.txt") << "format 1\nranks 2\nprogram a.trace 0\nprogram b.trace 1\n";
+  std::ofstream(dir / "a.trace") << "0 recv peer=1 bytes=10\n1 send peer=1 bytes=10\n";
+  std::ofstream(dir / "b.trace") << "0 recv peer=0 bytes=10\n1 send peer=0 bytes=10\n";
+  const CliResult result = run_trainsim("deadlock", "replay " + dir.string() + " --platform dgx-a100.xml --out out");
+  CHECK(result.status == 2);
+  CHECK(result.err.find("deadlocked") != std::string::npos);
+  CHECK_FALSE(fs::exists(result.dir / "out" / "summary.json"));
+}
+
+TEST_CASE("a malformed trace names the file and line") {
+  const fs::path dir = fresh_dir("bad_trace");
+  std::ofstream(dir / "workload.txt") << "format 1\nranks 1\nprogram p.trace 0\n";
+  std::ofstream(dir / "p.trace") << "0 compute flops=1\n1 compute flops=abc\n";
+  expect_input_error("bad_trace_run", "replay " + dir.string() + " --platform dgx-a100.xml --out out",
+                     {"p.trace:2", "flops=abc"});
+}

@@ -1,0 +1,172 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "cli.hpp"
+
+using namespace trainsim::test;
+using nlohmann::json;
+
+namespace {
+const std::string tiny = project_file("tests/fixtures/tiny-ddp.ini");
+constexpr double gib = 1024.0 * 1024 * 1024;
+} // namespace
+
+TEST_CASE("run prints a summary and writes summary.json with the documented keys") {
+  const CliResult result = run_trainsim("run_keys", "run " + tiny + " --out out");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  CHECK(result.out.find("step time") != std::string::npos);
+  CHECK(result.out.find("MFU") != std::string::npos);
+  const json summary = read_json(result.dir / "out/summary.json");
+  CHECK(summary["model"]["name"] == "tiny-gpt");
+  // tiny-gpt: 4 x (12h^2 + 13h) + (V + positions) h + 2h with h = 256, V = 1024, 1024 positions.
+  CHECK(summary["model"]["parameters"] == 4 * (12 * 256 * 256 + 13 * 256) + (1024 + 1024) * 256 + 2 * 256);
+  CHECK(summary["platform"]["gpus_used"] == 16);
+  const double step = summary["step_time_s"];
+  CHECK(step > 0);
+  CHECK(summary["tokens_per_s"].get<double>() * step == doctest::Approx(64.0 * 512));
+  CHECK(summary["time_to_train_s"].get<double>() == doctest::Approx(1e9 / summary["tokens_per_s"].get<double>()));
+  CHECK(summary["mfu"].get<double>() > 0);
+  CHECK(summary["mfu"].get<double>() < 1);
+  CHECK(summary["memory"]["capacity_bytes"] == 80 * gib);  // A100 80GB
+  CHECK(summary["memory"]["fits"] == true);
+  REQUIRE(summary["memory"]["ranks"].size() == 16);
+  for (const json& rank : summary["memory"]["ranks"]) {
+    double at_peak = 0;
+    for (const char* category : {"weights", "gradients", "optimizer", "activations", "buffers"})
+      at_peak += rank["at_peak"][category].get<double>();
+    CHECK(at_peak == doctest::Approx(rank["peak_bytes"].get<double>()));
+    for (const char* state : {"weights", "gradients", "optimizer"})
+      CHECK(rank["model_states"][state].get<double>() > 0);
+  }
+  CHECK(summary["memory"]["peak_bytes"] == summary["memory"]["ranks"][0]["peak_bytes"]);
+  const json& time = summary["time"];
+  CHECK(time["compute_s"].get<double>() <= step);
+  CHECK(time["comm"]["dp"]["total_s"].get<double>() > 0);
+  CHECK(time["comm"]["dp"]["exposed_s"].get<double>() <= time["comm"]["dp"]["total_s"].get<double>());
+}
+
+TEST_CASE("memory from program order equals the simulated peaks of run") {
+  const CliResult run = run_trainsim("memory_vs_run_run", "run " + tiny + " --out out");
+  const CliResult memory = run_trainsim("memory_vs_run_memory", "memory " + tiny + " --out out");
+  REQUIRE_MESSAGE(run.status == 0, run.err);
+  REQUIRE_MESSAGE(memory.status == 0, memory.err);
+  const json simulated = read_json(run.dir / "out/summary.json")["memory"];
+  const json ordered = read_json(memory.dir / "out/memory.json")["memory"];
+  CHECK(simulated["peak_bytes"] == ordered["peak_bytes"]);
+  REQUIRE(simulated["ranks"].size() == ordered["ranks"].size());
+  for (std::size_t i = 0; i < simulated["ranks"].size(); ++i) {
+    CHECK(simulated["ranks"][i]["peak_bytes"] == ordered["ranks"][i]["peak_bytes"]);
+    CHECK(simulated["ranks"][i]["at_peak"] == ordered["ranks"][i]["at_peak"]);
+  }
+}
+
+TEST_CASE("trace then replay gives the same step as run") {
+  const CliResult run = run_trainsim("trace_replay_run", "run " + tiny + " --out out");
+  const CliResult trace = run_trainsim("trace_replay_trace", "trace " + tiny + " --out trace");
+  REQUIRE_MESSAGE(trace.status == 0, trace.err);
+  const CliResult replay = run_trainsim(
+      "trace_replay_replay", "replay " + (trace.dir / "trace").string() + " --platform dgx-a100-2n.xml --out out");
+  REQUIRE_MESSAGE(replay.status == 0, replay.err);
+  const json a = read_json(run.dir / "out/summary.json");
+  const json b = read_json(replay.dir / "out/summary.json");
+  CHECK(a["step_time_s"] == b["step_time_s"]);
+  CHECK(a["mfu"] == b["mfu"]);
+  CHECK(a["memory"]["peak_bytes"] == b["memory"]["peak_bytes"]);
+  CHECK(a["time"]["comm"] == b["time"]["comm"]);
+}
+
+TEST_CASE("two runs of the same scenario write byte-identical outputs") {
+  const CliResult first = run_trainsim("determinism_1", "run " + tiny + " --out out");
+  const CliResult second = run_trainsim("determinism_2", "run " + tiny + " --out out");
+  REQUIRE(first.status == 0);
+  REQUIRE(second.status == 0);
+  CHECK(read_file(first.dir / "out/summary.json") == read_file(second.dir / "out/summary.json"));
+  CHECK(read_file(first.dir / "out/memory.csv") == read_file(second.dir / "out/memory.csv"));
+  CHECK(first.out == second.out);
+}
+
+TEST_CASE("memory.csv has one column per category and reaches the reported peak") {
+  const CliResult result = run_trainsim("memory_csv", "run " + tiny + " --out out");
+  REQUIRE(result.status == 0);
+  std::istringstream csv(read_file(result.dir / "out/memory.csv"));
+  std::string line;
+  std::getline(csv, line);
+  CHECK(line == "rank,time_s,weights,gradients,optimizer,activations,buffers");
+  double highest = 0, last_time = 0;
+  long rows = 0;
+  while (std::getline(csv, line)) {
+    std::istringstream cells(line);
+    std::string cell;
+    std::getline(cells, cell, ',');
+    if (cell != "0")
+      continue;
+    std::getline(cells, cell, ',');
+    const double time = std::stod(cell);
+    CHECK(time >= last_time);  // a timeline in simulated-time order
+    last_time = time;
+    double total = 0;
+    while (std::getline(cells, cell, ','))
+      total += std::stod(cell);
+    highest = std::max(highest, total);
+    ++rows;
+  }
+  CHECK(rows > 10);
+  const json summary = read_json(result.dir / "out/summary.json");
+  CHECK(highest == doctest::Approx(summary["memory"]["ranks"][0]["peak_bytes"].get<double>()));
+  CHECK(last_time <= summary["step_time_s"].get<double>());
+}
+
+TEST_CASE("a scenario that does not fit still simulates and reports the overflow") {
+  // GPT-3 175B replicated on each GPU needs 18 bytes per parameter of model states alone (> 3 TB).
+  const CliResult result = run_trainsim(
+      "oom", "run " + tiny + " --out out --set model.name=gpt3-175b --set platform.file=dgx-a100.xml "
+                              "--set parallel.dp=8 --set training.seq_len=2048 --set training.micro_batch=1 "
+                              "--set training.global_batch=8");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  CHECK(result.out.find("DOES NOT FIT") != std::string::npos);
+  const json summary = read_json(result.dir / "out/summary.json");
+  CHECK(summary["memory"]["fits"] == false);
+  CHECK(summary["memory"]["ranks"][3]["overflow_bytes"].get<double>() > 3e12 - 80 * gib);
+  CHECK(summary["step_time_s"].get<double>() > 0);
+}
+
+TEST_CASE("--set changes the layout and the accumulation") {
+  const CliResult result = run_trainsim("set", "run " + tiny + " --out out --set parallel.dp=8");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const json summary = read_json(result.dir / "out/summary.json");
+  CHECK(summary["platform"]["gpus_used"] == 8);
+  CHECK(summary["layout"] == "dp=8");
+  CHECK(result.out.find("2 x 4 accumulation steps") != std::string::npos);  // 64 / (2 x 8)
+}
+
+TEST_CASE("the README's default scenario runs and fits") {
+  const CliResult result = run_trainsim("default", "run " + project_file("scenarios/default.ini") + " --out out");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const json summary = read_json(result.dir / "out/summary.json");
+  CHECK(summary["model"]["parameters"].get<double>() >= 1e9);
+  CHECK(summary["platform"]["gpus_used"].get<int>() >= 16);
+  CHECK(summary["memory"]["fits"] == true);
+}
+
+TEST_CASE("help lists every command and every scenario key with its default") {
+  const CliResult top = run_trainsim("help_top", "--help");
+  CHECK(top.status == 0);
+  for (const char* command : {"run", "memory", "trace", "replay"})
+    CHECK(top.out.find(command) != std::string::npos);
+  const CliResult run = run_trainsim("help_run", "run --help");
+  CHECK(run.status == 0);
+  for (const char* key : {"--set", "--out", "--log-level", "--sg-log", "--sg-cfg", "parallel.dp", "memory.precision",
+                          "training.global_batch", "(=25MiB)"})
+    CHECK(run.out.find(key) != std::string::npos);
+}
+
+TEST_CASE("--sg-cfg reaches SimGrid: the TCP model slows the all-reduce down") {
+  const CliResult ours = run_trainsim("sgcfg_default", "run " + tiny + " --out out");
+  const CliResult lv08 = run_trainsim("sgcfg_lv08", "run " + tiny + " --out out --sg-cfg network/model:LV08");
+  REQUIRE_MESSAGE(lv08.status == 0, lv08.err);
+  const double fast = read_json(ours.dir / "out/summary.json")["time"]["comm"]["dp"]["total_s"];
+  const double slow = read_json(lv08.dir / "out/summary.json")["time"]["comm"]["dp"]["total_s"];
+  CHECK(slow > fast);  // LV08's 0.97 bandwidth and 13.01 latency factors (SimGrid documentation)
+}

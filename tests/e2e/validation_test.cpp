@@ -1,0 +1,98 @@
+// Simulated times checked against hand derivations from the platform files'
+// bandwidths and latencies: the engine must reproduce what the hardware numbers imply.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "cli.hpp"
+
+using namespace trainsim::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Writes a trace where every rank runs the same program.
+fs::path write_trace(const std::string& name, int ranks, const std::string& program, const std::string& extra = "") {
+  const fs::path dir = fresh_dir(name + "_trace");
+  std::ofstream(dir / "workload.txt") << "format 1\nranks " << ranks << "\nprecision bf16\nmatmul_efficiency 0.5\n"
+                                      << "memory_efficiency 0.8\ngroup world dp 0-" << ranks - 1 << '\n'
+                                      << "program p.trace 0-" << ranks - 1 << '\n'
+                                      << extra;
+  std::ofstream(dir / "p.trace") << program;
+  return dir;
+}
+
+json replay(const std::string& name, const fs::path& trace, const std::string& platform, const std::string& extra = "") {
+  const CliResult result =
+      run_trainsim(name, "replay " + trace.string() + " --platform " + platform + " --out out " + extra);
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  return read_json(result.dir / "out/summary.json");
+}
+
+json run(const std::string& name, const std::string& arguments) {
+  const CliResult result = run_trainsim(name, "run " + project_file("tests/fixtures/tiny-ddp.ini") + " --out out " + arguments);
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  return read_json(result.dir / "out/summary.json");
+}
+
+} // namespace
+
+TEST_CASE("a compute op lasts FLOPs / (peak x efficiency), or bytes / (HBM bandwidth x efficiency)") {
+  // A100: 312 TFLOP/s bf16, 2039 GB/s HBM (platforms/dgx-a100.xml).
+  // 1.56e14 FLOPs at 0.5 x 312e12 = 1 s; then 1631.2 GB at 0.8 x 2039 GB/s = 1 s.
+  const auto trace = write_trace("compute", 1, "0 compute flops=1.56e14 bytes=0\n1 compute flops=1 bytes=1.6312e12\n");
+  const json summary = replay("compute", trace, "dgx-a100.xml");
+  CHECK(summary["step_time_s"].get<double>() == doctest::Approx(2.0).epsilon(1e-9));
+  CHECK(summary["time"]["compute_s"].get<double>() == doctest::Approx(2.0).epsilon(1e-9));
+}
+
+TEST_CASE("an all-reduce inside a DGX A100 runs at the NVLink bandwidth of each GPU") {
+  // Ring all-reduce of S = 8e9 bytes over 8 GPUs, 8 rings: in each of the two phases every GPU
+  // sends 7/8 S through its own NVLink (300 GB/s per direction): 7e9 / 300e9 = 23.333 ms.
+  // Latency: a flow crosses two 1 us NVLink hops (2 us), and the ring's other 6 steps add 6 x 2 us.
+  const auto trace = write_trace("nvlink", 8, "0 collective op=allreduce group=world bytes=8e9\n");
+  const json summary = replay("nvlink", trace, "dgx-a100.xml");
+  const double phase = 7e9 / 300e9 + 2e-6 + 6 * 2e-6;
+  CHECK(summary["step_time_s"].get<double>() == doctest::Approx(2 * phase).epsilon(1e-6));
+  CHECK(summary["time"]["comm"]["dp"]["bytes"].get<double>() == doctest::Approx(2 * 8e9 * 7 / 8));
+}
+
+TEST_CASE("an all-reduce across two DGX A100 nodes is bound by the rail NICs, one ring per NIC") {
+  // S = 4e9 bytes over 16 GPUs, 8 rings of S/8. Each ring crosses between the nodes through a
+  // different NIC (25 GB/s per direction), so per phase each NIC carries (15/16)(S/8) = 0.46875 GB:
+  // 18.75 ms. The crossing route is PCIe 0.5 us + NIC 1 us + fabric 0.5 us + NIC 1 us + PCIe 0.5 us
+  // = 3.5 us, and the ring's other 14 steps add 14 x 3.5 us.
+  const auto trace = write_trace("rails", 16, "0 collective op=allreduce group=world bytes=4e9\n");
+  const json eight_rings = replay("rails", trace, "dgx-a100-2n.xml");
+  const double phase = 0.46875e9 / 25e9 + 3.5e-6 + 14 * 3.5e-6;
+  CHECK(eight_rings["step_time_s"].get<double>() == doctest::Approx(2 * phase).epsilon(1e-3));
+  // A single ring funnels the whole buffer through one NIC per direction: 8 times slower.
+  const json one_ring = replay("rails_one", trace, "dgx-a100-2n.xml", "--channels 1");
+  const double ratio = one_ring["step_time_s"].get<double>() / eight_rings["step_time_s"].get<double>();
+  CHECK(ratio == doctest::Approx(8.0).epsilon(0.01));
+}
+
+TEST_CASE("the gradient all-reduce overlaps backward only when it is split into buckets") {
+  // One bucket holds every gradient, so its all-reduce starts after the whole backward and nothing
+  // hides it: all of it is exposed. 25 MiB buckets start during backward and hide most of it.
+  // (A 1B model, so that bandwidth rather than per-collective latency decides.)
+  const std::string model = "--set model.name=llama3.2-1b --set training.seq_len=1024 --set training.micro_batch=1 "
+                            "--set training.global_batch=16 ";
+  const json single = run("single_bucket", model + "--set comm.bucket_size=100GB");
+  const json& single_dp = single["time"]["comm"]["dp"];
+  CHECK(single_dp["exposed_s"].get<double>() == doctest::Approx(single_dp["total_s"].get<double>()));
+  const json buckets = run("small_buckets", model + "--set comm.bucket_size=25MiB");
+  const json& dp = buckets["time"]["comm"]["dp"];
+  CHECK(dp["exposed_s"].get<double>() < 0.9 * dp["total_s"].get<double>());
+  CHECK(buckets["step_time_s"].get<double>() < single["step_time_s"].get<double>());
+}
+
+TEST_CASE("gradient accumulation repeats the same micro-batch work") {
+  // With 2, 4 and 8 micro-batches per rank, compute time grows by the same amount per micro-batch:
+  // (c8 - c4) = 2 (c4 - c2), whatever the optimizer step and the last backward cost.
+  const double c2 = run("accum2", "--set training.global_batch=64")["time"]["compute_s"];
+  const double c4 = run("accum4", "--set training.global_batch=128")["time"]["compute_s"];
+  const double c8 = run("accum8", "--set training.global_batch=256")["time"]["compute_s"];
+  CHECK(c8 - c4 == doctest::Approx(2 * (c4 - c2)).epsilon(1e-9));
+}

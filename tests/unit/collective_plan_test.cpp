@@ -1,0 +1,44 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "program/collective_plan.hpp"
+
+using namespace trainsim;
+
+TEST_CASE("rings keep a node's members adjacent and enter each node at a different member") {
+  // Two nodes of eight GPUs; member i is on node i / 8.
+  std::vector<int> node_of_member;
+  for (int i = 0; i < 16; ++i)
+    node_of_member.push_back(i / 8);
+  CHECK(default_channels(node_of_member) == 8);
+  const auto rings = build_rings(node_of_member, 8);
+  REQUIRE(rings.size() == 8);
+  std::vector<int> exit_members;
+  for (std::size_t c = 0; c < rings.size(); ++c) {
+    CAPTURE(c);
+    std::vector<int> sorted = rings[c];
+    std::sort(sorted.begin(), sorted.end());
+    for (int i = 0; i < 16; ++i)
+      CHECK(sorted[i] == i);  // a permutation of the members
+    // Exactly two node crossings per ring: positions 7 -> 8 and 15 -> 0.
+    int crossings = 0;
+    for (int k = 0; k < 16; ++k)
+      crossings += node_of_member[rings[c][k]] != node_of_member[rings[c][(k + 1) % 16]];
+    CHECK(crossings == 2);
+    CHECK(rings[c][0] == static_cast<int>(c));  // ring c enters node 0 at its c-th GPU
+    exit_members.push_back(rings[c][7]);
+  }
+  // The GPU that leaves node 0 differs per ring, so each rail NIC carries one ring.
+  std::sort(exit_members.begin(), exit_members.end());
+  CHECK(std::adjacent_find(exit_members.begin(), exit_members.end()) == exit_members.end());
+}
+
+TEST_CASE("ring phases and bytes per rank follow the ring algorithms") {
+  // Ring all-reduce: each rank sends 2(n-1)/n of the buffer (Patarasuk & Yuan 2009).
+  CHECK(bytes_sent_per_rank(Collective::all_reduce, 1600, 16) == doctest::Approx(2 * 1600 * 15.0 / 16));
+  CHECK(ring_phases(Collective::all_reduce, 1600, 16).phases == 2);
+  CHECK(bytes_sent_per_rank(Collective::reduce_scatter, 800, 8) == doctest::Approx(700));
+  CHECK(bytes_sent_per_rank(Collective::all_gather, 800, 8) == doctest::Approx(700));
+  CHECK(bytes_sent_per_rank(Collective::all_reduce, 1600, 1) == 0);
+}

@@ -1,0 +1,79 @@
+#include <doctest/doctest.h>
+
+#include "model/costs.hpp"
+#include "test_support.hpp"
+
+using namespace trainsim;
+
+namespace {
+ModelSpec model(const std::string& name) { return load_model(test::source_dir() / "models" / (name + ".json"), 128); }
+} // namespace
+
+TEST_CASE("activation bytes per layer are sbh(34 + 5as/h) for a GPT layer without FlashAttention") {
+  // Korthikanti et al. 2022, Table 2, no parallelism (REFERENCES.md).
+  const ModelSpec gpt3 = model("gpt3-175b");
+  const double s = 2048, b = 1, h = 12288, a = 96;
+  const ModelCosts costs = compute_costs(gpt3, 1, 2048, Precision::bf16, Precision::fp32, false);
+  CHECK(costs.layer.activations.total == doctest::Approx(s * b * h * (34 + 5 * a * s / h)).epsilon(1e-12));
+  // Selective recompute keeps sbh*34, full recompute the 2sbh layer input (same table).
+  CHECK(kept_activation_bytes(costs.layer.activations, Recompute::selective) == doctest::Approx(34 * s * b * h));
+  CHECK(kept_activation_bytes(costs.layer.activations, Recompute::full) == doctest::Approx(2 * s * b * h));
+}
+
+TEST_CASE("FlashAttention drops the 5as/h term") {
+  const ModelSpec tiny = model("tiny-gpt");
+  const double s = 512, b = 4, h = 256;
+  const ModelCosts costs = compute_costs(tiny, 4, 512, Precision::bf16, Precision::fp32, true);
+  CHECK(costs.layer.activations.total == doctest::Approx(34 * s * b * h));
+  CHECK(costs.layer.activations.attention_core == 0);
+}
+
+TEST_CASE("a Llama layer keeps K and V at GQA width, both SwiGLU inputs, and no dropout masks") {
+  // Hand derivation for tiny-llama (h=256, f=688, 8 heads, 2 KV heads, 16-bit):
+  //   attention: QKV input 2sbh + Q 2sbh + K,V 2*2sbh*(2/8) + projection input 2sbh = 7sbh
+  //   MLP: input 2sbh + gate and up 2*2sbf + down input 2sbf = 2sbh + 6sbf
+  //   two RMSNorm inputs 4sbh          -> 13sbh + 6sbf, plus 2as^2b of softmax output without flash.
+  const ModelSpec llama = model("tiny-llama");
+  const double s = 128, b = 2, h = 256, f = 688, a = 8;
+  const ModelCosts flash = compute_costs(llama, 2, 128, Precision::bf16, Precision::fp32, true);
+  CHECK(flash.layer.activations.total == doctest::Approx(13 * s * b * h + 6 * s * b * f));
+  const ModelCosts eager = compute_costs(llama, 2, 128, Precision::bf16, Precision::fp32, false);
+  CHECK(eager.layer.activations.total - flash.layer.activations.total == doctest::Approx(2 * a * s * s * b));
+}
+
+TEST_CASE("model FLOPs per step follow 72BsLh^2(1 + s/(6h) + V/(12Lh))") {
+  // Narayanan et al. 2021 (REFERENCES.md), here for one sequence (B = 1) of GPT-3.
+  const ModelSpec gpt3 = model("gpt3-175b");
+  const double s = 2048, L = 96, h = 12288, V = 51200;
+  const ModelCosts costs = compute_costs(gpt3, 1, 2048, Precision::bf16, Precision::fp32, false);
+  const double expected = 72 * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+  CHECK(costs.model_flops_per_micro_batch == doctest::Approx(expected).epsilon(1e-12));
+  // Backward is twice the forward.
+  CHECK(costs.layer.backward.flops == doctest::Approx(2 * costs.layer.forward.flops));
+}
+
+TEST_CASE("the roofline takes the slower of math and memory traffic") {
+  GpuInfo a100;
+  a100.peak_bf16 = 312e12;
+  a100.peak_fp32 = 19.5e12;
+  a100.peak_tf32 = 156e12;
+  a100.hbm_bandwidth = 2039e9;
+  ComputeEfficiency efficiency;
+  efficiency.matmul = 0.5;
+  efficiency.memory = 1.0;
+  // 156 TFLOP at half of 312 TF/s is 1 s; 1 GB of traffic is negligible.
+  CHECK(kernel_seconds({156e12, 1e9}, a100, Precision::bf16, efficiency) == doctest::Approx(1.0));
+  // 2039 GB of traffic at full bandwidth is 1 s, and dominates 1 TFLOP.
+  CHECK(kernel_seconds({1e12, 2039e9}, a100, Precision::bf16, efficiency) == doctest::Approx(1.0));
+  // fp32 runs on TF32 tensor cores unless that is turned off.
+  CHECK(kernel_seconds({78e12, 0}, a100, Precision::fp32, efficiency) == doctest::Approx(1.0));
+  efficiency.allow_tf32 = false;
+  CHECK(kernel_seconds({9.75e12, 0}, a100, Precision::fp32, efficiency) == doctest::Approx(1.0));
+}
+
+TEST_CASE("an Adam step moves about 30 bytes per parameter in bf16 with fp32 gradients") {
+  // Read fp32 gradient 4 + master, momentum, variance 12; write those 12 and the bf16 copy 2.
+  CHECK(optimizer_step_work(1e9, Precision::bf16, Precision::fp32).bytes == doctest::Approx(30e9));
+  // fp32 training has no separate master copy to write: 4 + 12 + 12.
+  CHECK(optimizer_step_work(1e9, Precision::fp32, Precision::fp32).bytes == doctest::Approx(28e9));
+}

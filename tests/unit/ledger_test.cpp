@@ -1,0 +1,64 @@
+#include <doctest/doctest.h>
+
+#include "common/error.hpp"
+#include "memory/ledger.hpp"
+
+using namespace trainsim;
+
+namespace {
+Op alloc(const std::string& tensor, MemCategory category, double bytes, Device device = Device::gpu) {
+  Op op;
+  op.kind = OpKind::alloc;
+  op.tensor = tensor;
+  op.category = category;
+  op.bytes = bytes;
+  op.device = device;
+  return op;
+}
+Op release(const std::string& tensor) {
+  Op op;
+  op.kind = OpKind::free;
+  op.tensor = tensor;
+  return op;
+}
+} // namespace
+
+TEST_CASE("the peak and its breakdown are taken at the highest total") {
+  Program program;
+  program.add(alloc("w", MemCategory::weights, 100));
+  program.add(alloc("a0", MemCategory::activations, 50));
+  program.add(alloc("a1", MemCategory::activations, 30));   // total 180: the peak
+  program.add(release("a1"));
+  program.add(release("a0"));
+  program.add(alloc("buf", MemCategory::buffers, 60));      // total 160
+  program.add(alloc("host", MemCategory::optimizer, 999, Device::host));  // other device
+  const RankMemory memory = memory_in_program_order(program);
+  CHECK(memory.gpu().peak == 180);
+  CHECK(memory.gpu().peak_time == 2);  // op index
+  CHECK(memory.gpu().at_peak[static_cast<int>(MemCategory::weights)] == 100);
+  CHECK(memory.gpu().at_peak[static_cast<int>(MemCategory::activations)] == 80);
+  CHECK(memory.gpu().at_peak[static_cast<int>(MemCategory::buffers)] == 0);
+  CHECK(memory.devices[static_cast<int>(Device::host)].peak == 999);
+  // Still allocated at the end of the step: weights and the buffer.
+  CHECK(memory.persistent_gpu[static_cast<int>(MemCategory::weights)] == 100);
+  CHECK(memory.persistent_gpu[static_cast<int>(MemCategory::buffers)] == 60);
+  CHECK(memory.persistent_gpu[static_cast<int>(MemCategory::activations)] == 0);
+}
+
+TEST_CASE("the timeline records every GPU event with its time") {
+  MemoryTracker tracker(true);
+  tracker.apply(alloc("w", MemCategory::weights, 10), 0.5);
+  tracker.apply(alloc("a", MemCategory::activations, 5), 1.0);
+  tracker.apply(release("a"), 2.0);
+  REQUIRE(tracker.timeline().size() == 3);
+  CHECK(tracker.timeline()[1].time == 1.0);
+  CHECK(tracker.timeline()[1].gpu[static_cast<int>(MemCategory::activations)] == 5);
+  CHECK(tracker.timeline()[2].gpu[static_cast<int>(MemCategory::activations)] == 0);
+}
+
+TEST_CASE("freeing an unknown tensor or allocating twice is an error") {
+  MemoryTracker tracker(false);
+  CHECK_THROWS_AS(tracker.apply(release("ghost"), 0), InputError);
+  tracker.apply(alloc("x", MemCategory::buffers, 1), 0);
+  CHECK_THROWS_AS(tracker.apply(alloc("x", MemCategory::buffers, 1), 0), InputError);
+}

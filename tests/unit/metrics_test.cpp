@@ -1,0 +1,71 @@
+#include <doctest/doctest.h>
+
+#include "report/metrics.hpp"
+
+using namespace trainsim;
+
+TEST_CASE("busy time is the union of overlapping spans") {
+  BusyTime busy;
+  busy.begin(0);
+  busy.begin(1);
+  busy.end(2);
+  busy.end(3);   // [0, 3]
+  busy.begin(3);
+  busy.end(4);   // back to back: still one interval [0, 4]
+  busy.begin(6);
+  busy.end(7);   // [6, 7]
+  REQUIRE(busy.intervals().size() == 2);
+  CHECK(busy.total() == 5);
+}
+
+TEST_CASE("exposed time is the part of communication not covered by compute") {
+  // comm [0,4] and [6,10]; compute [1,2], [3,7], [9,12] -> uncovered 0-1, 2-3, 7-9 = 4.
+  const std::vector<Interval> comm = {{0, 4}, {6, 10}};
+  const std::vector<Interval> compute = {{1, 2}, {3, 7}, {9, 12}};
+  CHECK(uncovered_time(comm, compute) == 4);
+  CHECK(uncovered_time(comm, {}) == 8);
+  CHECK(uncovered_time({}, compute) == 0);
+}
+
+TEST_CASE("the collector turns op events into step metrics") {
+  // Rank 0: compute [0, 2], all-reduce of 800 bytes over 2 ranks [1, 3]: 1 s exposed.
+  Workload workload;
+  workload.groups.push_back({"dp0", "dp", {0, 1}});
+  Program program;
+  Op compute;
+  compute.name = "fwd";
+  program.add(compute);
+  Op reduce;
+  reduce.kind = OpKind::collective;
+  reduce.stream = Stream::dp_comm;
+  reduce.group = 0;
+  reduce.bytes = 800;
+  program.add(reduce);
+  const auto shared = std::make_shared<const Program>(program);
+  workload.programs = {shared, shared};
+  workload.step.tokens_per_step = 1000;
+  workload.step.model_flops_per_step = 312e12;
+  workload.step.precision = Precision::bf16;
+
+  StepCollector collector(workload, false);
+  for (int rank = 0; rank < 2; ++rank) {
+    collector.op_started(rank, 0, 0);
+    collector.op_started(rank, 1, 1);
+    collector.op_finished(rank, 0, 2);
+    collector.op_finished(rank, 1, 3 + rank);  // rank 1 finishes last
+  }
+  GpuInfo gpu;
+  gpu.peak_bf16 = 312e12;
+  gpu.hbm_capacity = 1e9;
+  const StepMetrics metrics = collector.finish({gpu, gpu}, 1e6);
+  CHECK(metrics.step_time_s == 4);
+  CHECK(metrics.critical_rank == 1);
+  CHECK(metrics.tokens_per_s == 250);
+  CHECK(metrics.time_to_train_s == 4000);
+  CHECK(metrics.mfu == doctest::Approx(312e12 / (4 * 2 * 312e12)));
+  const CommMetrics& dp = metrics.ranks[0].comm.at("dp");
+  CHECK(dp.total_s == 2);
+  CHECK(dp.exposed_s == 1);
+  CHECK(dp.bytes == 800);  // ring all-reduce over 2 ranks: 2 x 1/2 x 800
+  CHECK(metrics.ranks[1].comm.at("dp").exposed_s == 2);
+}

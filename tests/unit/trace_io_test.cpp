@@ -1,0 +1,119 @@
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "common/error.hpp"
+#include "program/ddp_builder.hpp"
+#include "program/trace_io.hpp"
+#include "test_support.hpp"
+
+using namespace trainsim;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::path(TRAINSIM_TEST_TMP) / "unit" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write(const fs::path& file, const std::string& content) { std::ofstream(file) << content; }
+
+std::string error_of(const fs::path& dir) {
+  try {
+    read_trace(dir);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  FAIL("the trace was accepted");
+  return "";
+}
+
+const char* const workload_txt = "format 1\nranks 2\ngroup g0 dp 0-1\nprogram p.trace 0-1\n";
+
+} // namespace
+
+TEST_CASE("a built workload survives writing and reading back") {
+  const auto file = test::write_temp_file("trace.ini", R"([model]
+name = tiny-llama
+[platform]
+file = dgx-a100.xml
+[parallel]
+dp = 4
+[training]
+seq_len = 128
+global_batch = 8
+)");
+  const Scenario scenario = load_scenario(file, {});
+  const Workload original = build_ddp_workload(scenario, load_model(scenario.model_file, 128));
+  const fs::path dir = fresh_dir("roundtrip");
+  write_trace(original, dir);
+  const Workload copy = read_trace(dir);
+  REQUIRE(copy.ranks() == original.ranks());
+  CHECK(copy.programs[0] == copy.programs[3]);  // identical replicas share one program file
+  CHECK(copy.step.tokens_per_step == original.step.tokens_per_step);
+  CHECK(copy.step.model_flops_per_step == original.step.model_flops_per_step);
+  CHECK(copy.groups.size() == original.groups.size());
+  const auto& a = original.program(0).ops;
+  const auto& b = copy.program(0).ops;
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(a[i].kind == b[i].kind);
+    CHECK(a[i].stream == b[i].stream);
+    CHECK(a[i].deps == b[i].deps);
+    CHECK(a[i].name == b[i].name);
+    CHECK(a[i].flops == b[i].flops);
+    CHECK(a[i].bytes == b[i].bytes);
+    CHECK(a[i].tensor == b[i].tensor);
+    CHECK(a[i].group == b[i].group);
+  }
+}
+
+TEST_CASE("a hand-written trace with every op kind is read") {
+  const fs::path dir = fresh_dir("handwritten");
+  write(dir / "workload.txt", workload_txt);
+  write(dir / "p.trace", R"(# a comment
+0 alloc tensor=x category=activations bytes=1e6
+1 compute name=fwd flops=1e12 bytes=1e9
+2 collective op=allreduce group=g0 bytes=4e6 deps=1
+3 copy target=cpu0 bytes=1e6 stream=copy
+4 read target=nvme0 bytes=1e6
+5 free tensor=x
+)");
+  const Workload workload = read_trace(dir);
+  const auto& ops = workload.program(1).ops;
+  REQUIRE(ops.size() == 6);
+  CHECK(ops[1].flops == 1e12);
+  CHECK(ops[2].stream == Stream::dp_comm);  // default stream of a collective
+  CHECK(ops[2].deps == std::vector<OpId>{1});
+  CHECK(ops[4].stream == Stream::io);
+  CHECK(ops[0].device == Device::gpu);
+}
+
+TEST_CASE("trace errors name the file and line") {
+  const fs::path dir = fresh_dir("errors");
+  write(dir / "workload.txt", workload_txt);
+  write(dir / "p.trace", "0 compute flops=1\n1 fly bytes=2\n");
+  CHECK(error_of(dir).find("p.trace:2: unknown op kind 'fly'") != std::string::npos);
+  write(dir / "p.trace", "0 compute flops=-1\n");
+  CHECK(error_of(dir).find("p.trace:1") != std::string::npos);
+  write(dir / "p.trace", "0 compute flops=1 deps=0\n");
+  CHECK(error_of(dir).find("earlier op") != std::string::npos);
+  write(dir / "p.trace", "0 collective op=allreduce group=nope bytes=1\n");
+  CHECK(error_of(dir).find("not declared") != std::string::npos);
+  write(dir / "p.trace", "0 compute flops=1 colour=red\n");
+  CHECK(error_of(dir).find("unknown field 'colour'") != std::string::npos);
+  write(dir / "p.trace", "5 compute flops=1\n");
+  CHECK(error_of(dir).find("expected op id 0") != std::string::npos);
+  write(dir / "p.trace", "0 free tensor=never\n");
+  CHECK(error_of(dir).find("not allocated") != std::string::npos);
+  write(dir / "workload.txt", "format 1\nranks 2\nprogram p.trace 0\n");
+  write(dir / "p.trace", "0 compute flops=1\n");
+  CHECK(error_of(dir).find("rank 1 has no program") != std::string::npos);
+  write(dir / "workload.txt", "format 2\n");
+  CHECK(error_of(dir).find("format 2 is not supported") != std::string::npos);
+  CHECK(error_of(dir / "missing").find("cannot read") != std::string::npos);
+}

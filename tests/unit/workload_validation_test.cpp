@@ -1,0 +1,71 @@
+#include <doctest/doctest.h>
+
+#include "common/error.hpp"
+#include "program/program.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+Op collective(int group, double bytes) {
+  Op op;
+  op.kind = OpKind::collective;
+  op.stream = Stream::dp_comm;
+  op.group = group;
+  op.bytes = bytes;
+  return op;
+}
+
+Op p2p(OpKind kind, int peer) {
+  Op op;
+  op.kind = kind;
+  op.stream = Stream::pp_comm;
+  op.peer = peer;
+  op.bytes = 10;
+  return op;
+}
+
+std::string error_of(const Workload& workload) {
+  try {
+    validate_workload(workload, "w");
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  FAIL("accepted");
+  return "";
+}
+
+Workload two_ranks(Program a, Program b) {
+  Workload workload;
+  workload.groups.push_back({"g", "dp", {0, 1}});
+  workload.programs = {std::make_shared<const Program>(std::move(a)), std::make_shared<const Program>(std::move(b))};
+  return workload;
+}
+
+} // namespace
+
+TEST_CASE("collectives issued in different orders would deadlock and are refused") {
+  Program a, b;
+  a.add(collective(0, 10));
+  a.add(collective(0, 20));
+  b.add(collective(0, 20));
+  b.add(collective(0, 10));
+  CHECK(error_of(two_ranks(a, b)).find("same collectives in the same order") != std::string::npos);
+}
+
+TEST_CASE("a send without its recv is refused") {
+  Program a, b;
+  a.add(p2p(OpKind::send, 1));
+  CHECK(error_of(two_ranks(a, b)).find("no matching recv") != std::string::npos);
+  b.add(p2p(OpKind::recv, 0));
+  CHECK_NOTHROW(validate_workload(two_ranks(a, b), "w"));
+}
+
+TEST_CASE("peers and group members must exist") {
+  Program a, b;
+  a.add(p2p(OpKind::send, 7));
+  CHECK(error_of(two_ranks(a, b)).find("not another rank") != std::string::npos);
+  Workload workload = two_ranks(Program{}, Program{});
+  workload.groups[0].ranks = {0, 5};
+  CHECK(error_of(workload).find("names rank 5") != std::string::npos);
+}
