@@ -76,16 +76,8 @@ bool parse_integer(std::string_view text, long long& value) {
 
 std::string format_double(double value) {
   char buffer[32];
-  if (value == std::floor(value) && std::fabs(value) < 1e17) {
-    std::snprintf(buffer, sizeof buffer, "%.0f", value);
-    return buffer;
-  }
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
-    if (std::strtod(buffer, nullptr) == value)
-      break;
-  }
-  return buffer;
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
 }
 
 std::vector<int> parse_rank_list(std::string_view text) {
