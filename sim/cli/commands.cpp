@@ -67,11 +67,12 @@ void configure_logging(const std::string& level_name) {
 
 // Parses a command's arguments; returns false when help was printed.
 bool parse_arguments(const std::string& command, const std::vector<std::string>& arguments,
-                     const po::options_description& visible, const po::positional_options_description& positional,
-                     const std::string& usage, CommonOptions& common, bool show_scenario_keys) {
+                     const po::options_description& visible, const po::options_description& all,
+                     const po::positional_options_description& positional, const std::string& usage,
+                     CommonOptions& common, bool show_scenario_keys) {
   po::variables_map values;
   try {
-    po::store(po::command_line_parser(arguments).options(visible).positional(positional).run(), values);
+    po::store(po::command_line_parser(arguments).options(all).positional(positional).run(), values);
     common.help = values.count("help") && values["help"].as<bool>();
     if (!common.help)
       po::notify(values);
@@ -81,7 +82,7 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
   if (common.help) {
     std::cout << "Usage: " << usage << "\n\n" << visible << '\n';
     if (show_scenario_keys)
-      std::cout << scenario_options() << '\n';
+      print_scenario_keys(std::cout);
     return false;
   }
   configure_logging(common.log_level);
@@ -175,7 +176,7 @@ int run_command(const std::vector<std::string>& arguments) {
   all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
   po::positional_options_description positional;
   positional.add("scenario", 1);
-  if (!parse_arguments("run", arguments, all, positional, "trainsim run SCENARIO [options]", options, true))
+  if (!parse_arguments("run", arguments, visible, all, positional, "trainsim run SCENARIO [options]", options, true))
     return 0;
   const PreparedScenario prepared = prepare(scenario_file, options);
   if (options.show_config) {
@@ -198,7 +199,7 @@ int memory_command(const std::vector<std::string>& arguments) {
   all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
   po::positional_options_description positional;
   positional.add("scenario", 1);
-  if (!parse_arguments("memory", arguments, all, positional, "trainsim memory SCENARIO [options]", options, true))
+  if (!parse_arguments("memory", arguments, visible, all, positional, "trainsim memory SCENARIO [options]", options, true))
     return 0;
   const PreparedScenario prepared = prepare(scenario_file, options);
   if (options.show_config) {
@@ -235,7 +236,7 @@ int trace_command(const std::vector<std::string>& arguments) {
   all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
   po::positional_options_description positional;
   positional.add("scenario", 1);
-  if (!parse_arguments("trace", arguments, all, positional, "trainsim trace SCENARIO [options]", options, true))
+  if (!parse_arguments("trace", arguments, visible, all, positional, "trainsim trace SCENARIO [options]", options, true))
     return 0;
   const PreparedScenario prepared = prepare(scenario_file, options);
   if (options.show_config) {
@@ -267,7 +268,7 @@ int replay_command(const std::vector<std::string>& arguments) {
   all.add_options()("trace-dir", po::value(&directory)->required(), "trace directory");
   po::positional_options_description positional;
   positional.add("trace-dir", 1);
-  if (!parse_arguments("replay", arguments, all, positional, "trainsim replay DIR --platform FILE [options]", options,
+  if (!parse_arguments("replay", arguments, visible, all, positional, "trainsim replay DIR --platform FILE [options]", options,
                        false))
     return 0;
   int channels = 0;

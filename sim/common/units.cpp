@@ -117,6 +117,8 @@ std::string format_seconds(double seconds) {
     return printf_string("%.2f %s", seconds / 86400, "days");
   if (magnitude >= 3600)
     return printf_string("%.2f %s", seconds / 3600, "h");
+  if (magnitude >= 60)
+    return printf_string("%.2f %s", seconds / 60, "min");
   if (magnitude >= 1)
     return printf_string("%.3f %s", seconds, "s");
   if (magnitude >= 1e-3)

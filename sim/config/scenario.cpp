@@ -240,6 +240,23 @@ const po::options_description& scenario_options() {
   return description;
 }
 
+void print_scenario_keys(std::ostream& out) {
+  out << "Scenario keys: [section] key = value in the INI file, or --set section.key=value (default shown):\n";
+  std::string section;
+  for (const auto& spec : option_specs()) {
+    const std::string key = spec.key;
+    const std::string this_section = key.substr(0, key.find('.'));
+    if (this_section != section) {
+      out << "  [" << this_section << "]\n";
+      section = this_section;
+    }
+    std::string assignment = key.substr(key.find('.') + 1) + " = " + (*spec.default_value ? spec.default_value : "(none)");
+    if (assignment.size() < 34)
+      assignment.resize(34, ' ');
+    out << "    " << assignment << "  " << spec.help << '\n';
+  }
+}
+
 fs::path data_dir() {
   if (const char* configured = std::getenv("TRAINSIM_DATA"); configured && *configured)
     return configured;

@@ -5,6 +5,7 @@
 // see sensible values. Every problem is an InputError naming the file, line or key.
 #include <filesystem>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,8 @@ struct Scenario {
 
 // Options with their defaults and meaning; the same names are accepted by --set.
 const boost::program_options::options_description& scenario_options();
+// The same list as people read it: "[section] key = default   meaning".
+void print_scenario_keys(std::ostream& out);
 
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides);
 

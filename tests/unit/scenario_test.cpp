@@ -119,4 +119,9 @@ TEST_CASE("the option list documents every key with its default") {
                           "training.global_batch", "training.tokens"})
     CHECK(contains(help.str(), key));
   CHECK(contains(help.str(), "(=bf16)"));
+  std::ostringstream keys;
+  print_scenario_keys(keys);
+  CHECK(contains(keys.str(), "[training]"));
+  CHECK(contains(keys.str(), "precision = bf16"));
+  CHECK(contains(keys.str(), "name = (none)"));
 }
