@@ -141,11 +141,11 @@ std::vector<GpuInfo> gpus_for(SimulationContext& context, const fs::path& platfo
 
 int simulate_and_report(SimulationContext& context, const Workload& workload, const std::vector<GpuInfo>& gpus,
                         const RunInfo& run, int channels, const fs::path& out) {
-  StepCollector collector(workload, true);
+  StepCollector collector(workload, gpus, true);
   ReplaySettings settings;
   settings.channels = channels;
   replay(context, workload, gpus, settings, collector);
-  const StepMetrics metrics = collector.finish(gpus, run.training_tokens);
+  const StepMetrics metrics = collector.finish(run.training_tokens);
   print_summary(std::cout, metrics, workload, gpus, run);
   write_run_outputs(out, summary_json(metrics, workload, gpus, run), memory_csv(metrics));
   std::cout << "  outputs          " << (out / "summary.json").string() << ", " << (out / "memory.csv").string() << '\n';
@@ -208,13 +208,14 @@ int memory_command(const std::vector<std::string>& arguments) {
   }
   SimulationContext context(options.simulation);
   const auto gpus = gpus_for(context, prepared.scenario.platform_file, prepared.workload.ranks());
-  std::map<const Program*, RankMemory> per_program;
+  // Replicas share a program; each (program, capacity) pair is accounted once.
+  std::map<std::pair<const Program*, double>, RankMemory> accounted;
   std::vector<RankMemory> ranks;
   for (std::size_t rank = 0; rank < prepared.workload.ranks(); ++rank) {
-    const Program* program = prepared.workload.programs[rank].get();
-    if (!per_program.count(program))
-      per_program[program] = memory_in_program_order(*program);
-    ranks.push_back(per_program[program]);
+    const auto key = std::make_pair(prepared.workload.programs[rank].get(), gpus[rank].hbm_capacity);
+    if (!accounted.count(key))
+      accounted[key] = memory_in_program_order(*key.first, key.second);
+    ranks.push_back(accounted[key]);
   }
   print_memory(std::cout, ranks, prepared.workload, gpus, prepared.run);
   if (!options.out.empty()) {

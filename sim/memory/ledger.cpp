@@ -33,6 +33,8 @@ void MemoryTracker::apply(const Op& op, double when) {
     peak.at_peak = usage;
     peak.peak_time = when;
   }
+  if (allocation.device == Device::gpu && total > gpu_capacity_ && over_capacity_at_ < 0)
+    over_capacity_at_ = when;
   if (keep_timeline_ && allocation.device == Device::gpu)
     timeline_.push_back({when, usage});
 }
@@ -40,14 +42,15 @@ void MemoryTracker::apply(const Op& op, double when) {
 RankMemory MemoryTracker::result() const {
   RankMemory memory;
   memory.devices = peaks_;
+  memory.over_capacity_at = over_capacity_at_;
   for (const auto& [name, allocation] : live_)
     if (allocation.device == Device::gpu)
       memory.persistent_gpu[static_cast<int>(allocation.category)] += allocation.bytes;
   return memory;
 }
 
-RankMemory memory_in_program_order(const Program& program) {
-  MemoryTracker tracker(false);
+RankMemory memory_in_program_order(const Program& program, double gpu_capacity) {
+  MemoryTracker tracker(false, gpu_capacity);
   for (std::size_t i = 0; i < program.ops.size(); ++i)
     tracker.apply(program.ops[i], static_cast<double>(i));
   return tracker.result();

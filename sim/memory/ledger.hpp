@@ -4,6 +4,7 @@
 // tracker serves program order (`trainsim memory`, no simulation) and replay order
 // (simulated timestamps), so the two give the same numbers for the same sequence.
 #include <array>
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,12 +29,15 @@ struct DeviceMemory {
 struct RankMemory {
   std::array<DeviceMemory, device_count> devices{};
   CategoryBytes persistent_gpu{};   // still allocated when the step ends: model states
+  double over_capacity_at = -1;     // when GPU use first exceeded the capacity; -1: never
   const DeviceMemory& gpu() const { return devices[static_cast<int>(Device::gpu)]; }
 };
 
 class MemoryTracker {
 public:
-  explicit MemoryTracker(bool keep_timeline) : keep_timeline_(keep_timeline) {}
+  // `gpu_capacity`: the moment use first exceeds it is recorded (out of memory).
+  explicit MemoryTracker(bool keep_timeline, double gpu_capacity = std::numeric_limits<double>::infinity())
+      : keep_timeline_(keep_timeline), gpu_capacity_(gpu_capacity) {}
 
   // Applies an alloc or free (other ops are ignored). `when` is the time of the event.
   void apply(const Op& op, double when);
@@ -47,6 +51,8 @@ private:
     Device device;
   };
   bool keep_timeline_;
+  double gpu_capacity_;
+  double over_capacity_at_ = -1;
   std::unordered_map<std::string, Allocation> live_;
   std::array<CategoryBytes, device_count> in_use_{};
   std::array<DeviceMemory, device_count> peaks_{};
@@ -54,7 +60,8 @@ private:
 };
 
 // Peak memory of a program executed in program order (op index as time).
-RankMemory memory_in_program_order(const Program& program);
+RankMemory memory_in_program_order(const Program& program,
+                                   double gpu_capacity = std::numeric_limits<double>::infinity());
 
 double sum(const CategoryBytes& bytes);
 

@@ -60,10 +60,11 @@ std::string comm_kind(const Op& op, const Workload& workload) {
   }
 }
 
-StepCollector::StepCollector(const Workload& workload, bool keep_timelines) : workload_(workload) {
+StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, bool keep_timelines)
+    : workload_(workload), gpus_(gpus) {
   ranks_.reserve(workload.ranks());
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
-    ranks_.emplace_back(keep_timelines);
+    ranks_.emplace_back(keep_timelines, gpus[rank].hbm_capacity);
 }
 
 void StepCollector::op_started(int rank, OpId id, double time) {
@@ -116,7 +117,8 @@ MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::
   return summary;
 }
 
-StepMetrics StepCollector::finish(const std::vector<GpuInfo>& gpus, double training_tokens) const {
+StepMetrics StepCollector::finish(double training_tokens) const {
+  const std::vector<GpuInfo>& gpus = gpus_;
   StepMetrics metrics;
   double peak_flops = 0;
   std::vector<RankMemory> memories;
@@ -127,6 +129,9 @@ StepMetrics StepCollector::finish(const std::vector<GpuInfo>& gpus, double train
     out.host = gpus[rank].host;
     out.finish_s = state.finish;
     out.compute_s = state.compute.total();
+    // Every kind of group in the layout is reported, with zeros when it moved nothing.
+    for (const Group& group : workload_.groups)
+      out.comm[group.kind];
     for (const auto& [kind, busy] : state.comm) {
       CommMetrics& comm = out.comm[kind];
       comm.total_s = busy.total();

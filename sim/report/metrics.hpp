@@ -71,10 +71,11 @@ std::string comm_kind(const Op& op, const Workload& workload);
 
 class StepCollector : public ReplayObserver {
 public:
-  StepCollector(const Workload& workload, bool keep_timelines);
+  // `gpus`: the GPU of each rank, for capacities and peaks.
+  StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, bool keep_timelines);
   void op_started(int rank, OpId op, double time) override;
   void op_finished(int rank, OpId op, double time) override;
-  StepMetrics finish(const std::vector<GpuInfo>& gpus, double training_tokens) const;
+  StepMetrics finish(double training_tokens) const;
 
 private:
   struct RankState {
@@ -83,9 +84,10 @@ private:
     std::map<std::string, double> comm_bytes;
     MemoryTracker memory;
     double finish = 0;
-    explicit RankState(bool keep_timeline) : memory(keep_timeline) {}
+    RankState(bool keep_timeline, double capacity) : memory(keep_timeline, capacity) {}
   };
   const Workload& workload_;
+  const std::vector<GpuInfo>& gpus_;
   std::vector<RankState> ranks_;
 };
 

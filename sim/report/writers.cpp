@@ -43,6 +43,8 @@ json rank_memory_json(int rank, const RankMemory& memory, const GpuInfo& gpu) {
               {"model_states", model_states_json(memory.persistent_gpu)},
               {"fits", peak.peak <= gpu.hbm_capacity},
               {"overflow_bytes", std::max(0.0, peak.peak - gpu.hbm_capacity)}};
+  if (memory.over_capacity_at >= 0)
+    out["over_capacity_at"] = memory.over_capacity_at;
   return out;
 }
 

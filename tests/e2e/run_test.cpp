@@ -129,6 +129,8 @@ TEST_CASE("a scenario that does not fit still simulates and reports the overflow
   const json summary = read_json(result.dir / "out/summary.json");
   CHECK(summary["memory"]["fits"] == false);
   CHECK(summary["memory"]["ranks"][3]["overflow_bytes"].get<double>() > 3e12 - 80 * gib);
+  // The model states are allocated first, at time 0: that is when the step stops fitting.
+  CHECK(summary["memory"]["ranks"][3]["over_capacity_at"] == 0.0);
   CHECK(summary["step_time_s"].get<double>() > 0);
 }
 

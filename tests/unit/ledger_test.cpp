@@ -62,3 +62,14 @@ TEST_CASE("freeing an unknown tensor or allocating twice is an error") {
   tracker.apply(alloc("x", MemCategory::buffers, 1), 0);
   CHECK_THROWS_AS(tracker.apply(alloc("x", MemCategory::buffers, 1), 0), InputError);
 }
+
+TEST_CASE("the moment GPU use first exceeds the capacity is recorded") {
+  MemoryTracker tracker(false, 100);
+  tracker.apply(alloc("w", MemCategory::weights, 60), 1.0);
+  tracker.apply(alloc("a", MemCategory::activations, 50), 2.0);  // 110 > 100
+  tracker.apply(alloc("b", MemCategory::activations, 50), 3.0);  // still over: the first moment stays
+  CHECK(tracker.result().over_capacity_at == 2.0);
+  MemoryTracker roomy(false, 1000);
+  roomy.apply(alloc("w", MemCategory::weights, 60), 1.0);
+  CHECK(roomy.result().over_capacity_at == -1);
+}

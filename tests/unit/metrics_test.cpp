@@ -47,17 +47,18 @@ TEST_CASE("the collector turns op events into step metrics") {
   workload.step.model_flops_per_step = 312e12;
   workload.step.precision = Precision::bf16;
 
-  StepCollector collector(workload, false);
+  GpuInfo gpu;
+  gpu.peak_bf16 = 312e12;
+  gpu.hbm_capacity = 1e9;
+  const std::vector<GpuInfo> gpus = {gpu, gpu};
+  StepCollector collector(workload, gpus, false);
   for (int rank = 0; rank < 2; ++rank) {
     collector.op_started(rank, 0, 0);
     collector.op_started(rank, 1, 1);
     collector.op_finished(rank, 0, 2);
     collector.op_finished(rank, 1, 3 + rank);  // rank 1 finishes last
   }
-  GpuInfo gpu;
-  gpu.peak_bf16 = 312e12;
-  gpu.hbm_capacity = 1e9;
-  const StepMetrics metrics = collector.finish({gpu, gpu}, 1e6);
+  const StepMetrics metrics = collector.finish(1e6);
   CHECK(metrics.step_time_s == 4);
   CHECK(metrics.critical_rank == 1);
   CHECK(metrics.tokens_per_s == 250);

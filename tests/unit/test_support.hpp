@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 
@@ -10,9 +11,14 @@ namespace trainsim::test {
 
 inline std::filesystem::path source_dir() { return TRAINSIM_SOURCE_DIR; }
 
-// A fresh file under the build tree's test folder, named after the test.
+// The folder of this test process: ctest runs test cases in parallel processes.
+inline std::filesystem::path temp_dir() {
+  return std::filesystem::path(TRAINSIM_TEST_TMP) / "unit" / std::to_string(::getpid());
+}
+
+// A file under this process's test folder.
 inline std::filesystem::path write_temp_file(const std::string& name, const std::string& content) {
-  const std::filesystem::path dir = std::filesystem::path(TRAINSIM_TEST_TMP) / "unit";
+  const std::filesystem::path dir = temp_dir();
   std::filesystem::create_directories(dir);
   const std::filesystem::path file = dir / name;
   std::ofstream(file) << content;

@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::path(TRAINSIM_TEST_TMP) / "unit" / name;
+  const fs::path dir = test::temp_dir() / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
