@@ -2,6 +2,7 @@
 
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include <boost/program_options.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -130,6 +131,28 @@ void print_config(const Scenario& scenario) {
   }
 }
 
+// Parses a command that takes a scenario and prepares it; nothing when --help or
+// --show-config already answered.
+std::optional<PreparedScenario> scenario_command(const std::string& command, const std::vector<std::string>& arguments,
+                                                 const char* out_help, CommonOptions& options) {
+  std::string scenario_file;
+  po::options_description visible = scenario_command_options(options, out_help);
+  visible.add(common_options(options));
+  po::options_description all = visible;
+  all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
+  po::positional_options_description positional;
+  positional.add("scenario", 1);
+  if (!parse_arguments(command, arguments, visible, all, positional, "trainsim " + command + " SCENARIO [options]",
+                       options, true))
+    return std::nullopt;
+  PreparedScenario prepared = prepare(scenario_file, options);
+  if (options.show_config) {
+    print_config(prepared.scenario);
+    return std::nullopt;
+  }
+  return prepared;
+}
+
 std::vector<GpuInfo> gpus_for(SimulationContext& context, const fs::path& platform, std::size_t ranks) {
   std::vector<GpuInfo> gpus = context.load_platform(platform);
   if (gpus.size() < ranks)
@@ -168,21 +191,10 @@ void print_usage() {
 
 int run_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
-  std::string scenario_file;
-  po::options_description visible = scenario_command_options(
-      options, "output directory for summary.json and memory.csv (default: results/<scenario>)");
-  visible.add(common_options(options));
-  po::options_description all = visible;
-  all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
-  po::positional_options_description positional;
-  positional.add("scenario", 1);
-  if (!parse_arguments("run", arguments, visible, all, positional, "trainsim run SCENARIO [options]", options, true))
+  const auto parsed = scenario_command("run", arguments, "output directory for summary.json and memory.csv (default: results/<scenario>)", options);
+  if (!parsed)
     return 0;
-  const PreparedScenario prepared = prepare(scenario_file, options);
-  if (options.show_config) {
-    print_config(prepared.scenario);
-    return 0;
-  }
+  const PreparedScenario& prepared = *parsed;
   SimulationContext context(options.simulation);
   const auto gpus = gpus_for(context, prepared.scenario.platform_file, prepared.workload.ranks());
   const fs::path out = options.out.empty() ? fs::path("results") / prepared.scenario.name : fs::path(options.out);
@@ -191,21 +203,10 @@ int run_command(const std::vector<std::string>& arguments) {
 
 int memory_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
-  std::string scenario_file;
-  po::options_description visible =
-      scenario_command_options(options, "also write memory.json into this directory (default: print only)");
-  visible.add(common_options(options));
-  po::options_description all = visible;
-  all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
-  po::positional_options_description positional;
-  positional.add("scenario", 1);
-  if (!parse_arguments("memory", arguments, visible, all, positional, "trainsim memory SCENARIO [options]", options, true))
+  const auto parsed = scenario_command("memory", arguments, "also write memory.json into this directory (default: print only)", options);
+  if (!parsed)
     return 0;
-  const PreparedScenario prepared = prepare(scenario_file, options);
-  if (options.show_config) {
-    print_config(prepared.scenario);
-    return 0;
-  }
+  const PreparedScenario& prepared = *parsed;
   SimulationContext context(options.simulation);
   const auto gpus = gpus_for(context, prepared.scenario.platform_file, prepared.workload.ranks());
   // Replicas share a program; each (program, capacity) pair is accounted once.
@@ -229,21 +230,10 @@ int memory_command(const std::vector<std::string>& arguments) {
 
 int trace_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
-  std::string scenario_file;
-  po::options_description visible =
-      scenario_command_options(options, "directory for workload.txt and program files (default: results/<scenario>/trace)");
-  visible.add(common_options(options));
-  po::options_description all = visible;
-  all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
-  po::positional_options_description positional;
-  positional.add("scenario", 1);
-  if (!parse_arguments("trace", arguments, visible, all, positional, "trainsim trace SCENARIO [options]", options, true))
+  const auto parsed = scenario_command("trace", arguments, "directory for workload.txt and program files (default: results/<scenario>/trace)", options);
+  if (!parsed)
     return 0;
-  const PreparedScenario prepared = prepare(scenario_file, options);
-  if (options.show_config) {
-    print_config(prepared.scenario);
-    return 0;
-  }
+  const PreparedScenario& prepared = *parsed;
   const fs::path out =
       options.out.empty() ? fs::path("results") / prepared.scenario.name / "trace" : fs::path(options.out);
   write_trace(prepared.workload, out);

@@ -12,19 +12,11 @@ using namespace trainsim;
 
 namespace {
 
+// The shared tiny scenario with one micro-batch of 256 tokens per rank.
 Scenario tiny_scenario(const std::vector<std::string>& overrides = {}) {
-  const auto file = test::write_temp_file("ddp.ini", R"([model]
-name = tiny-gpt
-[platform]
-file = dgx-a100-2n.xml
-[parallel]
-dp = 4
-[training]
-seq_len = 256
-micro_batch = 2
-global_batch = 8
-)");
-  return load_scenario(file, overrides);
+  std::vector<std::string> all = {"training.seq_len=256", "training.global_batch=8"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return load_scenario(test::write_temp_file("ddp.ini", test::tiny_scenario_ini), all);
 }
 
 ModelSpec tiny_model(const Scenario& scenario) { return load_model(scenario.model_file, scenario.vocab_multiple); }

@@ -8,20 +8,7 @@ using namespace trainsim;
 
 namespace {
 
-const char* const valid = R"([model]
-name = tiny-gpt
-
-[platform]
-file = dgx-a100-2n.xml
-
-[parallel]
-dp = 4
-
-[training]
-seq_len = 512
-micro_batch = 2
-global_batch = 32
-)";
+const char* const valid = test::tiny_scenario_ini;
 
 std::string error_of(const std::string& name, const std::string& content, const std::vector<std::string>& overrides = {}) {
   const auto file = test::write_temp_file(name, content);

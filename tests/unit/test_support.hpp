@@ -25,4 +25,21 @@ inline std::filesystem::path write_temp_file(const std::string& name, const std:
   return file;
 }
 
+// A small data-parallel scenario: tiny GPT, 4 ranks on two DGX A100 nodes, 4 micro-batches.
+// Tests vary it with --set style overrides. The scenario-loading tests count its lines.
+inline const char* const tiny_scenario_ini = R"([model]
+name = tiny-gpt
+
+[platform]
+file = dgx-a100-2n.xml
+
+[parallel]
+dp = 4
+
+[training]
+seq_len = 512
+micro_batch = 2
+global_batch = 32
+)";
+
 } // namespace trainsim::test
