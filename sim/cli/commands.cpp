@@ -164,21 +164,27 @@ std::vector<GpuInfo> gpus_for(SimulationContext& context, const fs::path& platfo
 
 int simulate_and_report(SimulationContext& context, const Workload& workload, const std::vector<GpuInfo>& gpus,
                         const RunInfo& run, int channels, const fs::path& out) {
+  std::error_code error;
+  fs::create_directories(out, error);
+  if (!fs::is_directory(out))
+    throw InputError(out.string() + ": cannot create the output directory" +
+                     (error ? " (" + error.message() + ")" : std::string()));
   StepCollector collector(workload, gpus, true);
   ReplaySettings settings;
   settings.channels = channels;
   replay(context, workload, gpus, settings, collector);
   const StepMetrics metrics = collector.finish(run.training_tokens);
-  print_summary(std::cout, metrics, workload, gpus, run);
+  // Files first: a run whose outputs cannot be written prints no summary that looks complete.
   write_run_outputs(out, summary_json(metrics, workload, gpus, run), memory_csv(metrics));
+  print_summary(std::cout, metrics, workload, gpus, run);
   std::cout << "  outputs          " << (out / "summary.json").string() << ", " << (out / "memory.csv").string() << '\n';
   return 0;
 }
 
 } // namespace
 
-void print_usage() {
-  std::cout << "trainsim — simulate LLM training on GPU clusters (SimGrid)\n\n"
+void print_usage(std::ostream& out) {
+  out << "trainsim — simulate LLM training on GPU clusters (SimGrid)\n\n"
                "Usage: trainsim COMMAND [options]\n\n"
                "Commands:\n"
                "  run SCENARIO       simulate one training step, print a summary, write summary.json and memory.csv\n"

@@ -1,6 +1,7 @@
 #pragma once
 // The trainsim subcommands. Each returns the process exit status; input errors
 // propagate as InputError and become status 2 in main.
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,6 @@ int run_command(const std::vector<std::string>& arguments);
 int memory_command(const std::vector<std::string>& arguments);
 int trace_command(const std::vector<std::string>& arguments);
 int replay_command(const std::vector<std::string>& arguments);
-void print_usage();
+void print_usage(std::ostream& out);
 
 } // namespace trainsim::cli

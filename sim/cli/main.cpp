@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     while (i < arguments.size() && arguments[i].rfind("-", 0) == 0) {
       const std::string& option = arguments[i];
       if (option == "--help" || option == "-h") {
-        cli::print_usage();
+        cli::print_usage(std::cout);
         return 0;
       }
       if (option == "--version") {
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
         leading.push_back(arguments[i++]);
     }
     if (i == arguments.size()) {
-      cli::print_usage();
+      cli::print_usage(std::cerr);
       return 2;
     }
     const std::string command = arguments[i];
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
     if (command == "replay")
       return cli::replay_command(rest);
     if (command == "help") {
-      cli::print_usage();
+      cli::print_usage(std::cout);
       return 0;
     }
     std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, trace, replay, help\n";

@@ -153,6 +153,9 @@ private:
 };
 
 std::map<std::string, RawValue> read_values(const fs::path& file, const std::vector<std::string>& overrides) {
+  std::error_code error;
+  if (!fs::is_regular_file(file, error))
+    throw InputError(file.string() + ": no such scenario file (expected an INI file such as scenarios/default.ini)");
   std::ifstream stream(file);
   if (!stream)
     throw InputError(file.string() + ": cannot read the scenario file");
@@ -185,6 +188,11 @@ std::map<std::string, RawValue> read_values(const fs::path& file, const std::vec
     if (!is_known_key(key))
       throw InputError("--set " + assignment + ": unknown key '" + key + "'; accepted: " + accepted_keys());
     values[key] = {trim(assignment.substr(equals + 1)), "--set " + assignment};
+    // Naming a model on the command line replaces the file's model, whichever way the file named it.
+    if (key == "model.name")
+      values.erase("model.path");
+    if (key == "model.path")
+      values.erase("model.name");
   }
   for (const auto& spec : option_specs())
     if (!values.count(spec.key))

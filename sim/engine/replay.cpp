@@ -1,6 +1,7 @@
 #include "engine/replay.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <queue>
@@ -360,8 +361,14 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
     RankRunner* runner = runners.back().get();
     sg4::Actor::create("rank-" + std::to_string(rank), shared.hosts[rank], [runner] { runner->run(); });
   }
-  spdlog::debug("replaying {} ranks", workload.ranks());
+  std::size_t total_ops = 0;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+    total_ops += workload.program(rank).ops.size();
+  spdlog::info("replaying {} ranks, {} ops, {} groups", workload.ranks(), total_ops, workload.groups.size());
+  const auto wall_start = std::chrono::steady_clock::now();
   sg4::Engine::get_instance()->run();
+  spdlog::info("simulated {:.6f} s in {:.3f} s of wall time", sg4::Engine::get_clock(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
 
   ReplayOutcome outcome;
   outcome.rank_finish = shared.rank_finish;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <simgrid/s4u.hpp>
+#include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -119,6 +120,7 @@ std::vector<GpuInfo> SimulationContext::load_platform(const std::filesystem::pat
   if (gpus.empty())
     throw InputError(name + ": no GPU hosts; a GPU is a <host> with a <prop id=\"gpu\" value=\"MODEL\"/> "
                             "and the properties hbm_capacity, hbm_bandwidth, peak_fp32, peak_tf32, peak_fp16, peak_bf16");
+  spdlog::info("platform {}: {} GPUs ({}), {} hosts in all", name, gpus.size(), gpus.front().model, hosts.size());
   return gpus;
 }
 

@@ -99,3 +99,15 @@ TEST_CASE("a malformed trace names the file and line") {
   expect_input_error("bad_trace_run", "replay " + dir.string() + " --platform dgx-a100.xml --out out",
                      {"p.trace:2", "flops=abc"});
 }
+
+TEST_CASE("an output directory that cannot be created stops the run before it simulates") {
+  const CliResult result = run_trainsim("unwritable", "run " + tiny + " --out /proc/trainsim-cannot-write-here");
+  CHECK(result.status == 2);
+  CHECK(result.err.find("/proc/trainsim-cannot-write-here") != std::string::npos);
+  CHECK(result.out.empty());  // no summary that looks complete
+}
+
+TEST_CASE("a directory or a missing file given as the scenario") {
+  expect_input_error("scenario_is_dir", "run " + project_file("scenarios"), {"no such scenario file"});
+  expect_input_error("scenario_missing", "run nowhere.ini", {"nowhere.ini", "no such scenario file"});
+}

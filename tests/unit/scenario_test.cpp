@@ -112,3 +112,12 @@ TEST_CASE("the option list documents every key with its default") {
   CHECK(contains(keys.str(), "precision = bf16"));
   CHECK(contains(keys.str(), "name = (none)"));
 }
+
+TEST_CASE("a model named on the command line replaces the file's model") {
+  const auto file = test::write_temp_file("replace.ini", valid);
+  const Scenario by_path =
+      load_scenario(file, {"model.path=" + (test::source_dir() / "models" / "tiny-llama.json").string()});
+  CHECK(by_path.model_file.filename() == "tiny-llama.json");
+  const Scenario by_name = load_scenario(file, {"model.name=llama2-7b"});
+  CHECK(by_name.model_file.filename() == "llama2-7b.json");
+}
