@@ -4,7 +4,8 @@
 # installs only missing packages and rebuilds only what changed.
 #
 #   bash scripts/bootstrap.sh run     # install, build, simulate scenarios/default.ini
-#   bash scripts/bootstrap.sh test    # install, build, run every test with ctest
+#   bash scripts/bootstrap.sh test    # install, build, run every test with ctest: normal build,
+#                                     # sanitizer build, and a short run of every fuzz target
 set -euo pipefail
 
 mode="${1:-run}"
@@ -17,23 +18,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TRAINSIM_BUILD_DIR:-$root/build}"
 packages=(g++ make cmake pkg-config libsimgrid-dev libboost-graph-dev libboost-program-options-dev
           libspdlog-dev doctest-dev nlohmann-json3-dev)
-
-missing=()
-for package in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-if ((${#missing[@]})); then
-  echo "bootstrap: installing ${missing[*]}"
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "bootstrap: run as root or install sudo" >&2; exit 1; }
-    sudo="sudo"
-  fi
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+bash "$root/scripts/install-packages.sh" "${packages[@]}"
 
 jobs="$(nproc 2>/dev/null || echo 2)"
 if [ ! -f "$build/CMakeCache.txt" ]; then
@@ -43,6 +28,18 @@ cmake --build "$build" -j "$jobs"
 
 case "$mode" in
   run) cd "$root" && "$build/trainsim" run scenarios/default.ini ;;
-  test) ctest --test-dir "$build" --output-on-failure -j "$jobs" ;;
+  test)
+    # The normal build, every fuzz target for a short fixed budget, then the whole suite again
+    # under AddressSanitizer and UndefinedBehaviorSanitizer (any report fails).
+    ctest --test-dir "$build" --output-on-failure -j "$jobs"
+    bash "$root/scripts/fuzz.sh" "${TRAINSIM_FUZZ_SECONDS:-30}"
+    sanitized="${TRAINSIM_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
+    if [ ! -f "$sanitized/CMakeCache.txt" ]; then
+      cmake -S "$root" -B "$sanitized" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINSIM_SANITIZE=address,undefined
+    fi
+    cmake --build "$sanitized" -j "$jobs"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir "$sanitized" --output-on-failure -j "$jobs"
+    ;;
   build) ;;
 esac

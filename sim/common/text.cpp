@@ -92,8 +92,10 @@ std::vector<int> parse_rank_list(std::string_view text) {
     } else if (!parse_integer(part.substr(0, dash), first) || !parse_integer(part.substr(dash + 1), last)) {
       throw std::invalid_argument("'" + part + "' is not a rank range such as 0-7");
     }
-    if (first < 0 || last < first || last > 100'000'000)
+    if (first < 0 || last < first)
       throw std::invalid_argument("'" + part + "' is not an increasing range of non-negative ranks");
+    if (last >= max_ranks || static_cast<long long>(ranks.size()) + (last - first) >= max_ranks)
+      throw std::invalid_argument("'" + part + "' goes beyond " + std::to_string(max_ranks) + " ranks, the most supported");
     for (long long rank = first; rank <= last; ++rank)
       ranks.push_back(static_cast<int>(rank));
   }

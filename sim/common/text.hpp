@@ -14,7 +14,9 @@ bool natural_less(std::string_view a, std::string_view b);
 bool parse_integer(std::string_view text, long long& value);
 // Shortest decimal text that reads back as the same double: deterministic output.
 std::string format_double(double value);
-// "0-3,8,10-11" <-> {0,1,2,3,8,10,11}
+// The most ranks a layout or a trace may have.
+constexpr long long max_ranks = 1'000'000;
+// "0-3,8,10-11" <-> {0,1,2,3,8,10,11}; throws std::invalid_argument beyond max_ranks.
 std::vector<int> parse_rank_list(std::string_view text);
 std::string format_rank_list(const std::vector<int>& ranks);
 

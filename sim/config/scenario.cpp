@@ -152,17 +152,8 @@ private:
   std::map<std::string, RawValue> values_;
 };
 
-std::map<std::string, RawValue> read_values(const fs::path& file, const std::vector<std::string>& overrides) {
-  std::error_code error;
-  if (!fs::is_regular_file(file, error))
-    throw InputError(file.string() + ": no such scenario file (expected an INI file such as scenarios/default.ini)");
-  std::ifstream stream(file);
-  if (!stream)
-    throw InputError(file.string() + ": cannot read the scenario file");
-  std::stringstream buffer;
-  buffer << stream.rdbuf();
-  const std::string text = buffer.str();
-
+std::map<std::string, RawValue> read_values(const std::string& text, const fs::path& file,
+                                            const std::vector<std::string>& overrides) {
   std::map<std::string, RawValue> values;
   po::parsed_options parsed(nullptr);
   try {
@@ -290,7 +281,19 @@ fs::path resolve_data_file(const std::string& value, const std::string& folder, 
 }
 
 Scenario load_scenario(const fs::path& file, const std::vector<std::string>& overrides) {
-  const ValueReader values(read_values(file, overrides));
+  std::error_code error;
+  if (!fs::is_regular_file(file, error))
+    throw InputError(file.string() + ": no such scenario file (expected an INI file such as scenarios/default.ini)");
+  std::ifstream stream(file);
+  if (!stream)
+    throw InputError(file.string() + ": cannot read the scenario file");
+  std::stringstream buffer;
+  buffer << stream.rdbuf();
+  return parse_scenario(buffer.str(), file, overrides);
+}
+
+Scenario parse_scenario(const std::string& text, const fs::path& file, const std::vector<std::string>& overrides) {
+  const ValueReader values(read_values(text, file, overrides));
   const fs::path scenario_dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
   Scenario scenario;
   scenario.file = file;
@@ -314,7 +317,7 @@ Scenario load_scenario(const fs::path& file, const std::vector<std::string>& ove
   scenario.platform_file = resolve_data_file(values.text("platform.file"), "platforms", ".xml", scenario_dir,
                                              values.raw("platform.file").where + ": platform.file");
 
-  scenario.dp = static_cast<int>(values.integer("parallel.dp", 1, 1'000'000));
+  scenario.dp = static_cast<int>(values.integer("parallel.dp", 1, max_ranks));
 
   scenario.zero = values.choice<int>("memory.zero", {{"0", 0}},
                                      "ZeRO stages 1, 2, 3 and fsdp are not implemented yet");

@@ -66,6 +66,9 @@ const boost::program_options::options_description& scenario_options();
 void print_scenario_keys(std::ostream& out);
 
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides);
+// The same from the file's text; `file` names it in errors and anchors relative paths.
+Scenario parse_scenario(const std::string& text, const std::filesystem::path& file,
+                        const std::vector<std::string>& overrides);
 
 // Where models/, platforms/ and scenarios/ live: $TRAINSIM_DATA, else the source tree.
 std::filesystem::path data_dir();

@@ -20,6 +20,9 @@ namespace sg4 = simgrid::s4u;
 namespace trainsim {
 namespace {
 
+// Beyond this a replay would take hours on one core: refused up front.
+constexpr std::size_t max_simulated_ops = 500'000'000;
+
 // Mailbox payloads are never read: only the simulated size matters.
 char payload_token;
 void* received_payload;
@@ -339,6 +342,13 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   if (gpus.size() < workload.ranks())
     throw InputError(context.platform_file().string() + ": the workload needs " + std::to_string(workload.ranks()) +
                      " GPUs but the platform has " + std::to_string(gpus.size()));
+  std::size_t total_ops = 0;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+    total_ops += workload.program(rank).ops.size();
+  if (total_ops > max_simulated_ops)
+    throw InputError("the workload has " + std::to_string(total_ops) + " ops over " + std::to_string(workload.ranks()) +
+                     " ranks; accepted: at most " + std::to_string(max_simulated_ops) +
+                     " (hours of simulation); use fewer accumulation steps or ranks");
   SharedState shared;
   shared.workload = &workload;
   shared.gpus = &gpus;
@@ -361,9 +371,6 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
     RankRunner* runner = runners.back().get();
     sg4::Actor::create("rank-" + std::to_string(rank), shared.hosts[rank], [runner] { runner->run(); });
   }
-  std::size_t total_ops = 0;
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
-    total_ops += workload.program(rank).ops.size();
   spdlog::info("replaying {} ranks, {} ops, {} groups", workload.ranks(), total_ops, workload.groups.size());
   const auto wall_start = std::chrono::steady_clock::now();
   sg4::Engine::get_instance()->run();

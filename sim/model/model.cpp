@@ -97,7 +97,7 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
   json config;
   try {
     config = json::parse(json_text);
-  } catch (const json::parse_error& error) {
+  } catch (const json::exception& error) {  // parse errors, and numbers too large for a double
     throw InputError(where + ": not valid JSON (" + std::string(error.what()) + "); accepted: a Hugging Face config.json");
   }
   if (!config.is_object())

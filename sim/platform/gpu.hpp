@@ -1,6 +1,7 @@
 #pragma once
 // What the simulator needs to know about one GPU, read from the properties of
 // its SimGrid host by the platform loader. Plain data: no SimGrid here.
+#include <functional>
 #include <string>
 
 #include "config/scenario.hpp"
@@ -19,6 +20,11 @@ struct GpuInfo {
   double peak_fp16 = 0;
   double peak_bf16 = 0;
 };
+
+// Reads a GPU from its host's properties (`property` returns nullptr for a missing one).
+// Throws InputError naming the file, the host and the property.
+GpuInfo gpu_from_properties(const std::string& file, const std::string& host, const std::string& node, double speed,
+                            const std::function<const char*(const char*)>& property);
 
 // The dense peak a matmul in this precision reaches on this GPU.
 inline double matmul_peak(const GpuInfo& gpu, Precision precision, bool allow_tf32) {

@@ -1,6 +1,7 @@
 #include "platform/platform_loader.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <simgrid/s4u.hpp>
 #include <spdlog/spdlog.h>
@@ -56,32 +57,6 @@ SimulationContext::SimulationContext(const SimulationOptions& options) : impl_(s
 
 SimulationContext::~SimulationContext() = default;
 
-namespace {
-
-const char* required_property(const sg4::Host* host, const char* name, const std::string& file,
-                              const std::string& accepted) {
-  const char* value = host->get_property(name);
-  if (value == nullptr || *value == '\0')
-    throw InputError(file + ": GPU host " + host->get_name() + " lacks property '" + name + "'; accepted: " + accepted);
-  return value;
-}
-
-double property_quantity(const sg4::Host* host, const char* name, const std::string& file,
-                         double (*parse)(std::string_view), const std::string& accepted) {
-  const char* text = required_property(host, name, file, accepted);
-  try {
-    const double value = parse(text);
-    if (value <= 0)
-      throw UnitError("must be positive");
-    return value;
-  } catch (const UnitError& error) {
-    throw InputError(file + ": GPU host " + host->get_name() + " property '" + name + "' = '" + text + "': " +
-                     error.what());
-  }
-}
-
-} // namespace
-
 std::vector<GpuInfo> SimulationContext::load_platform(const std::filesystem::path& file) {
   const std::string name = file.string();
   if (!std::filesystem::is_regular_file(file))
@@ -94,6 +69,13 @@ std::vector<GpuInfo> SimulationContext::load_platform(const std::filesystem::pat
   }
   platform_file_ = file;
 
+  for (const sg4::Link* link : impl_->engine->get_all_links()) {
+    if (!(link->get_bandwidth() > 0) || !std::isfinite(link->get_bandwidth()))
+      throw InputError(name + ": link " + link->get_name() + " has bandwidth " + format_double(link->get_bandwidth()) +
+                       " B/s; accepted: a positive bandwidth such as 25GBps");
+    if (!(link->get_latency() >= 0) || !std::isfinite(link->get_latency()))
+      throw InputError(name + ": link " + link->get_name() + " has a negative latency; accepted: 0 or more, e.g. 1us");
+  }
   std::vector<sg4::Host*> hosts = impl_->engine->get_all_hosts();
   std::sort(hosts.begin(), hosts.end(),
             [](const sg4::Host* a, const sg4::Host* b) { return natural_less(a->get_name(), b->get_name()); });
@@ -102,19 +84,8 @@ std::vector<GpuInfo> SimulationContext::load_platform(const std::filesystem::pat
     const char* model = host->get_property("gpu");
     if (model == nullptr)
       continue;
-    GpuInfo gpu;
-    gpu.host = host->get_name();
-    gpu.node = host->get_englobing_zone()->get_name();
-    gpu.model = model;
-    gpu.speed = host->get_speed();
-    gpu.hbm_capacity = property_quantity(host, "hbm_capacity", name, parse_bytes, "a size such as 80GiB");
-    gpu.hbm_bandwidth = property_quantity(host, "hbm_bandwidth", name, parse_bandwidth, "a bandwidth such as 2039GBps");
-    gpu.peak_fp32 = property_quantity(host, "peak_fp32", name, parse_flops, "a FLOP rate such as 19.5Tf");
-    gpu.peak_tf32 = property_quantity(host, "peak_tf32", name, parse_flops, "a FLOP rate such as 156Tf");
-    gpu.peak_fp16 = property_quantity(host, "peak_fp16", name, parse_flops, "a FLOP rate such as 312Tf");
-    gpu.peak_bf16 = property_quantity(host, "peak_bf16", name, parse_flops, "a FLOP rate such as 312Tf");
-    if (gpu.speed <= 0)
-      throw InputError(name + ": GPU host " + gpu.host + " has speed 0; accepted: its dense 16-bit peak, e.g. 312Tf");
+    GpuInfo gpu = gpu_from_properties(name, host->get_name(), host->get_englobing_zone()->get_name(),
+                                      host->get_speed(), [host](const char* key) { return host->get_property(key); });
     gpus.push_back(std::move(gpu));
   }
   if (gpus.empty())

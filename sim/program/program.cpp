@@ -41,6 +41,66 @@ std::optional<Collective> collective_from(const std::string& text) { return look
 std::optional<MemCategory> category_from(const std::string& text) { return lookup<MemCategory>(text, category_names); }
 std::optional<Device> device_from(const std::string& text) { return lookup<Device>(text, device_names); }
 
+namespace {
+
+using CollectiveSequence = std::vector<std::pair<Collective, double>>;
+
+// What a program does that depends only on the program: checked once, however many ranks share it.
+struct ProgramFacts {
+  std::map<int, CollectiveSequence> collectives;      // by group
+  std::vector<std::pair<std::size_t, const Op*>> p2p;  // op index, send/recv op
+};
+
+ProgramFacts check_program(const Program& program, std::size_t groups, const std::string& where, std::size_t rank) {
+  ProgramFacts facts;
+  std::map<std::string, bool> live;
+  const auto& ops = program.ops;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    for (OpId dep : op.deps)
+      if (dep >= i)
+        throw InputError(describe(where, rank, i) + ": depends on op " + std::to_string(dep) +
+                         ", which does not come before it; accepted: ids of earlier ops");
+    if (!(op.flops >= 0) || !(op.bytes >= 0) || op.flops > 1e30 || op.bytes > 1e30)
+      throw InputError(describe(where, rank, i) + ": flops and bytes must be non-negative and finite");
+    switch (op.kind) {
+    case OpKind::collective:
+      if (op.group < 0 || static_cast<std::size_t>(op.group) >= groups)
+        throw InputError(describe(where, rank, i) + ": unknown group");
+      facts.collectives[op.group].emplace_back(op.collective, op.bytes);
+      break;
+    case OpKind::send:
+    case OpKind::recv:
+      facts.p2p.emplace_back(i, &op);
+      break;
+    case OpKind::copy:
+    case OpKind::read:
+    case OpKind::write:
+      if (op.target.empty())
+        throw InputError(describe(where, rank, i) + ": " + to_string(op.kind) +
+                         " needs a target (copy: a host name; read/write: a disk name)");
+      break;
+    case OpKind::alloc:
+      if (op.tensor.empty())
+        throw InputError(describe(where, rank, i) + ": alloc needs a tensor name");
+      if (live[op.tensor])
+        throw InputError(describe(where, rank, i) + ": tensor " + op.tensor + " is allocated twice without a free");
+      live[op.tensor] = true;
+      break;
+    case OpKind::free:
+      if (!live[op.tensor])
+        throw InputError(describe(where, rank, i) + ": free of tensor '" + op.tensor + "', which is not allocated");
+      live[op.tensor] = false;
+      break;
+    case OpKind::compute:
+      break;
+    }
+  }
+  return facts;
+}
+
+} // namespace
+
 void validate_workload(const Workload& workload, const std::string& where) {
   const std::size_t ranks = workload.ranks();
   if (ranks == 0)
@@ -59,73 +119,48 @@ void validate_workload(const Workload& workload, const std::string& where) {
     }
   }
 
+  std::map<const Program*, ProgramFacts> facts_of;
   // Collectives must be issued in the same order by every member, or the replay would deadlock.
-  std::vector<std::map<int, std::vector<std::pair<Collective, double>>>> issued(workload.groups.size());
+  std::vector<std::map<int, const CollectiveSequence*>> issued(workload.groups.size());
   std::map<std::tuple<int, int, int>, long> unmatched;  // (from, to, tag) -> sends minus receives
   for (std::size_t rank = 0; rank < ranks; ++rank) {
-    std::map<std::string, bool> live;
-    const auto& ops = workload.program(rank).ops;
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      const Op& op = ops[i];
-      for (OpId dep : op.deps)
-        if (dep >= i)
-          throw InputError(describe(where, rank, i) + ": depends on op " + std::to_string(dep) +
-                           ", which does not come before it; accepted: ids of earlier ops");
-      if (!(op.flops >= 0) || !(op.bytes >= 0) || op.flops > 1e30 || op.bytes > 1e30)
-        throw InputError(describe(where, rank, i) + ": flops and bytes must be non-negative and finite");
-      switch (op.kind) {
-      case OpKind::collective:
-        if (op.group < 0 || static_cast<std::size_t>(op.group) >= workload.groups.size())
-          throw InputError(describe(where, rank, i) + ": unknown group");
-        if (!members[op.group].count(static_cast<int>(rank)))
-          throw InputError(describe(where, rank, i) + ": rank is not a member of group " +
-                           workload.groups[op.group].name);
-        issued[op.group][static_cast<int>(rank)].emplace_back(op.collective, op.bytes);
-        break;
-      case OpKind::send:
-      case OpKind::recv:
-        if (op.peer < 0 || static_cast<std::size_t>(op.peer) >= ranks || op.peer == static_cast<int>(rank))
-          throw InputError(describe(where, rank, i) + ": peer " + std::to_string(op.peer) +
-                           " is not another rank; accepted: 0 to " + std::to_string(ranks - 1) + ", not itself");
-        if (op.kind == OpKind::send)
-          ++unmatched[{static_cast<int>(rank), op.peer, op.tag}];
-        else
-          --unmatched[{op.peer, static_cast<int>(rank), op.tag}];
-        break;
-      case OpKind::copy:
-      case OpKind::read:
-      case OpKind::write:
-        if (op.target.empty())
-          throw InputError(describe(where, rank, i) + ": " + to_string(op.kind) +
-                           " needs a target (copy: a host name; read/write: a disk name)");
-        break;
-      case OpKind::alloc:
-        if (op.tensor.empty())
-          throw InputError(describe(where, rank, i) + ": alloc needs a tensor name");
-        if (live[op.tensor])
-          throw InputError(describe(where, rank, i) + ": tensor " + op.tensor + " is allocated twice without a free");
-        live[op.tensor] = true;
-        break;
-      case OpKind::free:
-        if (!live[op.tensor])
-          throw InputError(describe(where, rank, i) + ": free of tensor '" + op.tensor + "', which is not allocated");
-        live[op.tensor] = false;
-        break;
-      case OpKind::compute:
-        break;
-      }
+    const Program* program = workload.programs[rank].get();
+    auto found = facts_of.find(program);
+    if (found == facts_of.end())
+      found = facts_of.emplace(program, check_program(*program, workload.groups.size(), where, rank)).first;
+    const ProgramFacts& facts = found->second;
+    const int me = static_cast<int>(rank);
+    for (const auto& [group, sequence] : facts.collectives) {
+      if (!members[group].count(me))
+        throw InputError(where + ": rank " + std::to_string(rank) + " issues a collective on group " +
+                         workload.groups[group].name + " but is not a member of it");
+      issued[group][me] = &sequence;
+    }
+    for (const auto& [index, op] : facts.p2p) {
+      if (op->peer < 0 || static_cast<std::size_t>(op->peer) >= ranks || op->peer == me)
+        throw InputError(describe(where, rank, index) + ": peer " + std::to_string(op->peer) +
+                         " is not another rank; accepted: 0 to " + std::to_string(ranks - 1) + ", not itself");
+      if (op->kind == OpKind::send)
+        ++unmatched[{me, op->peer, op->tag}];
+      else
+        --unmatched[{op->peer, me, op->tag}];
     }
   }
+  static const CollectiveSequence none;
   for (std::size_t g = 0; g < workload.groups.size(); ++g) {
     const auto& per_rank = issued[g];
-    const auto& first = per_rank.empty() ? std::vector<std::pair<Collective, double>>{} : per_rank.begin()->second;
-    for (int rank : workload.groups[g].ranks) {
+    const int first_rank = workload.groups[g].ranks.front();
+    const auto sequence_of = [&](int rank) {
       const auto it = per_rank.find(rank);
-      const auto& mine = it == per_rank.end() ? std::vector<std::pair<Collective, double>>{} : it->second;
-      if (mine != first)
+      return it == per_rank.end() ? &none : it->second;
+    };
+    const CollectiveSequence* first = sequence_of(first_rank);
+    for (int rank : workload.groups[g].ranks) {
+      const CollectiveSequence* mine = sequence_of(rank);
+      if (mine != first && *mine != *first)
         throw InputError(where + ": the members of group " + workload.groups[g].name +
                          " do not issue the same collectives in the same order (rank " + std::to_string(rank) +
-                         " differs from rank " + std::to_string(per_rank.begin()->first) + ")");
+                         " differs from rank " + std::to_string(first_rank) + ")");
     }
   }
   for (const auto& [key, balance] : unmatched)

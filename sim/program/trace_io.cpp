@@ -15,6 +15,7 @@ namespace trainsim {
 namespace {
 
 constexpr int format_version = 1;
+constexpr std::size_t max_ops_per_program = 50'000'000;
 
 Stream default_stream(OpKind kind) {
   switch (kind) {
@@ -221,10 +222,9 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
   return op;
 }
 
-std::shared_ptr<const Program> read_program(const fs::path& file, const std::map<std::string, int>& groups) {
-  std::ifstream in(file);
-  if (!in)
-    throw InputError(file.string() + ": cannot read the program file");
+std::shared_ptr<const Program> parse_program(const std::string& text, const std::string& file,
+                                             const std::map<std::string, int>& groups) {
+  std::istringstream in(text);
   auto program = std::make_shared<Program>();
   std::string line;
   int number = 0;
@@ -233,10 +233,22 @@ std::shared_ptr<const Program> read_program(const fs::path& file, const std::map
     const std::string content = trim(line.substr(0, line.find('#')));
     if (content.empty())
       continue;
-    program->ops.push_back(parse_op(content, file.string() + ":" + std::to_string(number),
-                                    static_cast<OpId>(program->ops.size()), groups));
+    if (program->ops.size() >= max_ops_per_program)
+      throw InputError(file + ":" + std::to_string(number) + ": more than " + std::to_string(max_ops_per_program) +
+                       " ops in one program; accepted: at most that many");
+    program->ops.push_back(
+        parse_op(content, file + ":" + std::to_string(number), static_cast<OpId>(program->ops.size()), groups));
   }
   return program;
+}
+
+std::string read_text(const fs::path& file, const std::string& what) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw InputError(file.string() + ": cannot read; " + what);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
 }
 
 } // namespace
@@ -281,9 +293,16 @@ void write_trace(const Workload& workload, const fs::path& directory) {
 
 Workload read_trace(const fs::path& directory) {
   const fs::path meta_file = directory / "workload.txt";
-  std::ifstream in(meta_file);
-  if (!in)
-    throw InputError(meta_file.string() + ": cannot read; a trace directory holds workload.txt and program files");
+  const std::string text = read_text(meta_file, "a trace directory holds workload.txt and program files");
+  return parse_trace(text, meta_file.string(), [&](const std::string& file) {
+    return read_text(directory / file, "the program file named in workload.txt");
+  });
+}
+
+Workload parse_trace(const std::string& workload_text, const std::string& meta_name,
+                     const std::function<std::string(const std::string&)>& program_text) {
+  const fs::path meta_file = meta_name;
+  std::istringstream in(workload_text);
   Workload workload;
   std::map<std::string, int> groups;
   long long ranks = -1;
@@ -314,8 +333,8 @@ Workload read_trace(const fs::path& directory) {
           fail("format " + value + " is not supported; accepted: " + std::to_string(format_version));
         saw_format = true;
       } else if (key == "ranks") {
-        if (!parse_integer(value, ranks) || ranks < 1 || ranks > 1'000'000)
-          fail("ranks '" + value + "'; accepted: 1 to 1000000");
+        if (!parse_integer(value, ranks) || ranks < 1 || ranks > max_ranks)
+          fail("ranks '" + value + "'; accepted: 1 to " + std::to_string(max_ranks));
       } else if (key == "model") {
         workload.step.model = value;
       } else if (key == "parameters") {
@@ -374,7 +393,7 @@ Workload read_trace(const fs::path& directory) {
     throw InputError(meta_file.string() + ": missing 'ranks N' line");
   workload.programs.assign(static_cast<std::size_t>(ranks), nullptr);
   for (const auto& [file, assigned] : program_lines) {
-    const auto program = read_program(directory / file, groups);
+    const auto program = parse_program(program_text(file), (meta_file.parent_path() / file).string(), groups);
     for (int rank : assigned) {
       if (rank >= ranks)
         throw InputError(meta_file.string() + ": program " + file + " is given to rank " + std::to_string(rank) +
@@ -387,7 +406,7 @@ Workload read_trace(const fs::path& directory) {
   for (long long rank = 0; rank < ranks; ++rank)
     if (!workload.programs[rank])
       throw InputError(meta_file.string() + ": rank " + std::to_string(rank) + " has no program line");
-  validate_workload(workload, directory.string());
+  validate_workload(workload, meta_file.parent_path().string());
   return workload;
 }
 

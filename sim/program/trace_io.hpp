@@ -3,6 +3,8 @@
 // workload.txt (step metadata, groups, which program file each rank runs) and
 // one program file per distinct program, one op per line.
 #include <filesystem>
+#include <functional>
+#include <string>
 
 #include "program/program.hpp"
 
@@ -11,5 +13,9 @@ namespace trainsim {
 void write_trace(const Workload& workload, const std::filesystem::path& directory);
 // Throws InputError naming the file and line.
 Workload read_trace(const std::filesystem::path& directory);
+// The same from texts: workload.txt's, named `workload_name` in errors, and a function
+// returning the text of a program file it names.
+Workload parse_trace(const std::string& workload_text, const std::string& workload_name,
+                     const std::function<std::string(const std::string&)>& program_text);
 
 } // namespace trainsim

@@ -111,3 +111,11 @@ TEST_CASE("a directory or a missing file given as the scenario") {
   expect_input_error("scenario_is_dir", "run " + project_file("scenarios"), {"no such scenario file"});
   expect_input_error("scenario_missing", "run nowhere.ini", {"nowhere.ini", "no such scenario file"});
 }
+
+TEST_CASE("a link with zero bandwidth") {
+  // Transfers over it would never end; the platform is refused before any simulation.
+  expect_input_error("zero_bandwidth",
+                     "run " + tiny + " --out out --set parallel.dp=8 --set platform.file=" +
+                         project_file("tests/fixtures/zero-bandwidth.xml"),
+                     {"zero-bandwidth.xml", "link node0-nvlink", "positive bandwidth"});
+}
