@@ -85,6 +85,11 @@ TEST_CASE("two runs of the same scenario write byte-identical outputs") {
   CHECK(read_file(first.dir / "out/summary.json") == read_file(second.dir / "out/summary.json"));
   CHECK(read_file(first.dir / "out/memory.csv") == read_file(second.dir / "out/memory.csv"));
   CHECK(first.out == second.out);
+  const CliResult trace_a = run_trainsim("determinism_trace_1", "trace " + tiny + " --out trace");
+  const CliResult trace_b = run_trainsim("determinism_trace_2", "trace " + tiny + " --out trace");
+  REQUIRE(trace_a.status == 0);
+  CHECK(read_file(trace_a.dir / "trace/workload.txt") == read_file(trace_b.dir / "trace/workload.txt"));
+  CHECK(read_file(trace_a.dir / "trace/program-00000.trace") == read_file(trace_b.dir / "trace/program-00000.trace"));
 }
 
 TEST_CASE("memory.csv has one column per category and reaches the reported peak") {
