@@ -12,10 +12,11 @@
 #include "common/files.hpp"
 #include "config/scenario.hpp"
 #include "engine/replay.hpp"
+#include "layout/layout.hpp"
 #include "memory/ledger.hpp"
 #include "model/model.hpp"
 #include "platform/platform_loader.hpp"
-#include "program/ddp_builder.hpp"
+#include "program/data_parallel_builder.hpp"
 #include "program/trace_io.hpp"
 #include "report/metrics.hpp"
 #include "report/writers.hpp"
@@ -93,27 +94,52 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
 struct PreparedScenario {
   Scenario scenario;
   ModelSpec model;
+  std::unique_ptr<SimulationContext> context;  // the process's SimGrid engine, platform loaded
+  std::vector<GpuInfo> gpus;                    // one per rank
   Workload workload;
   RunInfo run;
 };
 
+std::vector<GpuInfo> gpus_for(SimulationContext& context, const fs::path& platform, std::size_t ranks) {
+  std::vector<GpuInfo> gpus = context.load_platform(platform);
+  if (gpus.size() < ranks)
+    throw InputError(platform.string() + ": the layout needs " + std::to_string(ranks) + " GPUs but the platform has " +
+                     std::to_string(gpus.size()));
+  gpus.resize(ranks);
+  return gpus;
+}
+
+// Loads the scenario, its model and its platform (the GPUs' capacities shape the plan), and
+// builds the per-rank programs.
 PreparedScenario prepare(const std::string& scenario_file, const CommonOptions& options) {
   PreparedScenario prepared;
   prepared.scenario = load_scenario(scenario_file, options.overrides);
   const Scenario& scenario = prepared.scenario;
   prepared.model = load_model(scenario.model_file, scenario.vocab_multiple);
-  prepared.workload = build_ddp_workload(scenario, prepared.model);
+  if (options.show_config)
+    return prepared;
+  prepared.context = std::make_unique<SimulationContext>(options.simulation);
+  prepared.gpus = gpus_for(*prepared.context, scenario.platform_file, static_cast<std::size_t>(layout_of(scenario).world()));
+  if (scenario.precision == Precision::fp8 && prepared.gpus.front().peak_fp8 <= 0)
+    throw InputError(scenario.platform_file.string() + ": memory.precision = fp8 needs GPUs with a 'peak_fp8' property; " +
+                     prepared.gpus.front().host + " (" + prepared.gpus.front().model + ") has none");
+  double capacity = prepared.gpus.front().hbm_capacity;
+  for (const GpuInfo& gpu : prepared.gpus)
+    capacity = std::min(capacity, gpu.hbm_capacity);
+  DataParallelBuild build = build_data_parallel_workload(scenario, prepared.model, capacity);
+  prepared.workload = std::move(build.workload);
   validate_workload(prepared.workload, scenario.file.string());
   RunInfo& run = prepared.run;
   run.name = scenario.name;
   run.platform = scenario.platform_file.filename().string();
   run.settings = scenario.settings;
-  run.layout = "dp=" + std::to_string(scenario.dp);
+  run.layout = "dp=" + std::to_string(scenario.dp) + (scenario.zero > 0 ? ", ZeRO-" + std::to_string(scenario.zero) : "");
   run.micro_batch = scenario.micro_batch;
   run.grad_accum = scenario.grad_accum;
   run.global_batch = scenario.global_batch;
   run.seq_len = scenario.seq_len;
   run.training_tokens = scenario.tokens;
+  run.recompute = build.recompute;
   spdlog::info("{}: {} ranks, {} ops per rank", scenario.name, prepared.workload.ranks(),
                prepared.workload.program(0).ops.size());
   return prepared;
@@ -153,14 +179,6 @@ std::optional<PreparedScenario> scenario_command(const std::string& command, con
   return prepared;
 }
 
-std::vector<GpuInfo> gpus_for(SimulationContext& context, const fs::path& platform, std::size_t ranks) {
-  std::vector<GpuInfo> gpus = context.load_platform(platform);
-  if (gpus.size() < ranks)
-    throw InputError(platform.string() + ": the layout needs " + std::to_string(ranks) + " GPUs but the platform has " +
-                     std::to_string(gpus.size()));
-  gpus.resize(ranks);
-  return gpus;
-}
 
 int simulate_and_report(SimulationContext& context, const Workload& workload, const std::vector<GpuInfo>& gpus,
                         const RunInfo& run, int channels, const fs::path& out) {
@@ -201,10 +219,9 @@ int run_command(const std::vector<std::string>& arguments) {
   if (!parsed)
     return 0;
   const PreparedScenario& prepared = *parsed;
-  SimulationContext context(options.simulation);
-  const auto gpus = gpus_for(context, prepared.scenario.platform_file, prepared.workload.ranks());
   const fs::path out = options.out.empty() ? fs::path("results") / prepared.scenario.name : fs::path(options.out);
-  return simulate_and_report(context, prepared.workload, gpus, prepared.run, prepared.scenario.channels, out);
+  return simulate_and_report(*prepared.context, prepared.workload, prepared.gpus, prepared.run,
+                             prepared.scenario.channels, out);
 }
 
 int memory_command(const std::vector<std::string>& arguments) {
@@ -213,8 +230,7 @@ int memory_command(const std::vector<std::string>& arguments) {
   if (!parsed)
     return 0;
   const PreparedScenario& prepared = *parsed;
-  SimulationContext context(options.simulation);
-  const auto gpus = gpus_for(context, prepared.scenario.platform_file, prepared.workload.ranks());
+  const auto& gpus = prepared.gpus;
   // Replicas share a program; each (program, capacity) pair is accounted once.
   std::map<std::pair<const Program*, double>, RankMemory> accounted;
   std::vector<RankMemory> ranks;

@@ -32,10 +32,12 @@ const std::vector<OptionSpec>& option_specs() {
       {"model.vocab_multiple", "128", "pad the vocabulary to a multiple of this (Megatron: 128)"},
       {"platform.file", "", "SimGrid platform XML, a path or a file in platforms/"},
       {"parallel.dp", "1", "data-parallel degree (number of model replicas)"},
-      {"memory.zero", "0", "ZeRO stage: 0 (stages 1-3 are not implemented yet)"},
-      {"memory.recompute", "none", "activation recompute: none | selective | full"},
-      {"memory.precision", "bf16", "parameter and activation precision: fp32 | fp16 | bf16"},
-      {"memory.grad_precision", "auto", "gradient precision: auto (fp32 for bf16, else as precision) | fp32 | fp16 | bf16"},
+      {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters)"},
+      {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
+      {"memory.recompute", "none", "activation recompute: none | selective | full | every:N | optimal"},
+      {"memory.activation_budget", "auto", "recompute = optimal: bytes for activations (auto: what fits the GPU)"},
+      {"memory.precision", "bf16", "training precision: fp32 | fp16 | bf16 | fp8 (GEMMs in fp8, bf16 master)"},
+      {"memory.grad_precision", "auto", "gradient precision: auto (fp32 for bf16 and fp8, else as precision) | same | fp32 | fp16 | bf16"},
       {"memory.flash_attention", "true", "fused attention that keeps no s x s scores: true | false"},
       {"training.seq_len", "2048", "sequence length in tokens"},
       {"training.micro_batch", "1", "sequences per micro-batch per data-parallel rank"},
@@ -46,6 +48,7 @@ const std::vector<OptionSpec>& option_specs() {
       {"compute.allow_tf32", "true", "fp32 matmuls run on TF32 tensor cores: true | false"},
       {"comm.bucket_size", "25MiB", "gradient all-reduce bucket size (PyTorch DDP: 25 MiB)"},
       {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
+      {"comm.grad_sync", "auto", "gradient reduction under accumulation: last | every micro-batch (auto: every for ZeRO-2/3, as DeepSpeed)"},
   };
   return specs;
 }
@@ -211,15 +214,20 @@ const char* to_string(Precision precision) {
   case Precision::fp32: return "fp32";
   case Precision::fp16: return "fp16";
   case Precision::bf16: return "bf16";
+  case Precision::fp8: return "fp8";
   }
   return "?";
 }
+
+const char* to_string(GradSync sync) { return sync == GradSync::last ? "last" : "every"; }
 
 const char* to_string(Recompute recompute) {
   switch (recompute) {
   case Recompute::none: return "none";
   case Recompute::selective: return "selective";
   case Recompute::full: return "full";
+  case Recompute::every: return "every";
+  case Recompute::optimal: return "optimal";
   }
   return "?";
 }
@@ -319,20 +327,42 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
 
   scenario.dp = static_cast<int>(values.integer("parallel.dp", 1, max_ranks));
 
-  scenario.zero = values.choice<int>("memory.zero", {{"0", 0}},
-                                     "ZeRO stages 1, 2, 3 and fsdp are not implemented yet");
-  scenario.recompute = values.choice<Recompute>(
-      "memory.recompute", {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}},
-      values.text("memory.recompute").rfind("every:", 0) == 0 || values.text("memory.recompute") == "optimal"
-          ? "every:N and optimal are not implemented yet"
-          : "");
+  scenario.zero = values.choice<int>("memory.zero", {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"fsdp", 3}});
+  scenario.prefetch_depth = static_cast<int>(values.integer("memory.prefetch_depth", 0, 64));
+  const std::string recompute = values.text("memory.recompute");
+  if (recompute.rfind("every:", 0) == 0) {
+    long long every = 0;
+    if (!parse_integer(recompute.substr(6), every) || every < 1 || every > 100'000)
+      values.fail("memory.recompute", "every:N needs a whole number of layers N >= 1, e.g. every:4");
+    scenario.recompute = Recompute::every;
+    scenario.recompute_every = static_cast<int>(every);
+  } else {
+    scenario.recompute = values.choice<Recompute>("memory.recompute", {{"none", Recompute::none},
+                                                                      {"selective", Recompute::selective},
+                                                                      {"full", Recompute::full},
+                                                                      {"every:N", Recompute::every},
+                                                                      {"optimal", Recompute::optimal}});
+    if (scenario.recompute == Recompute::every)
+      values.fail("memory.recompute", "give the segment length, e.g. every:4");
+  }
+  if (values.text("memory.activation_budget") != "auto") {
+    scenario.activation_budget = values.quantity("memory.activation_budget", parse_bytes);
+    if (!(scenario.activation_budget > 0))
+      values.fail("memory.activation_budget", "must be positive; accepted: auto or a size such as 40GiB");
+  }
   const std::vector<std::pair<std::string, Precision>> precisions = {
-      {"fp32", Precision::fp32}, {"fp16", Precision::fp16}, {"bf16", Precision::bf16}};
+      {"fp32", Precision::fp32}, {"fp16", Precision::fp16}, {"bf16", Precision::bf16}, {"fp8", Precision::fp8}};
   scenario.precision = values.choice<Precision>("memory.precision", precisions);
-  if (values.text("memory.grad_precision") == "auto")
-    scenario.grad_precision = scenario.precision == Precision::bf16 ? Precision::fp32 : scenario.precision;
+  const std::string grad_precision = values.text("memory.grad_precision");
+  if (grad_precision == "auto")
+    scenario.grad_precision = scenario.precision == Precision::fp16 ? Precision::fp16 : Precision::fp32;
+  else if (grad_precision == "same")
+    scenario.grad_precision = scenario.precision == Precision::fp8 ? Precision::bf16 : scenario.precision;
   else
-    scenario.grad_precision = values.choice<Precision>("memory.grad_precision", precisions);
+    scenario.grad_precision = values.choice<Precision>(
+        "memory.grad_precision",
+        {{"auto", Precision::fp32}, {"same", Precision::fp32}, {"fp32", Precision::fp32}, {"fp16", Precision::fp16},
+         {"bf16", Precision::bf16}});
   scenario.flash_attention = values.boolean("memory.flash_attention");
 
   scenario.seq_len = values.integer("training.seq_len", 1, 100'000'000);
@@ -362,11 +392,19 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   if (scenario.bucket_bytes < 1)
     values.fail("comm.bucket_size", "must be at least 1 byte; accepted: a size such as 25MiB");
   scenario.channels = values.text("comm.channels") == "auto" ? 0 : static_cast<int>(values.integer("comm.channels", 1, 64));
+  if (values.text("comm.grad_sync") == "auto")
+    scenario.grad_sync = scenario.zero >= 2 ? GradSync::every : GradSync::last;
+  else
+    scenario.grad_sync = values.choice<GradSync>("comm.grad_sync", {{"auto", GradSync::last},
+                                                                    {"last", GradSync::last},
+                                                                    {"every", GradSync::every}});
 
   for (const auto& spec : option_specs())
     scenario.settings[spec.key] = values.text(spec.key);
   scenario.settings["training.global_batch"] = std::to_string(scenario.global_batch);
   scenario.settings["memory.grad_precision"] = to_string(scenario.grad_precision);
+  scenario.settings["memory.zero"] = std::to_string(scenario.zero);
+  scenario.settings["comm.grad_sync"] = to_string(scenario.grad_sync);
   return scenario;
 }
 

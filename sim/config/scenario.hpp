@@ -13,11 +13,16 @@
 
 namespace trainsim {
 
-enum class Precision { fp32, fp16, bf16 };
-enum class Recompute { none, selective, full };
+enum class Precision { fp32, fp16, bf16, fp8 };
+// every: checkpoint segments of `recompute_every` layers; optimal: a per-layer plan that fits a budget.
+enum class Recompute { none, selective, full, every, optimal };
+// When gradients are reduced under accumulation: after the last micro-batch, or after each one.
+enum class GradSync { last, every };
 
 const char* to_string(Precision precision);
 const char* to_string(Recompute recompute);
+const char* to_string(GradSync sync);
+// Bytes of a stored element: fp8 training keeps its weights and activations in 16-bit.
 double bytes_per_element(Precision precision);
 
 struct ComputeEfficiency {
@@ -39,8 +44,11 @@ struct Scenario {
 
   int dp = 1;
 
-  int zero = 0;
+  int zero = 0;                       // ZeRO stage; FSDP is stage 3
+  int prefetch_depth = 1;             // ZeRO-3: layers gathered ahead of use
   Recompute recompute = Recompute::none;
+  int recompute_every = 1;            // layers per checkpoint segment (recompute = every:N)
+  double activation_budget = 0;       // bytes for activations (recompute = optimal); 0: what fits the GPU
   Precision precision = Precision::bf16;
   Precision grad_precision = Precision::fp32;
   bool flash_attention = true;
@@ -55,6 +63,7 @@ struct Scenario {
 
   double bucket_bytes = 25.0 * 1024 * 1024;
   int channels = 0;                   // 0: one ring per GPU of a node (as NCCL does)
+  GradSync grad_sync = GradSync::last;
 
   // Every key with its effective value, for the summary and the "effective configuration" print.
   std::map<std::string, std::string> settings;

@@ -75,15 +75,6 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   return costs;
 }
 
-double kept_activation_bytes(const LayerActivations& activations, Recompute recompute) {
-  switch (recompute) {
-  case Recompute::none: return activations.total;
-  case Recompute::selective: return activations.total - activations.attention_core;
-  case Recompute::full: return activations.input;
-  }
-  return activations.total;
-}
-
 Work optimizer_step_work(double parameters, Precision precision, Precision grad_precision) {
   // Adam reads the gradient, master weights, momentum and variance and writes the last three;
   // with 16-bit training it also writes the 16-bit copy of the weights.

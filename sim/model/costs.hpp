@@ -42,9 +42,6 @@ struct ModelCosts {
 ModelCosts compute_costs(const ModelSpec& model, long long micro_batch, long long seq_len, Precision precision,
                          Precision grad_precision, bool flash_attention);
 
-// Bytes kept by one layer under a recompute policy (after its forward, until its backward).
-double kept_activation_bytes(const LayerActivations& activations, Recompute recompute);
-
 // Adam step over `parameters` parameters: memory-bound traffic per parameter.
 Work optimizer_step_work(double parameters, Precision precision, Precision grad_precision);
 

@@ -36,6 +36,8 @@ GpuInfo gpu_from_properties(const std::string& file, const std::string& host, co
   gpu.peak_tf32 = quantity("peak_tf32", parse_flops, "a FLOP rate such as 156Tf");
   gpu.peak_fp16 = quantity("peak_fp16", parse_flops, "a FLOP rate such as 312Tf");
   gpu.peak_bf16 = quantity("peak_bf16", parse_flops, "a FLOP rate such as 312Tf");
+  if (property("peak_fp8") != nullptr)
+    gpu.peak_fp8 = quantity("peak_fp8", parse_flops, "a FLOP rate such as 1979Tf");
   return gpu;
 }
 

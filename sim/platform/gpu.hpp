@@ -19,6 +19,7 @@ struct GpuInfo {
   double peak_tf32 = 0;
   double peak_fp16 = 0;
   double peak_bf16 = 0;
+  double peak_fp8 = 0;           // 0: the GPU has no fp8 tensor cores
 };
 
 // Reads a GPU from its host's properties (`property` returns nullptr for a missing one).
@@ -32,6 +33,7 @@ inline double matmul_peak(const GpuInfo& gpu, Precision precision, bool allow_tf
   case Precision::fp32: return allow_tf32 && gpu.peak_tf32 > 0 ? gpu.peak_tf32 : gpu.peak_fp32;
   case Precision::fp16: return gpu.peak_fp16;
   case Precision::bf16: return gpu.peak_bf16;
+  case Precision::fp8: return gpu.peak_fp8;
   }
   return gpu.speed;
 }

@@ -23,6 +23,7 @@ const char* const stream_names[] = {"compute", "tp-comm", "dp-comm", "pp-comm", 
 const char* const collective_names[] = {"allreduce", "reducescatter", "allgather", "alltoall", "broadcast"};
 const char* const category_names[] = {"weights", "gradients", "optimizer", "activations", "buffers"};
 const char* const device_names[] = {"gpu", "host", "nvme"};
+const char* const phase_names[] = {"other", "forward", "backward", "recompute", "optimizer"};
 
 std::string describe(const std::string& where, std::size_t rank, std::size_t op) {
   return where + ": rank " + std::to_string(rank) + " op " + std::to_string(op);
@@ -35,11 +36,13 @@ const char* to_string(Stream stream) { return stream_names[static_cast<int>(stre
 const char* to_string(Collective collective) { return collective_names[static_cast<int>(collective)]; }
 const char* to_string(MemCategory category) { return category_names[static_cast<int>(category)]; }
 const char* to_string(Device device) { return device_names[static_cast<int>(device)]; }
+const char* to_string(Phase phase) { return phase_names[static_cast<int>(phase)]; }
 std::optional<OpKind> op_kind_from(const std::string& text) { return lookup<OpKind>(text, op_kind_names); }
 std::optional<Stream> stream_from(const std::string& text) { return lookup<Stream>(text, stream_names); }
 std::optional<Collective> collective_from(const std::string& text) { return lookup<Collective>(text, collective_names); }
 std::optional<MemCategory> category_from(const std::string& text) { return lookup<MemCategory>(text, category_names); }
 std::optional<Device> device_from(const std::string& text) { return lookup<Device>(text, device_names); }
+std::optional<Phase> phase_from(const std::string& text) { return lookup<Phase>(text, phase_names); }
 
 namespace {
 

@@ -21,6 +21,8 @@ enum class Stream : std::uint8_t { compute, tp_comm, dp_comm, pp_comm, copy, io 
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast };
 enum class MemCategory : std::uint8_t { weights, gradients, optimizer, activations, buffers };
 enum class Device : std::uint8_t { gpu, host, nvme };
+// What a compute op is part of, for reports (recompute time, Gantt charts).
+enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer };
 
 constexpr int stream_count = 6;
 constexpr int category_count = 5;
@@ -31,11 +33,13 @@ const char* to_string(Stream stream);
 const char* to_string(Collective collective);
 const char* to_string(MemCategory category);
 const char* to_string(Device device);
+const char* to_string(Phase phase);
 std::optional<OpKind> op_kind_from(const std::string& text);
 std::optional<Stream> stream_from(const std::string& text);
 std::optional<Collective> collective_from(const std::string& text);
 std::optional<MemCategory> category_from(const std::string& text);
 std::optional<Device> device_from(const std::string& text);
+std::optional<Phase> phase_from(const std::string& text);
 
 using OpId = std::uint32_t;
 
@@ -54,6 +58,7 @@ struct Op {
   MemCategory category = MemCategory::buffers;
   Device device = Device::gpu;
   std::string tensor;        // alloc/free: the name that pairs them
+  Phase phase = Phase::other;  // compute: forward, backward, recompute or optimizer
 };
 
 struct Program {

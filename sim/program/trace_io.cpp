@@ -38,6 +38,8 @@ void write_op(std::ostream& out, OpId id, const Op& op, const std::vector<Group>
   switch (op.kind) {
   case OpKind::compute:
     out << " flops=" << format_double(op.flops) << " bytes=" << format_double(op.bytes);
+    if (op.phase != Phase::other)
+      out << " phase=" << to_string(op.phase);
     break;
   case OpKind::collective:
     out << " op=" << to_string(op.collective) << " group=" << groups[op.group].name << " bytes=" << format_double(op.bytes);
@@ -173,6 +175,8 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
   case OpKind::compute:
     op.flops = fieldsOf.has("flops") ? fieldsOf.number("flops") : 0.0;
     op.bytes = fieldsOf.has("bytes") ? fieldsOf.number("bytes") : 0.0;
+    op.phase = fieldsOf.choice<Phase>("phase", phase_from, "forward, backward, recompute, optimizer, other",
+                                      Phase::other);
     break;
   case OpKind::collective: {
     op.collective = fieldsOf.choice<Collective>("op", collective_from,
@@ -350,8 +354,10 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
           workload.step.precision = Precision::fp16;
         else if (value == "bf16")
           workload.step.precision = Precision::bf16;
+        else if (value == "fp8")
+          workload.step.precision = Precision::fp8;
         else
-          fail("precision '" + value + "'; accepted: fp32, fp16, bf16");
+          fail("precision '" + value + "'; accepted: fp32, fp16, bf16, fp8");
       } else if (key == "matmul_efficiency" || key == "memory_efficiency") {
         const double fraction = number_value();
         if (!(fraction > 0 && fraction <= 1))

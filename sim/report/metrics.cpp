@@ -72,6 +72,8 @@ void StepCollector::op_started(int rank, OpId id, double time) {
   RankState& state = ranks_[rank];
   if (op.kind == OpKind::compute) {
     state.compute.begin(time);
+    if (op.phase == Phase::recompute)
+      state.recompute.begin(time);
     return;
   }
   const std::string kind = comm_kind(op, workload_);
@@ -91,6 +93,8 @@ void StepCollector::op_finished(int rank, OpId id, double time) {
   state.finish = std::max(state.finish, time);
   if (op.kind == OpKind::compute) {
     state.compute.end(time);
+    if (op.phase == Phase::recompute)
+      state.recompute.end(time);
   } else if (op.kind == OpKind::alloc || op.kind == OpKind::free) {
     state.memory.apply(op, time);
   } else {
@@ -129,6 +133,7 @@ StepMetrics StepCollector::finish(double training_tokens) const {
     out.host = gpus[rank].host;
     out.finish_s = state.finish;
     out.compute_s = state.compute.total();
+    out.recompute_s = state.recompute.total();
     // Every kind of group in the layout is reported, with zeros when it moved nothing.
     for (const Group& group : workload_.groups)
       out.comm[group.kind];

@@ -44,6 +44,7 @@ struct RankMetrics {
   std::string host;
   double finish_s = 0;
   double compute_s = 0;
+  double recompute_s = 0;                    // of compute_s, re-running forward for backward
   std::map<std::string, CommMetrics> comm;   // by kind: dp, tp, pp, cp, copy, io
   RankMemory memory;
   std::vector<MemoryPoint> timeline;
@@ -80,6 +81,7 @@ public:
 private:
   struct RankState {
     BusyTime compute;
+    BusyTime recompute;
     std::map<std::string, BusyTime> comm;
     std::map<std::string, double> comm_bytes;
     MemoryTracker memory;

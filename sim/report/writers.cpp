@@ -68,13 +68,33 @@ json run_json(const Workload& workload, const std::vector<GpuInfo>& gpus, const 
   json settings = json::object();
   for (const auto& [key, value] : run.settings)
     settings[key] = value;
-  return {{"name", run.name},
+  json out = {{"name", run.name},
           {"settings", settings},
           {"model", {{"name", workload.step.model}, {"parameters", workload.step.parameters}}},
           {"platform", {{"file", run.platform}, {"gpus_used", workload.ranks()}, {"gpu", gpus.front().model}}},
           {"layout", run.layout},
           {"tokens_per_step", workload.step.tokens_per_step},
           {"precision", to_string(workload.step.precision)}};
+  if (run.recompute) {
+    const RecomputePlan& plan = *run.recompute;
+    json segments = json::array();
+    for (const RecomputeSegment& segment : plan.segments)
+      segments.push_back({{"first_layer", segment.first}, {"layers", segment.count}, {"policy", to_string(segment.policy)}});
+    out["recompute"] = {{"strategy", plan.strategy},
+                        {"layers_checkpointed", plan.checkpointed_layers},
+                        {"layers_selective", plan.selective_layers},
+                        {"kept_bytes_per_micro_batch", plan.kept_bytes},
+                        {"transient_bytes", plan.transient_bytes},
+                        {"extra_flops_per_micro_batch", plan.extra_flops},
+                        {"extra_flops_per_step",
+                         plan.extra_flops * static_cast<double>(run.grad_accum) * static_cast<double>(workload.ranks())},
+                        {"plan", segments}};
+    if (plan.strategy == "optimal") {
+      out["recompute"]["budget_bytes"] = plan.budget;
+      out["recompute"]["fits_budget"] = plan.fits_budget;
+    }
+  }
+  return out;
 }
 
 std::string line(const char* format, ...) __attribute__((format(printf, 1, 2)));
@@ -104,6 +124,16 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
     out << workload.step.model << " (" << format_count(workload.step.parameters) << " parameters) ";
   out << "on " << run.platform << ", " << workload.ranks() << " x " << gpus.front().model << '\n';
   out << line("  %-16s %s\n", "layout", run.layout.c_str());
+  if (run.recompute && run.recompute->strategy != "none") {
+    const RecomputePlan& plan = *run.recompute;
+    out << line("  %-16s %s: %lld layers checkpointed, %lld selective, +%s FLOPs per micro-batch%s\n", "recompute",
+                plan.strategy.c_str(), plan.checkpointed_layers, plan.selective_layers,
+                format_count(plan.extra_flops).c_str(),
+                plan.strategy == "optimal" ? (", budget " + format_bytes(plan.budget) +
+                                              (plan.fits_budget ? "" : " (not met even by full recompute)"))
+                                                 .c_str()
+                                           : "");
+  }
   if (run.micro_batch > 0)
     out << line("  %-16s micro-batch %lld x %lld accumulation steps x dp = global batch %lld x %lld tokens\n", "batch",
                 run.micro_batch, run.grad_accum, run.global_batch, run.seq_len);
@@ -159,9 +189,11 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
                      {"host", rank.host},
                      {"finish_s", rank.finish_s},
                      {"compute_s", rank.compute_s},
+                     {"recompute_s", rank.recompute_s},
                      {"comm", comm_json(rank.comm)}});
   out["time"] = {{"critical_rank", metrics.critical_rank},
                  {"compute_s", critical.compute_s},
+                 {"recompute_s", critical.recompute_s},
                  {"comm", comm_json(critical.comm)},
                  {"ranks", ranks}};
   return out;
@@ -184,7 +216,10 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
     memories.push_back(rank.memory);
   print_memory_lines(out, memories, gpus, "at");
   const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
-  out << line("  %-16s %s on rank %d\n", "compute", format_seconds(critical.compute_s).c_str(), critical.rank);
+  out << line("  %-16s %s on rank %d", "compute", format_seconds(critical.compute_s).c_str(), critical.rank);
+  if (critical.recompute_s > 0)
+    out << line(", of which recompute %s", format_seconds(critical.recompute_s).c_str());
+  out << '\n';
   for (const auto& [kind, comm] : critical.comm)
     out << line("  %-16s total %s, exposed %s, %s sent per rank\n", ("comm " + kind).c_str(),
                 format_seconds(comm.total_s).c_str(), format_seconds(comm.exposed_s).c_str(),

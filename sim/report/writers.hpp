@@ -4,6 +4,7 @@
 // Everything here is deterministic: keys sorted, numbers printed round-trip.
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 
 #include "memory/ledger.hpp"
 #include "platform/gpu.hpp"
+#include "program/recompute_plan.hpp"
 #include "report/metrics.hpp"
 
 namespace trainsim {
@@ -27,6 +29,7 @@ struct RunInfo {
   long long global_batch = 0;
   long long seq_len = 0;
   double training_tokens = 0;
+  std::optional<RecomputePlan> recompute;        // absent for a replayed trace
 };
 
 nlohmann::json summary_json(const StepMetrics& metrics, const Workload& workload, const std::vector<GpuInfo>& gpus,

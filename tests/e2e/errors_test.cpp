@@ -40,7 +40,7 @@ TEST_CASE("an unknown scenario key") {
 
 TEST_CASE("a bad value on the command line") {
   expect_input_error("bad_value", "run " + tiny + " --out out --set memory.precision=int4",
-                     {"--set memory.precision=int4", "fp32, fp16, bf16"});
+                     {"--set memory.precision=int4", "fp32, fp16, bf16, fp8"});
 }
 
 TEST_CASE("accumulation steps that are not whole") {

@@ -63,9 +63,9 @@ TEST_CASE("an unknown key names the file, the line and the accepted keys") {
 }
 
 TEST_CASE("a bad value names the key and what is accepted") {
-  const std::string precision = error_of("precision.ini", std::string(valid) + "[memory]\nprecision = fp8\n");
+  const std::string precision = error_of("precision.ini", std::string(valid) + "[memory]\nprecision = int4\n");
   CHECK(contains(precision, "memory.precision"));
-  CHECK(contains(precision, "fp32, fp16, bf16"));
+  CHECK(contains(precision, "fp32, fp16, bf16, fp8"));
   const std::string dp = error_of("dp.ini", valid, {"parallel.dp=zero"});
   CHECK(contains(dp, "--set parallel.dp=zero"));
   CHECK(contains(dp, "whole number"));
@@ -93,9 +93,20 @@ TEST_CASE("a key set twice, a malformed line and an unknown --set key are errors
   CHECK(contains(error_of("setform.ini", valid, {"dp"}), "section.key=value"));
 }
 
-TEST_CASE("strategies of later issues are refused clearly, not ignored") {
-  CHECK(contains(error_of("zero.ini", valid, {"memory.zero=3"}), "not implemented yet"));
-  CHECK(contains(error_of("every.ini", valid, {"memory.recompute=every:2"}), "not implemented yet"));
+TEST_CASE("ZeRO stages, recompute strategies and gradient sync are read with their aliases") {
+  const auto file = test::write_temp_file("strategies.ini", valid);
+  const Scenario fsdp = load_scenario(file, {"memory.zero=fsdp", "memory.recompute=every:3"});
+  CHECK(fsdp.zero == 3);
+  CHECK(fsdp.recompute == Recompute::every);
+  CHECK(fsdp.recompute_every == 3);
+  CHECK(fsdp.grad_sync == GradSync::every);  // auto: DeepSpeed reduces every micro-batch under ZeRO-2/3
+  CHECK(load_scenario(file, {"memory.zero=1"}).grad_sync == GradSync::last);
+  const Scenario fp8 = load_scenario(file, {"memory.precision=fp8", "memory.grad_precision=same"});
+  CHECK(fp8.grad_precision == Precision::bf16);
+  CHECK(contains(error_of("zero.ini", valid, {"memory.zero=4"}), "0, 1, 2, 3, fsdp"));
+  CHECK(contains(error_of("every0.ini", valid, {"memory.recompute=every:0"}), "every:4"));
+  CHECK(contains(error_of("every.ini", valid, {"memory.recompute=every"}), "every:N"));
+  CHECK(contains(error_of("budget.ini", valid, {"memory.activation_budget=-1GB"}), "memory.activation_budget"));
 }
 
 TEST_CASE("the option list documents every key with its default") {

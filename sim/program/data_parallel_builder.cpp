@@ -1,0 +1,480 @@
+#include "program/data_parallel_builder.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "common/error.hpp"
+#include "common/units.hpp"
+#include "layout/layout.hpp"
+#include "model/costs.hpp"
+
+namespace trainsim {
+namespace {
+
+// Parameters that are gathered (ZeRO-3) and whose gradients become final together.
+struct ParamGroup {
+  std::string name;
+  double parameters = 0;
+};
+
+// One use of a group's gathered parameters, in program order: the buffer lives from the
+// gather until the last compute op of that use.
+struct FetchEvent {
+  int group = 0;
+  std::string label;
+};
+
+constexpr int buckets_in_flight = 2;  // bucket buffers a rank keeps before waiting for the oldest
+
+class DataParallelWriter {
+public:
+  DataParallelWriter(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
+                     const RecomputePlan& plan)
+      : s_(scenario), model_(model), costs_(costs), plan_(plan), counts_(count_parameters(model)),
+        ranks_(static_cast<double>(scenario.dp)), stage_(scenario.dp > 1 ? scenario.zero : 0) {
+    groups_.push_back({"embedding", static_cast<double>(counts_.embedding + counts_.positions)});
+    for (long long l = 0; l < model.layers; ++l)
+      groups_.push_back({"L" + std::to_string(l), static_cast<double>(counts_.per_layer)});
+    // A tied output layer uses the embedding matrix: gathering the head gathers it again.
+    groups_.push_back({"head", static_cast<double>(counts_.final_norm + (model.tied_embeddings
+                                                                              ? counts_.embedding
+                                                                              : counts_.output_head))});
+    head_gradient_parameters_ = static_cast<double>(counts_.final_norm + counts_.output_head);
+  }
+
+  Program build() {
+    allocate_model_states();
+    plan_fetches();
+    for (long long mb = 0; mb < s_.grad_accum; ++mb) {
+      micro_batch_ = mb;
+      sync_now_ = s_.grad_sync == GradSync::every || mb + 1 == s_.grad_accum;
+      forward();
+      backward();
+    }
+    optimizer_step();
+    return std::move(program_);
+  }
+
+private:
+  // ---- op emitters -------------------------------------------------------------------------
+
+  OpId compute(const std::string& name, const Work& work, Phase phase, std::vector<OpId> deps = {}) {
+    Op op;
+    op.kind = OpKind::compute;
+    op.name = name;
+    op.flops = work.flops;
+    op.bytes = work.bytes;
+    op.phase = phase;
+    op.deps = std::move(deps);
+    return program_.add(std::move(op));
+  }
+
+  std::optional<OpId> alloc(const std::string& tensor, MemCategory category, double bytes) {
+    if (bytes <= 0)
+      return std::nullopt;
+    Op op;
+    op.kind = OpKind::alloc;
+    op.tensor = tensor;
+    op.category = category;
+    op.bytes = bytes;
+    live_.insert(tensor);
+    return program_.add(std::move(op));
+  }
+
+  // Frees a tensor on the compute stream, after `deps` (a no-op for tensors never allocated).
+  void release(const std::string& tensor, std::vector<OpId> deps = {}) {
+    if (!live_.erase(tensor))
+      return;
+    Op op;
+    op.kind = OpKind::free;
+    op.tensor = tensor;
+    op.deps = std::move(deps);
+    program_.add(std::move(op));
+  }
+
+  OpId collective(Collective kind, double bytes, const std::string& name, std::vector<OpId> deps) {
+    Op op;
+    op.kind = OpKind::collective;
+    op.stream = Stream::dp_comm;
+    op.collective = kind;
+    op.group = 0;
+    op.bytes = bytes;
+    op.name = name;
+    op.deps = std::move(deps);
+    return program_.add(std::move(op));
+  }
+
+  std::string mb_suffix() const { return ".mb" + std::to_string(micro_batch_); }
+
+  // ---- model states ------------------------------------------------------------------------
+
+  double shard(double parameters) const { return std::ceil(parameters / ranks_); }
+
+  void allocate_model_states() {
+    const double params = static_cast<double>(counts_.total);
+    double weight_params = params;
+    if (stage_ >= 3) {
+      // FSDP shards each group separately; the shards of a tied head are the embedding's.
+      weight_params = 0;
+      for (std::size_t g = 0; g + 1 < groups_.size(); ++g)
+        weight_params += shard(groups_[g].parameters);
+      weight_params += shard(static_cast<double>(counts_.final_norm + counts_.output_head));
+    }
+    const double gradient_params = stage_ >= 2 ? shard(params) : params;
+    optimizer_params_ = stage_ >= 1 ? shard(params) : params;
+    const double master_copy = s_.precision == Precision::fp32 ? 0.0 : 4.0;  // fp32 master weights
+    alloc("weights", MemCategory::weights, weight_params * weight_bytes_per_parameter(s_.precision));
+    alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
+    alloc("optimizer", MemCategory::optimizer, optimizer_params_ * (master_copy + 8.0));  // + momentum, variance
+  }
+
+  // ---- ZeRO-3 parameter gathering ----------------------------------------------------------
+
+  int group_of_layer(long long layer) const { return static_cast<int>(layer + 1); }
+  int head_group() const { return static_cast<int>(groups_.size() - 1); }
+
+  // The order in which one micro-batch uses its parameter groups: forward, then backward
+  // (a checkpointed segment is re-run in forward order before its layers' backward).
+  void plan_fetches() {
+    if (stage_ < 3)
+      return;
+    per_micro_batch_.push_back({0, "fwd"});
+    for (long long l = 0; l < model_.layers; ++l)
+      per_micro_batch_.push_back({group_of_layer(l), "fwd"});
+    per_micro_batch_.push_back({head_group(), "fwd"});
+    per_micro_batch_.push_back({head_group(), "bwd"});
+    for (auto segment = plan_.segments.rbegin(); segment != plan_.segments.rend(); ++segment) {
+      if (segment->policy == LayerPolicy::checkpoint) {
+        for (long long l = segment->first; l < segment->first + segment->count; ++l)
+          per_micro_batch_.push_back({group_of_layer(l), "bwd"});
+      } else {
+        for (long long l = segment->first + segment->count - 1; l >= segment->first; --l)
+          per_micro_batch_.push_back({group_of_layer(l), "bwd"});
+      }
+    }
+    per_micro_batch_.push_back({0, "bwd"});
+  }
+
+  std::string fetch_tensor(long long index) const {
+    const long long per = static_cast<long long>(per_micro_batch_.size());
+    const FetchEvent& event = per_micro_batch_[index % per];
+    return groups_[event.group].name + ".params." + event.label + ".mb" + std::to_string(index / per);
+  }
+
+  // Gathers up to `prefetch_depth` uses ahead and returns the gather the next use waits for.
+  std::vector<OpId> acquire() {
+    if (stage_ < 3)
+      return {};
+    const long long per = static_cast<long long>(per_micro_batch_.size());
+    const long long total = per * s_.grad_accum;
+    const long long wanted = std::min(total - 1, next_use_ + s_.prefetch_depth);
+    while (next_gather_ <= wanted) {
+      const FetchEvent& event = per_micro_batch_[next_gather_ % per];
+      const double bytes = groups_[event.group].parameters * bytes_per_element(s_.precision);
+      const auto buffer = alloc(fetch_tensor(next_gather_), MemCategory::buffers, bytes);
+      gathers_[next_gather_] =
+          collective(Collective::all_gather, bytes, "gather." + fetch_tensor(next_gather_),
+                     buffer ? std::vector<OpId>{*buffer} : std::vector<OpId>{});
+      ++next_gather_;
+    }
+    return {gathers_.at(next_use_)};
+  }
+
+  // The current use is over once `last` (already emitted) is done.
+  void release_use() {
+    if (stage_ < 3)
+      return;
+    release(fetch_tensor(next_use_));
+    gathers_.erase(next_use_);
+    ++next_use_;
+  }
+
+  // ---- gradient reduction ------------------------------------------------------------------
+
+  bool reduces_into_bucket_buffers() const { return stage_ >= 2 && !accumulates_unsharded(); }
+  // ZeRO-2/3 that reduce only after the last micro-batch must accumulate full gradients first.
+  bool accumulates_unsharded() const { return stage_ >= 2 && s_.grad_sync == GradSync::last && s_.grad_accum > 1; }
+  double gradient_bytes(double parameters) const { return parameters * bytes_per_element(s_.grad_precision); }
+
+  // Called before a backward op that produces gradients: opens a bucket buffer if needed.
+  void prepare_gradients() {
+    if (!sync_now_ || !reduces_into_bucket_buffers() || bucket_open_)
+      return;
+    if (static_cast<int>(in_flight_.size()) >= buckets_in_flight) {
+      release(in_flight_.front().first, {in_flight_.front().second});
+      in_flight_.pop_front();
+    }
+    const double total = gradient_bytes(static_cast<double>(counts_.total));
+    bucket_tensor_ = "grad-bucket" + std::to_string(buckets_) + mb_suffix();
+    alloc(bucket_tensor_, MemCategory::buffers, std::min(s_.bucket_bytes, total));
+    bucket_open_ = true;
+  }
+
+  void gradients_ready(double parameters, OpId producer, bool last_of_backward) {
+    if (!sync_now_)
+      return;
+    pending_bytes_ += gradient_bytes(parameters);
+    if (pending_bytes_ >= s_.bucket_bytes || last_of_backward)
+      flush_bucket(producer);
+  }
+
+  void flush_bucket(OpId producer) {
+    if (pending_bytes_ <= 0 || s_.dp == 1)
+      return;
+    const Collective kind = stage_ == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+    const OpId reduce = collective(kind, pending_bytes_,
+                                   std::string(stage_ == 0 ? "grad-allreduce" : "grad-reducescatter") + ".bucket" +
+                                       std::to_string(buckets_) + mb_suffix(),
+                                   {producer});
+    sync_ops_.push_back(reduce);
+    if (bucket_open_) {
+      in_flight_.emplace_back(bucket_tensor_, reduce);
+      bucket_open_ = false;
+    }
+    pending_bytes_ = 0;
+    ++buckets_;
+  }
+
+  // The end of a synchronising backward waits for the bucket buffers' reductions.
+  void drain_buckets() {
+    for (const auto& [tensor, reduce] : in_flight_)
+      release(tensor, {reduce});
+    in_flight_.clear();
+  }
+
+  // ---- forward and backward ----------------------------------------------------------------
+
+  std::string layer_tensor(long long layer, const char* what) const {
+    return "L" + std::to_string(layer) + "." + what + mb_suffix();
+  }
+
+  void forward() {
+    const std::string mb = mb_suffix();
+    auto gathered = acquire();
+    alloc("embedding.act" + mb, MemCategory::activations, costs_.embedding_activations);
+    compute("embedding.fwd" + mb, costs_.embedding_forward, Phase::forward, gathered);
+    release_use();
+    const LayerActivations& act = costs_.layer.activations;
+    for (const RecomputeSegment& segment : plan_.segments) {
+      if (segment.policy == LayerPolicy::checkpoint)
+        alloc("S" + std::to_string(segment.first) + ".input" + mb, MemCategory::activations, act.input);
+      for (long long l = segment.first; l < segment.first + segment.count; ++l) {
+        gathered = acquire();
+        if (segment.policy != LayerPolicy::checkpoint)
+          alloc(layer_tensor(l, "act"), MemCategory::activations,
+                segment.policy == LayerPolicy::keep ? act.total : act.total - act.attention_core);
+        compute(layer_tensor(l, "fwd"), costs_.layer.forward, Phase::forward, gathered);
+        release_use();
+      }
+    }
+    gathered = acquire();
+    alloc("head.act" + mb, MemCategory::activations, costs_.head_activations);
+    compute("head.fwd" + mb, costs_.head_forward, Phase::forward, gathered);
+    release_use();
+  }
+
+  void backward() {
+    const std::string mb = mb_suffix();
+    if (accumulates_unsharded() && micro_batch_ == 0)
+      alloc("gradient-accumulator", MemCategory::gradients, gradient_bytes(static_cast<double>(counts_.total)));
+    alloc("act-grad" + mb, MemCategory::buffers, costs_.activation_gradient_buffer);
+    auto gathered = acquire();
+    prepare_gradients();
+    const OpId head = compute("head.bwd" + mb, costs_.head_backward, Phase::backward, gathered);
+    release("head.act" + mb);
+    release_use();
+    gradients_ready(head_gradient_parameters_, head, false);
+
+    const LayerActivations& act = costs_.layer.activations;
+    for (auto segment = plan_.segments.rbegin(); segment != plan_.segments.rend(); ++segment) {
+      const long long first = segment->first, last = segment->first + segment->count - 1;
+      std::map<long long, std::vector<OpId>> gathered_for;
+      if (segment->policy == LayerPolicy::checkpoint) {
+        for (long long l = first; l <= last; ++l) {
+          gathered_for[l] = acquire_and_keep();
+          alloc(layer_tensor(l, "act"), MemCategory::activations, act.total);
+          compute(layer_tensor(l, "recompute"), costs_.layer.forward, Phase::recompute, gathered_for[l]);
+        }
+        release("S" + std::to_string(first) + ".input" + mb);
+      }
+      for (long long l = last; l >= first; --l) {
+        std::vector<OpId> deps = segment->policy == LayerPolicy::checkpoint ? gathered_for[l] : acquire_and_keep();
+        if (segment->policy == LayerPolicy::selective) {
+          alloc(layer_tensor(l, "core"), MemCategory::activations, act.attention_core);
+          compute(layer_tensor(l, "recompute-core"), costs_.layer.attention_core, Phase::recompute, deps);
+        }
+        prepare_gradients();
+        const OpId backward_op = compute(layer_tensor(l, "bwd"), costs_.layer.backward, Phase::backward, deps);
+        release(layer_tensor(l, "core"));
+        release(layer_tensor(l, "act"));
+        release_kept(l);
+        gradients_ready(static_cast<double>(counts_.per_layer), backward_op, false);
+      }
+    }
+    gathered = acquire();
+    prepare_gradients();
+    const OpId embedding = compute("embedding.bwd" + mb, costs_.embedding_backward, Phase::backward, gathered);
+    release("embedding.act" + mb);
+    release("act-grad" + mb);
+    release_use();
+    gradients_ready(static_cast<double>(counts_.embedding + counts_.positions), embedding, true);
+    if (sync_now_) {
+      drain_buckets();
+      if (accumulates_unsharded())
+        release("gradient-accumulator", sync_ops_);
+    }
+  }
+
+  // In backward a layer's gathered parameters stay until its own backward is done, even when a
+  // checkpointed segment gathered several layers for its recompute.
+  std::vector<OpId> acquire_and_keep() {
+    if (stage_ < 3)
+      return {};
+    const std::vector<OpId> gathered = acquire();
+    kept_uses_.push_back(next_use_);
+    ++next_use_;
+    return gathered;
+  }
+
+  void release_kept(long long layer) {
+    if (stage_ < 3)
+      return;
+    // Uses are kept in gather order; the one of this layer is found by its tensor name.
+    for (auto it = kept_uses_.begin(); it != kept_uses_.end(); ++it) {
+      const std::string tensor = fetch_tensor(*it);
+      if (tensor.rfind("L" + std::to_string(layer) + ".params.", 0) == 0) {
+        release(tensor);
+        gathers_.erase(*it);
+        kept_uses_.erase(it);
+        return;
+      }
+    }
+  }
+
+  // ---- optimizer ---------------------------------------------------------------------------
+
+  void optimizer_step() {
+    const Work work = optimizer_step_work(optimizer_params_, s_.precision, s_.grad_precision);
+    const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
+    if (stage_ == 1 || stage_ == 2) {
+      // Each rank updated its shard; the new parameters are all-gathered in buckets.
+      double remaining = static_cast<double>(counts_.total) * bytes_per_element(s_.precision);
+      for (int bucket = 0; remaining > 0; ++bucket) {
+        const double bytes = std::min(remaining, s_.bucket_bytes);
+        collective(Collective::all_gather, bytes, "param-allgather.bucket" + std::to_string(bucket), {step});
+        remaining -= bytes;
+      }
+    }
+  }
+
+  const Scenario& s_;
+  const ModelSpec& model_;
+  const ModelCosts& costs_;
+  const RecomputePlan& plan_;
+  const ParameterCounts counts_;
+  const double ranks_;
+  const int stage_;
+  std::vector<ParamGroup> groups_;
+  double head_gradient_parameters_ = 0;
+  double optimizer_params_ = 0;
+  Program program_;
+  std::set<std::string> live_;
+  long long micro_batch_ = 0;
+  bool sync_now_ = false;
+  // ZeRO-3 gathering
+  std::vector<FetchEvent> per_micro_batch_;
+  long long next_gather_ = 0;
+  long long next_use_ = 0;
+  std::map<long long, OpId> gathers_;
+  std::vector<long long> kept_uses_;
+  // gradient buckets
+  double pending_bytes_ = 0;
+  int buckets_ = 0;
+  bool bucket_open_ = false;
+  std::string bucket_tensor_;
+  std::deque<std::pair<std::string, OpId>> in_flight_;
+  std::vector<OpId> sync_ops_;
+};
+
+// What a rank holds besides layer activations: model states, the non-layer activations and
+// buffers; the default activation budget of the optimal plan is what remains of the GPU.
+double default_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
+                                 double gpu_capacity) {
+  if (gpu_capacity <= 0)
+    return std::numeric_limits<double>::infinity();
+  Scenario keep_nothing = scenario;
+  keep_nothing.recompute = Recompute::full;
+  RecomputePlan empty;
+  empty.strategy = "budget";
+  empty.segments.push_back({0, model.layers, LayerPolicy::keep});
+  ModelCosts without_layers = costs;
+  without_layers.layer.activations = LayerActivations{};
+  const Program program = DataParallelWriter(keep_nothing, model, without_layers, empty).build();
+  double peak = 0, used = 0;
+  std::map<std::string, double> sizes;
+  for (const Op& op : program.ops) {
+    if (op.kind == OpKind::alloc) {
+      sizes[op.tensor] = op.bytes;
+      used += op.bytes;
+    } else if (op.kind == OpKind::free) {
+      used -= sizes[op.tensor];
+    }
+    peak = std::max(peak, used);
+  }
+  return gpu_capacity - peak;
+}
+
+} // namespace
+
+double weight_bytes_per_parameter(Precision precision) {
+  return precision == Precision::fp8 ? 3.0 : bytes_per_element(precision);
+}
+
+DataParallelBuild build_data_parallel_workload(const Scenario& scenario, const ModelSpec& model, double gpu_capacity) {
+  if (model.learned_positions && scenario.seq_len > model.max_positions)
+    throw InputError(scenario.file.string() + ": training.seq_len = " + std::to_string(scenario.seq_len) +
+                     " is longer than the " + std::to_string(model.max_positions) + " learned positions of model " +
+                     model.name + "; accepted: at most " + std::to_string(model.max_positions));
+  const double ops_per_rank = static_cast<double>(scenario.grad_accum) * static_cast<double>(model.layers) * 16.0;
+  if (ops_per_rank > 50e6)
+    throw InputError(scenario.file.string() + ": " + std::to_string(scenario.grad_accum) + " micro-batches x " +
+                     std::to_string(model.layers) + " layers makes a program of about " + format_count(ops_per_rank) +
+                     " ops per rank; accepted: at most 50M (fewer accumulation steps or layers)");
+  if (scenario.recompute == Recompute::every && scenario.recompute_every > model.layers)
+    throw InputError(scenario.file.string() + ": memory.recompute = every:" + std::to_string(scenario.recompute_every) +
+                     " is longer than the model's " + std::to_string(model.layers) + " layers; accepted: every:1 to every:" +
+                     std::to_string(model.layers));
+  const ModelCosts costs = compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
+                                         scenario.grad_precision, scenario.flash_attention);
+  double budget = 0;
+  if (scenario.recompute == Recompute::optimal)
+    budget = scenario.activation_budget > 0 ? scenario.activation_budget
+                                            : default_activation_budget(scenario, model, costs, gpu_capacity);
+
+  DataParallelBuild build;
+  build.recompute = plan_recompute(scenario, model.layers, costs.layer, budget);
+  const Layout layout = layout_of(scenario);
+  Workload& workload = build.workload;
+  workload.groups = layout.dp_groups();
+  workload.step.model = model.name;
+  workload.step.parameters = static_cast<double>(count_parameters(model).total);
+  workload.step.tokens_per_step = static_cast<double>(scenario.global_batch * scenario.seq_len);
+  workload.step.model_flops_per_step =
+      costs.model_flops_per_micro_batch * static_cast<double>(scenario.grad_accum) * scenario.dp;
+  workload.step.precision = scenario.precision;
+  workload.step.efficiency = scenario.efficiency;
+
+  // Every rank of a replica-only layout runs the same program on its own data.
+  const auto program =
+      std::make_shared<const Program>(DataParallelWriter(scenario, model, costs, build.recompute).build());
+  workload.programs.assign(static_cast<std::size_t>(layout.world()), program);
+  return build;
+}
+
+} // namespace trainsim

@@ -1,0 +1,41 @@
+#pragma once
+// Which layers keep their activations for backward and which recompute them.
+// Segments cover the layers in order; a checkpointed segment keeps only its input
+// and re-runs its forward at the start of its backward (torch checkpoint), a
+// selective layer drops only its attention core (Korthikanti et al.). The optimal
+// plan is chosen by dynamic programming over the layer graph (Boost.Graph): least
+// recompute FLOPs whose kept and transient activations fit a memory budget.
+#include <string>
+#include <vector>
+
+#include "config/scenario.hpp"
+#include "model/costs.hpp"
+
+namespace trainsim {
+
+enum class LayerPolicy { keep, selective, checkpoint };
+const char* to_string(LayerPolicy policy);
+
+struct RecomputeSegment {
+  long long first = 0;
+  long long count = 0;
+  LayerPolicy policy = LayerPolicy::keep;
+};
+
+struct RecomputePlan {
+  std::string strategy;                  // none, selective, full, every:N, optimal
+  std::vector<RecomputeSegment> segments;
+  long long checkpointed_layers = 0;
+  long long selective_layers = 0;
+  double kept_bytes = 0;                 // layer activations held after one micro-batch's forward
+  double transient_bytes = 0;            // the most a recompute re-materialises at once
+  double extra_flops = 0;                // recompute FLOPs per micro-batch
+  double budget = 0;                     // optimal: the budget it had to fit; 0 otherwise
+  bool fits_budget = true;               // optimal: false when even full recompute does not fit
+};
+
+// A plan for one micro-batch of `layers` identical layers. `budget` (bytes for kept plus
+// transient layer activations) is used by the optimal strategy only.
+RecomputePlan plan_recompute(const Scenario& scenario, long long layers, const LayerCosts& layer, double budget);
+
+} // namespace trainsim
