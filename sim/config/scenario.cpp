@@ -38,6 +38,7 @@ const std::vector<OptionSpec>& option_specs() {
       {"memory.activation_budget", "auto", "recompute = optimal: bytes for activations (auto: what fits the GPU)"},
       {"memory.precision", "bf16", "training precision: fp32 | fp16 | bf16 | fp8 (GEMMs in fp8, bf16 master)"},
       {"memory.grad_precision", "auto", "gradient precision: auto (fp32 for bf16 and fp8, else as precision) | same | fp32 | fp16 | bf16"},
+      {"memory.fp32_grad_copy", "false", "the optimizer keeps an fp32 copy of 16-bit gradients, sharded with it (Megatron fp16): true | false"},
       {"memory.flash_attention", "true", "fused attention that keeps no s x s scores: true | false"},
       {"training.seq_len", "2048", "sequence length in tokens"},
       {"training.micro_batch", "1", "sequences per micro-batch per data-parallel rank"},
@@ -364,6 +365,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
         {{"auto", Precision::fp32}, {"same", Precision::fp32}, {"fp32", Precision::fp32}, {"fp16", Precision::fp16},
          {"bf16", Precision::bf16}});
   scenario.flash_attention = values.boolean("memory.flash_attention");
+  scenario.fp32_grad_copy = values.boolean("memory.fp32_grad_copy") && scenario.grad_precision != Precision::fp32;
 
   scenario.seq_len = values.integer("training.seq_len", 1, 100'000'000);
   scenario.micro_batch = values.integer("training.micro_batch", 1, 1'000'000);

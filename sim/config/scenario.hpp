@@ -51,6 +51,7 @@ struct Scenario {
   double activation_budget = 0;       // bytes for activations (recompute = optimal); 0: what fits the GPU
   Precision precision = Precision::bf16;
   Precision grad_precision = Precision::fp32;
+  bool fp32_grad_copy = false;        // the optimizer keeps an fp32 copy of 16-bit gradients (Megatron, DeepSpeed fp16)
   bool flash_attention = true;
 
   long long seq_len = 2048;

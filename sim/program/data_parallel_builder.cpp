@@ -129,9 +129,11 @@ private:
     const double gradient_params = stage_ >= 2 ? shard(params) : params;
     optimizer_params_ = stage_ >= 1 ? shard(params) : params;
     const double master_copy = s_.precision == Precision::fp32 ? 0.0 : 4.0;  // fp32 master weights
+    const double gradient_copy = s_.fp32_grad_copy ? 4.0 : 0.0;
     alloc("weights", MemCategory::weights, weight_params * weight_bytes_per_parameter(s_.precision));
     alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
-    alloc("optimizer", MemCategory::optimizer, optimizer_params_ * (master_copy + 8.0));  // + momentum, variance
+    alloc("optimizer", MemCategory::optimizer,
+          optimizer_params_ * (master_copy + gradient_copy + 8.0));  // + momentum, variance
   }
 
   // ---- ZeRO-3 parameter gathering ----------------------------------------------------------

@@ -1,10 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "common/error.hpp"
 #include "memory/ledger.hpp"
 #include "model/costs.hpp"
+#include "program/collective_plan.hpp"
 #include "program/data_parallel_builder.hpp"
 #include "test_support.hpp"
 
@@ -133,4 +135,148 @@ TEST_CASE("every activation allocated in a step is freed in it") {
 TEST_CASE("sequences longer than learned positions are refused") {
   const Scenario scenario = tiny_scenario({"training.seq_len=4096"});
   CHECK_THROWS_AS(build_data_parallel_workload(scenario, tiny_model(scenario), 0), InputError);
+}
+
+namespace {
+
+// The ZeRO tests use tiny-llama: untied embeddings, and every parameter group divides by 64
+// (3,295,488 parameters; layers of 692,736; embedding and output layer of 262,144; final norm 256).
+Scenario zero_scenario(int stage, int dp, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> overrides = {"model.name=tiny-llama",   "memory.precision=fp16",
+                                        "training.seq_len=128",    "training.micro_batch=1",
+                                        "parallel.dp=" + std::to_string(dp), "training.global_batch=" + std::to_string(dp),
+                                        "memory.zero=" + std::to_string(stage)};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return load_scenario(test::write_temp_file("zero.ini", test::tiny_scenario_ini), overrides);
+}
+
+double bytes_sent(const Workload& workload) {
+  double sent = 0;
+  for (const Op& op : workload.program(0).ops)
+    if (op.kind == OpKind::collective)
+      sent += bytes_sent_per_rank(op.collective, op.bytes, static_cast<int>(workload.groups[op.group].ranks.size()));
+  return sent;
+}
+
+// The most tensors whose name contains `part` that are allocated at once, in program order.
+int most_live(const Program& program, const std::string& part) {
+  int live = 0, most = 0;
+  for (const Op& op : program.ops) {
+    if (op.tensor.find(part) == std::string::npos)
+      continue;
+    live += op.kind == OpKind::alloc ? 1 : op.kind == OpKind::free ? -1 : 0;
+    most = std::max(most, live);
+  }
+  return most;
+}
+
+} // namespace
+
+TEST_CASE("model states per rank follow the ZeRO formulas for every stage") {
+  // Rajbhandari et al. 2020, section 5 (REFERENCES.md), with K = 12 and 16-bit gradients:
+  // DDP 16 Psi, ZeRO-1 4 Psi + 12 Psi / N, ZeRO-2 2 Psi + 14 Psi / N, ZeRO-3 16 Psi / N.
+  const double psi = 3'295'488, n = 64;
+  const std::vector<double> expected = {16 * psi, 4 * psi + 12 * psi / n, 2 * psi + 14 * psi / n, 16 * psi / n};
+  for (int stage = 0; stage <= 3; ++stage) {
+    CAPTURE(stage);
+    const Scenario scenario = zero_scenario(stage, 64);
+    const ModelSpec model = tiny_model(scenario);
+    REQUIRE(count_parameters(model).total == psi);
+    const RankMemory memory = memory_in_program_order(build_data_parallel_workload(scenario, model, 0).workload.program(0));
+    CHECK(model_state_bytes(memory) == doctest::Approx(expected[stage]).epsilon(1e-12));
+    // The paper's worked example: the same bytes per parameter for 7.5e9 parameters at N = 64
+    // give 120, 31.4, 16.6 and 1.9 GB.
+    const double paper[] = {120, 31.4, 16.6, 1.9};
+    CHECK(model_state_bytes(memory) / psi * 7.5e9 / 1e9 == doctest::Approx(paper[stage]).epsilon(0.02));
+  }
+}
+
+TEST_CASE("bytes per parameter follow the Megatron-LM table for each precision") {
+  // Megatron-LM distributed optimizer documentation (REFERENCES.md): replicated 20 / 18 / 16 for
+  // fp16 params and grads (plus fp32 main grads in the optimizer), bf16 with fp32 grads, fp32;
+  // distributed (ZeRO-1) 4+16/d, 6+12/d, 8+8/d.
+  const double psi = 3'295'488, d = 8;
+  struct Row {
+    const char* precision;
+    double replicated, distributed;
+  };
+  for (const Row& row : {Row{"fp16", 20, 4 + 16 / d}, Row{"bf16", 18, 6 + 12 / d}, Row{"fp32", 16, 8 + 8 / d}}) {
+    CAPTURE(row.precision);
+    for (int stage : {0, 1}) {
+      const Scenario scenario = zero_scenario(stage, 8, {std::string("memory.precision=") + row.precision,
+                                                         "memory.fp32_grad_copy=true"});
+      const RankMemory memory =
+          memory_in_program_order(build_data_parallel_workload(scenario, tiny_model(scenario), 0).workload.program(0));
+      const double megatron = stage == 0 ? row.replicated : row.distributed;
+      CHECK(model_state_bytes(memory) / psi == doctest::Approx(megatron).epsilon(1e-9));
+    }
+  }
+}
+
+TEST_CASE("communication per step is 2 Psi elements for DDP, ZeRO-1 and ZeRO-2 and 3 Psi for ZeRO-3") {
+  // Rajbhandari et al. 2020, section 7: all-reduce = reduce-scatter + all-gather, each Psi elements
+  // (times (N-1)/N on a ring); ZeRO-3 all-gathers the parameters in forward and again in backward.
+  const double psi = 3'295'488, n = 64, ring = (n - 1) / n;
+  for (int stage = 0; stage <= 3; ++stage) {
+    CAPTURE(stage);
+    const Scenario scenario = zero_scenario(stage, 64);
+    const Workload workload = build_data_parallel_workload(scenario, tiny_model(scenario), 0).workload;
+    const double elements = stage == 3 ? 3 * psi : 2 * psi;
+    CHECK(bytes_sent(workload) == doctest::Approx(2.0 /* fp16 */ * elements * ring).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("ZeRO-3 keeps prefetch_depth + 1 gathered layers and ZeRO-2 two gradient buckets") {
+  for (int depth : {0, 1, 3}) {
+    CAPTURE(depth);
+    const Scenario scenario = zero_scenario(3, 8, {"memory.prefetch_depth=" + std::to_string(depth)});
+    const Workload workload = build_data_parallel_workload(scenario, tiny_model(scenario), 0).workload;
+    CHECK(most_live(workload.program(0), ".params.") == depth + 1);
+  }
+  const Scenario zero2 = zero_scenario(2, 8, {"comm.bucket_size=400KB"});
+  const Workload workload = build_data_parallel_workload(zero2, tiny_model(zero2), 0).workload;
+  CHECK(most_live(workload.program(0), "grad-bucket") == 2);
+  double biggest = 0;
+  for (const Op& op : workload.program(0).ops)
+    if (op.kind == OpKind::alloc && op.tensor.find("grad-bucket") != std::string::npos)
+      biggest = std::max(biggest, op.bytes);
+  CHECK(biggest == 400e3);
+}
+
+TEST_CASE("ZeRO-2/3 reduce every micro-batch by default; last-only accumulates full gradients first") {
+  const Scenario every = zero_scenario(2, 8, {"training.global_batch=32"});  // 4 micro-batches
+  const Workload reduce_every = build_data_parallel_workload(every, tiny_model(every), 0).workload;
+  const Scenario last = zero_scenario(2, 8, {"training.global_batch=32", "comm.grad_sync=last"});
+  const Workload reduce_last = build_data_parallel_workload(last, tiny_model(last), 0).workload;
+  // Every: four reduce-scatters of the gradients and one all-gather of the parameters; last: one
+  // of each. All fp16, so 5 : 2.
+  CHECK(bytes_sent(reduce_every) == doctest::Approx(2.5 * bytes_sent(reduce_last)));
+  const RankMemory memory = memory_in_program_order(reduce_last.program(0));
+  // The unsharded accumulator: a full fp16 gradient on top of the shard.
+  CHECK(memory.gpu().at_peak[static_cast<int>(MemCategory::gradients)] >= 2.0 * 3'295'488);
+}
+
+TEST_CASE("ZeRO-3 memory matches DeepSpeed's estimator: 18 Psi / N + 4 Lambda") {
+  // DeepSpeed estimate_zero3_model_states_mem_needs (REFERENCES.md): t5-large, Psi = 737.67M,
+  // largest layer Lambda = 32.90M (its 32128 x 1024 embedding), 4 GPUs, nothing offloaded:
+  // 3291 MiB. A GPT-style model of that embedding and 56 layers has Psi = 738.8M; with bf16 and
+  // fp32 gradients (2 + 4 + 12 = 18 bytes), no prefetch, gradient buckets of one embedding in
+  // 16-bit, and a one-token micro-batch, trainsim's peak is the states plus the gathered
+  // embedding and its gradient bucket: DeepSpeed's 4 Lambda. trainsim also double-buffers the
+  // reduce bucket (the previous bucket is still being reduced while the next fills, as DeepSpeed's
+  // overlap_comm does), which the estimator leaves out: one more bucket of 2 Lambda.
+  const std::string config = R"({"model_type": "gpt2", "n_embd": 1024, "n_layer": 56, "n_head": 16,
+                                 "n_positions": 512, "vocab_size": 32128})";
+  const ModelSpec model = parse_model(config, "t5-large-like.json", "t5-large-like", 1);
+  const double psi = static_cast<double>(count_parameters(model).total);
+  const double lambda = 32128.0 * 1024;
+  CHECK(psi == doctest::Approx(737.67e6).epsilon(0.002));
+  const Scenario scenario = load_scenario(
+      test::write_temp_file("deepspeed.ini", test::tiny_scenario_ini),
+      {"parallel.dp=4", "training.global_batch=4", "training.micro_batch=1", "training.seq_len=1", "memory.zero=3",
+       "memory.prefetch_depth=0", "memory.precision=bf16", "comm.bucket_size=" + std::to_string(2 * lambda)});
+  const RankMemory memory =
+      memory_in_program_order(build_data_parallel_workload(scenario, model, 0).workload.program(0));
+  const double mib = 1024.0 * 1024;
+  CHECK(memory.gpu().peak / mib == doctest::Approx(3291 + 2 * lambda / mib).epsilon(0.005));
 }

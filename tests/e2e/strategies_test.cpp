@@ -1,0 +1,121 @@
+// ZeRO stages, recompute strategies and precisions, end to end through the CLI.
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "cli.hpp"
+
+using namespace trainsim::test;
+using nlohmann::json;
+
+namespace {
+
+const std::string tiny = project_file("tests/fixtures/tiny-ddp.ini");
+
+json run(const std::string& name, const std::string& arguments) {
+  const CliResult result = run_trainsim(name, "run " + tiny + " --out out " + arguments);
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  return read_json(result.dir / "out/summary.json");
+}
+
+double model_states(const json& rank) {
+  return rank["model_states"]["weights"].get<double>() + rank["model_states"]["gradients"].get<double>() +
+         rank["model_states"]["optimizer"].get<double>();
+}
+
+} // namespace
+
+TEST_CASE("every ZeRO stage simulates, shrinks the model states, and memory agrees with run") {
+  double previous = 0;
+  for (const char* stage : {"0", "1", "2", "3"}) {
+    CAPTURE(stage);
+    const std::string arguments = std::string("--set memory.zero=") + stage;
+    const json summary = run(std::string("zero") + stage, arguments);
+    const double states = model_states(summary["memory"]["ranks"][0]);
+    if (previous > 0)
+      CHECK(states < previous);
+    previous = states;
+    CHECK(summary["time"]["comm"]["dp"]["bytes"].get<double>() > 0);
+    const CliResult memory = run_trainsim(std::string("zero_memory") + stage, "memory " + tiny + " --out out " + arguments);
+    REQUIRE(memory.status == 0);
+    CHECK(read_json(memory.dir / "out/memory.json")["memory"]["peak_bytes"] == summary["memory"]["peak_bytes"]);
+  }
+}
+
+TEST_CASE("ZeRO-3 moves 1.5 times the bytes of DDP for an untied model") {
+  // Rajbhandari et al. 2020, section 7.2.2: 3 Psi against 2 Psi elements, with 16-bit gradients.
+  const std::string model = "--set model.name=tiny-llama --set memory.precision=fp16 --set training.global_batch=32 ";
+  const double ddp = run("volume_ddp", model + "--set memory.zero=0")["time"]["comm"]["dp"]["bytes"];
+  const double fsdp = run("volume_fsdp", model + "--set memory.zero=fsdp")["time"]["comm"]["dp"]["bytes"];
+  CHECK(fsdp / ddp == doctest::Approx(1.5).epsilon(1e-9));
+}
+
+TEST_CASE("full recompute costs about one more forward") {
+  // Backward does twice the forward's FLOPs, so re-running the forward adds a third of the
+  // layers' compute: recompute time / other compute time is just under 1/3 (the head, embedding
+  // and optimizer are not recomputed). A ratio of simulated times, not a wall-clock measurement.
+  const json none = run("recompute_none", "--set memory.recompute=none");
+  const json full = run("recompute_full", "--set memory.recompute=full");
+  const double recompute = full["time"]["recompute_s"];
+  const double other = full["time"]["compute_s"].get<double>() - recompute;
+  CHECK(recompute / other < 1.0 / 3.0);
+  CHECK(recompute / other > 0.25);
+  CHECK(none["time"]["recompute_s"].get<double>() == 0);
+  CHECK(full["step_time_s"].get<double>() > none["step_time_s"].get<double>());
+  CHECK(full["memory"]["peak_bytes"].get<double>() < none["memory"]["peak_bytes"].get<double>());
+  CHECK(full["recompute"]["layers_checkpointed"] == 4);
+}
+
+TEST_CASE("the optimal plan is printed, written, and fits its budget") {
+  const CliResult result = run_trainsim(
+      "optimal", "run " + tiny + " --out out --set memory.recompute=optimal --set memory.activation_budget=40MB");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  CHECK(result.out.find("recompute        optimal") != std::string::npos);
+  const json plan = read_json(result.dir / "out/summary.json")["recompute"];
+  CHECK(plan["strategy"] == "optimal");
+  CHECK(plan["budget_bytes"] == 40e6);
+  CHECK(plan["fits_budget"] == true);
+  CHECK(plan["kept_bytes_per_micro_batch"].get<double>() + plan["transient_bytes"].get<double>() <= 40e6);
+  CHECK(plan["layers_checkpointed"].get<int>() + plan["layers_selective"].get<int>() > 0);
+  CHECK(plan["plan"].size() >= 1);
+}
+
+TEST_CASE("fp8 runs at the fp8 peak on H100 and is refused on A100") {
+  // A 1B model, so that its layers are bound by math rather than memory traffic: fp8's doubled
+  // peak (1979 against 989 TFLOP/s) shortens them.
+  const std::string h100 = "--set platform.file=dgx-h100-2n.xml --set model.name=llama3.2-1b --set training.seq_len=1024 "
+                           "--set training.micro_batch=1 --set training.global_batch=16 ";
+  const json bf16 = run("fp8_bf16", h100 + "--set memory.precision=bf16");
+  const json fp8 = run("fp8", h100 + "--set memory.precision=fp8");
+  CHECK(fp8["time"]["compute_s"].get<double>() < 0.75 * bf16["time"]["compute_s"].get<double>());
+  // 2 bytes of bf16 weights and 1 of the fp8 copy, against 2.
+  CHECK(fp8["memory"]["ranks"][0]["model_states"]["weights"].get<double>() ==
+        doctest::Approx(1.5 * bf16["memory"]["ranks"][0]["model_states"]["weights"].get<double>()));
+  const CliResult a100 = run_trainsim("fp8_a100", "run " + tiny + " --out out --set memory.precision=fp8");
+  CHECK(a100.status == 2);
+  CHECK(a100.err.find("peak_fp8") != std::string::npos);
+}
+
+TEST_CASE("the memory timeline shows the accumulation sawtooth") {
+  // Four micro-batches: activations rise in each forward and fall to zero in each backward.
+  const CliResult result = run_trainsim("sawtooth", "run " + tiny + " --out out --set training.global_batch=128");
+  REQUIRE(result.status == 0);
+  std::istringstream csv(read_file(result.dir / "out/memory.csv"));
+  std::string line;
+  std::getline(csv, line);
+  int drops_to_zero = 0;
+  double previous = 0;
+  while (std::getline(csv, line)) {
+    if (line.rfind("0,", 0) != 0)
+      continue;
+    std::vector<std::string> cells;
+    std::istringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');)
+      cells.push_back(cell);
+    const double activations = std::stod(cells[5]);
+    if (previous > 0 && activations == 0)
+      ++drops_to_zero;
+    previous = activations;
+  }
+  CHECK(drops_to_zero == 4);
+}
