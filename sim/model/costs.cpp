@@ -49,10 +49,13 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   act.attention_core = scores;
   act.total = attention + mlp + norms;
 
+  // HBM traffic: forward reads the weights and writes each kept activation once; backward reads
+  // the weights and the activations, writes activation gradients of about the same size, and
+  // reads and writes (accumulates) the weight gradients.
   const double layer_weight_bytes = per_layer_params * e;
-  layer.forward.bytes = layer_weight_bytes + 2 * act.total;
+  layer.forward.bytes = layer_weight_bytes + act.total;
   layer.backward.flops = 2 * layer.forward.flops;
-  layer.backward.bytes = 2 * layer.forward.bytes + 2 * per_layer_params * g;
+  layer.backward.bytes = layer_weight_bytes + 2 * act.total + 2 * per_layer_params * g;
   layer.attention_core.flops = core_flops;
   layer.attention_core.bytes = 2 * scores + 4 * e * tokens * q_width;
 

@@ -83,8 +83,8 @@ TEST_CASE("the optimal plan is printed, written, and fits its budget") {
 TEST_CASE("fp8 runs at the fp8 peak on H100 and is refused on A100") {
   // A 1B model, so that its layers are bound by math rather than memory traffic: fp8's doubled
   // peak (1979 against 989 TFLOP/s) shortens them.
-  const std::string h100 = "--set platform.file=dgx-h100-2n.xml --set model.name=llama3.2-1b --set training.seq_len=1024 "
-                           "--set training.micro_batch=1 --set training.global_batch=16 ";
+  const std::string h100 = "--set platform.file=dgx-h100-2n.xml --set model.name=llama3.2-1b --set training.seq_len=4096 "
+                           "--set training.micro_batch=2 --set training.global_batch=32 ";
   const json bf16 = run("fp8_bf16", h100 + "--set memory.precision=bf16");
   const json fp8 = run("fp8", h100 + "--set memory.precision=fp8");
   CHECK(fp8["time"]["compute_s"].get<double>() < 0.75 * bf16["time"]["compute_s"].get<double>());
