@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/files.hpp"
+#include "common/text.hpp"
 #include "config/scenario.hpp"
 #include "engine/replay.hpp"
 #include "layout/layout.hpp"
@@ -32,6 +33,7 @@ struct CommonOptions {
   SimulationOptions simulation;
   std::vector<std::string> overrides;
   std::string out;
+  std::string compare;
   bool show_config = false;
   bool help = false;
 };
@@ -48,12 +50,15 @@ po::options_description common_options(CommonOptions& options) {
   return description;
 }
 
-po::options_description scenario_command_options(CommonOptions& options, const char* out_help) {
+po::options_description scenario_command_options(CommonOptions& options, const char* out_help, bool with_compare) {
   po::options_description description("Options");
   description.add_options()("set", po::value(&options.overrides)->composing(),
                             "override a scenario key: --set section.key=value (repeatable)")(
       "out,o", po::value(&options.out), out_help)("show-config", po::bool_switch(&options.show_config),
                                                   "print the effective scenario keys and exit");
+  if (with_compare)
+    description.add_options()("compare", po::value(&options.compare),
+                              "KEY=V1,V2,...: a markdown table of memory at peak for each value of a scenario key");
   return description;
 }
 
@@ -95,19 +100,21 @@ struct PreparedScenario {
   Scenario scenario;
   ModelSpec model;
   std::unique_ptr<SimulationContext> context;  // the process's SimGrid engine, platform loaded
+  std::vector<GpuInfo> platform_gpus;           // every GPU of the platform
   std::vector<GpuInfo> gpus;                    // one per rank
   Workload workload;
   RunInfo run;
 };
 
-std::vector<GpuInfo> gpus_for(SimulationContext& context, const fs::path& platform, std::size_t ranks) {
-  std::vector<GpuInfo> gpus = context.load_platform(platform);
+std::vector<GpuInfo> gpus_for(std::vector<GpuInfo> gpus, const fs::path& platform, std::size_t ranks) {
   if (gpus.size() < ranks)
     throw InputError(platform.string() + ": the layout needs " + std::to_string(ranks) + " GPUs but the platform has " +
                      std::to_string(gpus.size()));
   gpus.resize(ranks);
   return gpus;
 }
+
+void build_programs(PreparedScenario& prepared);
 
 // Loads the scenario, its model and its platform (the GPUs' capacities shape the plan), and
 // builds the per-rank programs.
@@ -119,7 +126,16 @@ PreparedScenario prepare(const std::string& scenario_file, const CommonOptions& 
   if (options.show_config)
     return prepared;
   prepared.context = std::make_unique<SimulationContext>(options.simulation);
-  prepared.gpus = gpus_for(*prepared.context, scenario.platform_file, static_cast<std::size_t>(layout_of(scenario).world()));
+  prepared.platform_gpus = prepared.context->load_platform(scenario.platform_file);
+  build_programs(prepared);
+  return prepared;
+}
+
+// Builds the per-rank programs of a prepared scenario on its platform's GPUs.
+void build_programs(PreparedScenario& prepared) {
+  const Scenario& scenario = prepared.scenario;
+  prepared.gpus = gpus_for(prepared.platform_gpus, scenario.platform_file,
+                           static_cast<std::size_t>(layout_of(scenario).world()));
   if (scenario.precision == Precision::fp8 && prepared.gpus.front().peak_fp8 <= 0)
     throw InputError(scenario.platform_file.string() + ": memory.precision = fp8 needs GPUs with a 'peak_fp8' property; " +
                      prepared.gpus.front().host + " (" + prepared.gpus.front().model + ") has none");
@@ -142,7 +158,6 @@ PreparedScenario prepare(const std::string& scenario_file, const CommonOptions& 
   run.recompute = build.recompute;
   spdlog::info("{}: {} ranks, {} ops per rank", scenario.name, prepared.workload.ranks(),
                prepared.workload.program(0).ops.size());
-  return prepared;
 }
 
 void print_config(const Scenario& scenario) {
@@ -160,9 +175,10 @@ void print_config(const Scenario& scenario) {
 // Parses a command that takes a scenario and prepares it; nothing when --help or
 // --show-config already answered.
 std::optional<PreparedScenario> scenario_command(const std::string& command, const std::vector<std::string>& arguments,
-                                                 const char* out_help, CommonOptions& options) {
+                                                 const char* out_help, CommonOptions& options,
+                                                 std::string* scenario_path = nullptr) {
   std::string scenario_file;
-  po::options_description visible = scenario_command_options(options, out_help);
+  po::options_description visible = scenario_command_options(options, out_help, command == "memory");
   visible.add(common_options(options));
   po::options_description all = visible;
   all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
@@ -171,6 +187,8 @@ std::optional<PreparedScenario> scenario_command(const std::string& command, con
   if (!parse_arguments(command, arguments, visible, all, positional, "trainsim " + command + " SCENARIO [options]",
                        options, true))
     return std::nullopt;
+  if (scenario_path)
+    *scenario_path = scenario_file;
   PreparedScenario prepared = prepare(scenario_file, options);
   if (options.show_config) {
     print_config(prepared.scenario);
@@ -224,22 +242,63 @@ int run_command(const std::vector<std::string>& arguments) {
                              prepared.scenario.channels, out);
 }
 
-int memory_command(const std::vector<std::string>& arguments) {
-  CommonOptions options;
-  const auto parsed = scenario_command("memory", arguments, "also write memory.json into this directory (default: print only)", options);
-  if (!parsed)
-    return 0;
-  const PreparedScenario& prepared = *parsed;
-  const auto& gpus = prepared.gpus;
-  // Replicas share a program; each (program, capacity) pair is accounted once.
+namespace {
+
+// Peak memory per rank from program order; replicas share a program, so each (program,
+// capacity) pair is accounted once.
+std::vector<RankMemory> memory_per_rank(const Workload& workload, const std::vector<GpuInfo>& gpus) {
   std::map<std::pair<const Program*, double>, RankMemory> accounted;
   std::vector<RankMemory> ranks;
-  for (std::size_t rank = 0; rank < prepared.workload.ranks(); ++rank) {
-    const auto key = std::make_pair(prepared.workload.programs[rank].get(), gpus[rank].hbm_capacity);
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    const auto key = std::make_pair(workload.programs[rank].get(), gpus[rank].hbm_capacity);
     if (!accounted.count(key))
       accounted[key] = memory_in_program_order(*key.first, key.second);
     ranks.push_back(accounted[key]);
   }
+  return ranks;
+}
+
+// `trainsim memory --compare key=v1,v2`: one row per value, the platform loaded once.
+void print_memory_comparison(const PreparedScenario& base, const std::string& scenario_file,
+                             const CommonOptions& options) {
+  const auto equals = options.compare.find('=');
+  const std::string key = options.compare.substr(0, equals);
+  if (equals == std::string::npos || equals + 1 == options.compare.size())
+    throw InputError("--compare " + options.compare + ": expected KEY=V1,V2,..., e.g. --compare memory.zero=0,1,2,3");
+  if (key.rfind("platform.", 0) == 0)
+    throw InputError("--compare " + options.compare + ": a platform is loaded once per process; compare platforms "
+                                                      "with separate runs");
+  std::vector<ComparisonRow> rows;
+  for (const auto& value : split(options.compare.substr(equals + 1), ',')) {
+    PreparedScenario variant;
+    std::vector<std::string> overrides = options.overrides;
+    overrides.push_back(key + "=" + value);
+    variant.scenario = load_scenario(scenario_file, overrides);
+    variant.model = load_model(variant.scenario.model_file, variant.scenario.vocab_multiple);
+    variant.platform_gpus = base.platform_gpus;
+    build_programs(variant);
+    rows.push_back({value, memory_per_rank(variant.workload, variant.gpus), variant.gpus});
+  }
+  print_memory_comparison_table(std::cout, key, rows);
+}
+
+} // namespace
+
+int memory_command(const std::vector<std::string>& arguments) {
+  CommonOptions options;
+  std::string scenario_file;
+  const auto parsed = scenario_command("memory", arguments,
+                                       "also write memory.json into this directory (default: print only)", options,
+                                       &scenario_file);
+  if (!parsed)
+    return 0;
+  const PreparedScenario& prepared = *parsed;
+  if (!options.compare.empty()) {
+    print_memory_comparison(prepared, scenario_file, options);
+    return 0;
+  }
+  const auto& gpus = prepared.gpus;
+  const std::vector<RankMemory> ranks = memory_per_rank(prepared.workload, gpus);
   print_memory(std::cout, ranks, prepared.workload, gpus, prepared.run);
   if (!options.out.empty()) {
     fs::create_directories(options.out);
@@ -299,7 +358,7 @@ int replay_command(const std::vector<std::string>& arguments) {
   const Workload workload = read_trace(directory);
   const fs::path platform_file = resolve_data_file(platform, "platforms", ".xml", ".", "--platform");
   SimulationContext context(options.simulation);
-  const auto gpus = gpus_for(context, platform_file, workload.ranks());
+  const auto gpus = gpus_for(context.load_platform(platform_file), platform_file, workload.ranks());
   RunInfo run;
   fs::path trace_path = fs::path(directory).lexically_normal();
   if (trace_path.filename().empty())

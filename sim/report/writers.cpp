@@ -255,6 +255,24 @@ void print_memory(std::ostream& out, const std::vector<RankMemory>& ranks, const
   print_memory_lines(out, ranks, gpus, "op");
 }
 
+void print_memory_comparison_table(std::ostream& out, const std::string& key, const std::vector<ComparisonRow>& rows) {
+  out << "| " << key;
+  for (int c = 0; c < category_count; ++c)
+    out << " | " << to_string(static_cast<MemCategory>(c));
+  out << " | peak | fits |\n|---";
+  for (int c = 0; c <= category_count + 1; ++c)
+    out << "|---";
+  out << "|\n";
+  for (const ComparisonRow& row : rows) {
+    const MemorySummary summary = summarize_memory(row.ranks, row.gpus);
+    const DeviceMemory& peak = row.ranks[summary.peak_rank].gpu();
+    out << "| " << row.value;
+    for (double bytes : peak.at_peak)
+      out << " | " << format_bytes(bytes);
+    out << " | " << format_bytes(summary.peak_bytes) << " | " << (summary.fits ? "yes" : "no") << " |\n";
+  }
+}
+
 void write_run_outputs(const std::filesystem::path& directory, const json& summary, const std::string& csv) {
   std::error_code error;
   std::filesystem::create_directories(directory, error);

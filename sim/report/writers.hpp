@@ -44,6 +44,15 @@ nlohmann::json memory_json(const std::vector<RankMemory>& ranks, const Workload&
 void print_memory(std::ostream& out, const std::vector<RankMemory>& ranks, const Workload& workload,
                   const std::vector<GpuInfo>& gpus, const RunInfo& run);
 
+// One row of `trainsim memory --compare`: a value of the compared key and its memory per rank.
+struct ComparisonRow {
+  std::string value;
+  std::vector<RankMemory> ranks;
+  std::vector<GpuInfo> gpus;
+};
+// A markdown table: the breakdown at the peak rank's peak, the peak, and whether it fits.
+void print_memory_comparison_table(std::ostream& out, const std::string& key, const std::vector<ComparisonRow>& rows);
+
 // Writes summary.json and memory.csv into `directory` (created if missing).
 void write_run_outputs(const std::filesystem::path& directory, const nlohmann::json& summary, const std::string& csv);
 

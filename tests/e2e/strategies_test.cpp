@@ -119,3 +119,18 @@ TEST_CASE("the memory timeline shows the accumulation sawtooth") {
   }
   CHECK(drops_to_zero == 4);
 }
+
+TEST_CASE("memory --compare tabulates a key's values") {
+  const CliResult result = run_trainsim("compare", "memory " + tiny + " --compare memory.zero=0,1,2,3");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  std::istringstream table(result.out);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(table, line);)
+    lines.push_back(line);
+  REQUIRE(lines.size() == 6);  // header, rule, four stages
+  CHECK(lines[0] == "| memory.zero | weights | gradients | optimizer | activations | buffers | peak | fits |");
+  CHECK(lines[2].rfind("| 0 |", 0) == 0);
+  CHECK(lines[5].rfind("| 3 |", 0) == 0);
+  const CliResult platform = run_trainsim("compare_platform", "memory " + tiny + " --compare platform.file=a.xml,b.xml");
+  CHECK(platform.status == 2);
+}
