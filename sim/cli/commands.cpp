@@ -17,7 +17,7 @@
 #include "memory/ledger.hpp"
 #include "model/model.hpp"
 #include "platform/platform_loader.hpp"
-#include "program/data_parallel_builder.hpp"
+#include "program/workload_builder.hpp"
 #include "program/trace_io.hpp"
 #include "report/metrics.hpp"
 #include "report/writers.hpp"
@@ -142,14 +142,19 @@ void build_programs(PreparedScenario& prepared) {
   double capacity = prepared.gpus.front().hbm_capacity;
   for (const GpuInfo& gpu : prepared.gpus)
     capacity = std::min(capacity, gpu.hbm_capacity);
-  DataParallelBuild build = build_data_parallel_workload(scenario, prepared.model, capacity);
+  WorkloadBuild build = build_workload(scenario, prepared.model, capacity);
   prepared.workload = std::move(build.workload);
   validate_workload(prepared.workload, scenario.file.string());
   RunInfo& run = prepared.run;
   run.name = scenario.name;
   run.platform = scenario.platform_file.filename().string();
   run.settings = scenario.settings;
-  run.layout = "dp=" + std::to_string(scenario.dp) + (scenario.zero > 0 ? ", ZeRO-" + std::to_string(scenario.zero) : "");
+  run.layout = "dp=" + std::to_string(scenario.dp) + " tp=" + std::to_string(scenario.tp) +
+               (scenario.sp ? "+sp" : "") + " pp=" + std::to_string(scenario.pp) +
+               (scenario.vpp > 1 ? "x" + std::to_string(scenario.vpp) : "") + " cp=" + std::to_string(scenario.cp) +
+               (scenario.pp > 1 ? " (" + std::string(to_string(scenario.schedule)) + ")" : "") +
+               (scenario.zero > 0 ? ", ZeRO-" + std::to_string(scenario.zero) : "");
+  run.coords = build.coords;
   run.micro_batch = scenario.micro_batch;
   run.grad_accum = scenario.grad_accum;
   run.global_batch = scenario.global_batch;

@@ -32,6 +32,14 @@ const std::vector<OptionSpec>& option_specs() {
       {"model.vocab_multiple", "128", "pad the vocabulary to a multiple of this (Megatron: 128)"},
       {"platform.file", "", "SimGrid platform XML, a path or a file in platforms/"},
       {"parallel.dp", "1", "data-parallel degree (number of model replicas)"},
+      {"parallel.tp", "1", "tensor-parallel degree (Megatron column/row-parallel layers)"},
+      {"parallel.pp", "1", "pipeline stages"},
+      {"parallel.vpp", "1", "virtual pipeline stages (model chunks) per pipeline rank; > 1 needs the interleaved schedule"},
+      {"parallel.cp", "1", "context-parallel degree: the sequence is split, K/V go around a ring"},
+      {"parallel.sp", "false", "sequence parallelism on top of tensor parallelism: true | false"},
+      {"parallel.schedule", "auto", "pipeline schedule: gpipe | 1f1b | interleaved (auto: interleaved if vpp > 1, else 1f1b)"},
+      {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
+      {"parallel.layers_per_stage", "uniform", "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (uniform: equal)"},
       {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters)"},
       {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
       {"memory.recompute", "none", "activation recompute: none | selective | full | every:N | optimal"},
@@ -222,6 +230,15 @@ const char* to_string(Precision precision) {
 
 const char* to_string(GradSync sync) { return sync == GradSync::last ? "last" : "every"; }
 
+const char* to_string(Schedule schedule) {
+  switch (schedule) {
+  case Schedule::gpipe: return "gpipe";
+  case Schedule::one_f_one_b: return "1f1b";
+  case Schedule::interleaved: return "interleaved";
+  }
+  return "?";
+}
+
 const char* to_string(Recompute recompute) {
   switch (recompute) {
   case Recompute::none: return "none";
@@ -327,6 +344,44 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
                                              values.raw("platform.file").where + ": platform.file");
 
   scenario.dp = static_cast<int>(values.integer("parallel.dp", 1, max_ranks));
+  scenario.tp = static_cast<int>(values.integer("parallel.tp", 1, 1024));
+  scenario.pp = static_cast<int>(values.integer("parallel.pp", 1, 4096));
+  scenario.vpp = static_cast<int>(values.integer("parallel.vpp", 1, 1024));
+  scenario.cp = static_cast<int>(values.integer("parallel.cp", 1, 4096));
+  scenario.sp = values.boolean("parallel.sp");
+  if (static_cast<double>(scenario.dp) * scenario.tp * scenario.pp * scenario.cp > static_cast<double>(max_ranks))
+    values.fail("parallel.dp", "dp x tp x pp x cp exceeds " + std::to_string(max_ranks) + " ranks");
+  if (scenario.sp && scenario.tp == 1)
+    values.fail("parallel.sp", "sequence parallelism splits over the tensor-parallel group; it needs parallel.tp > 1");
+  if (values.text("parallel.schedule") == "auto")
+    scenario.schedule = scenario.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+  else
+    scenario.schedule = values.choice<Schedule>("parallel.schedule", {{"gpipe", Schedule::gpipe},
+                                                                      {"1f1b", Schedule::one_f_one_b},
+                                                                      {"interleaved", Schedule::interleaved}});
+  if (scenario.vpp > 1 && scenario.schedule != Schedule::interleaved)
+    values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved");
+  {
+    auto dims = split(values.text("parallel.order"), '-');
+    auto sorted = dims;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != std::vector<std::string>{"cp", "dp", "pp", "tp"})
+      values.fail("parallel.order", "not an order of tp, cp, dp and pp; accepted: four of them separated by '-', "
+                                    "innermost first, e.g. tp-cp-dp-pp");
+    scenario.order = values.text("parallel.order");
+  }
+  if (values.text("parallel.layers_per_stage") != "uniform") {
+    for (const auto& part : split(values.text("parallel.layers_per_stage"), ',')) {
+      long long layers = 0;
+      if (!parse_integer(part, layers) || layers < 1)
+        values.fail("parallel.layers_per_stage", "'" + part + "' is not a positive number of layers; accepted: "
+                                                 "pp x vpp comma-separated counts, e.g. 10,12,12,14");
+      scenario.layers_per_stage.push_back(layers);
+    }
+    if (scenario.layers_per_stage.size() != static_cast<std::size_t>(scenario.pp) * scenario.vpp)
+      values.fail("parallel.layers_per_stage", "gives " + std::to_string(scenario.layers_per_stage.size()) +
+                                                   " stages but pp x vpp = " + std::to_string(scenario.pp * scenario.vpp));
+  }
 
   scenario.zero = values.choice<int>("memory.zero", {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"fsdp", 3}});
   scenario.prefetch_depth = static_cast<int>(values.integer("memory.prefetch_depth", 0, 64));
@@ -369,7 +424,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
 
   scenario.seq_len = values.integer("training.seq_len", 1, 100'000'000);
   scenario.micro_batch = values.integer("training.micro_batch", 1, 1'000'000);
-  const long long replica_batch = scenario.micro_batch * scenario.dp;
+  const long long replica_batch = scenario.micro_batch * scenario.dp;  // cp, tp and pp ranks share a replica's batch
   if (values.text("training.global_batch") == "auto")
     scenario.global_batch = replica_batch;
   else
@@ -380,6 +435,18 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
                     std::to_string(scenario.dp) + " = " + std::to_string(replica_batch) +
                     "; gradient accumulation steps must be a whole number");
   scenario.grad_accum = scenario.global_batch / replica_batch;
+  if (scenario.schedule == Schedule::interleaved && scenario.pp > 1 && scenario.grad_accum % scenario.pp != 0)
+    values.fail("training.global_batch", "gives " + std::to_string(scenario.grad_accum) +
+                                             " micro-batches per pipeline, not a multiple of pp = " +
+                                             std::to_string(scenario.pp) + " as the interleaved schedule needs");
+  if (scenario.seq_len % scenario.cp != 0)
+    values.fail("training.seq_len", "not divisible by parallel.cp = " + std::to_string(scenario.cp));
+  if (scenario.sp && scenario.seq_len / scenario.cp % scenario.tp != 0)
+    values.fail("training.seq_len", "the sequence of each cp rank is not divisible by tp = " +
+                                        std::to_string(scenario.tp) + ", as sequence parallelism needs");
+  if (scenario.zero >= 2 && scenario.pp > 1)
+    values.fail("memory.zero", "ZeRO-2/3 shard gradients that pipeline parallelism accumulates across micro-batches; "
+                               "with pp > 1 accepted: 0 or 1 (Megatron's distributed optimizer)");
   if (scenario.grad_accum > 100'000)
     values.fail("training.global_batch", "gives more than 100000 accumulation steps per step");
   scenario.tokens = values.quantity("training.tokens", parse_count);
@@ -407,6 +474,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   scenario.settings["memory.grad_precision"] = to_string(scenario.grad_precision);
   scenario.settings["memory.zero"] = std::to_string(scenario.zero);
   scenario.settings["comm.grad_sync"] = to_string(scenario.grad_sync);
+  scenario.settings["parallel.schedule"] = to_string(scenario.schedule);
   return scenario;
 }
 

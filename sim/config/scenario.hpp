@@ -18,10 +18,12 @@ enum class Precision { fp32, fp16, bf16, fp8 };
 enum class Recompute { none, selective, full, every, optimal };
 // When gradients are reduced under accumulation: after the last micro-batch, or after each one.
 enum class GradSync { last, every };
+enum class Schedule { gpipe, one_f_one_b, interleaved };
 
 const char* to_string(Precision precision);
 const char* to_string(Recompute recompute);
 const char* to_string(GradSync sync);
+const char* to_string(Schedule schedule);
 // Bytes of a stored element: fp8 training keeps its weights and activations in 16-bit.
 double bytes_per_element(Precision precision);
 
@@ -43,6 +45,14 @@ struct Scenario {
   std::filesystem::path platform_file;
 
   int dp = 1;
+  int tp = 1;                         // tensor parallelism (Megatron)
+  int pp = 1;                         // pipeline stages
+  int vpp = 1;                        // virtual stages (model chunks) per pipeline rank
+  int cp = 1;                         // context parallelism: the sequence split over cp ranks
+  bool sp = false;                    // sequence parallelism (needs tp > 1)
+  Schedule schedule = Schedule::one_f_one_b;
+  std::string order = "tp-cp-dp-pp";  // rank order, innermost first
+  std::vector<long long> layers_per_stage;  // explicit split over pp x vpp stages; empty: uniform
 
   int zero = 0;                       // ZeRO stage; FSDP is stage 3
   int prefetch_depth = 1;             // ZeRO-3: layers gathered ahead of use

@@ -1,9 +1,12 @@
 #pragma once
-// Ranks and their coordinates in the parallel layout, and the process groups
-// they form. Rank order puts tp innermost, then cp, then dp, then pp (Megatron's
-// default), so that a tensor-parallel group stays inside a node.
+// Ranks and their coordinates in the parallel layout, and the process groups they
+// form. The rank order is configurable; Megatron's default puts tp innermost, then
+// cp, then dp, then pp, so that a tensor-parallel group stays inside a node.
+#include <array>
+#include <string>
 #include <vector>
 
+#include "config/scenario.hpp"
 #include "program/program.hpp"
 
 namespace trainsim {
@@ -15,19 +18,32 @@ struct RankCoords {
   int cp = 0;
 };
 
+enum class Dim { tp, cp, dp, pp };
+
 struct Layout {
   int dp = 1;
   int tp = 1;
   int pp = 1;
   int cp = 1;
+  std::array<Dim, 4> order = {Dim::tp, Dim::cp, Dim::dp, Dim::pp};  // innermost first
 
   int world() const { return dp * tp * pp * cp; }
+  int size(Dim dim) const;
   RankCoords coords(int rank) const;
   int rank_of(const RankCoords& coords) const;
-  // One data-parallel group per (tp, cp, pp) position, ranks in dp order.
-  std::vector<Group> dp_groups() const;
+  // The ranks that differ from `rank` only along `dims`, in rank order along them.
+  std::vector<int> group_of(int rank, const std::vector<Dim>& dims) const;
+};
+
+// Every process group of a layout, indexed for the programs.
+struct LayoutGroups {
+  std::vector<Group> groups;
+  std::vector<int> tp;        // per rank: its tensor-parallel group, -1 when tp == 1
+  std::vector<int> cp;        // per rank: its context-parallel group, -1 when cp == 1
+  std::vector<int> gradient;  // per rank: the group its gradients are reduced over (dp x cp)
 };
 
 Layout layout_of(const Scenario& scenario);
+LayoutGroups groups_of(const Layout& layout);
 
 } // namespace trainsim

@@ -1,7 +1,8 @@
 #pragma once
-// Per-layer costs of one micro-batch: FLOPs, HBM traffic and the activation bytes
-// kept for backward (Korthikanti et al. 2022, generalised to GQA, SwiGLU and
-// models without dropout), and the roofline that turns work into seconds.
+// Per-layer costs of one micro-batch on one rank: FLOPs, HBM traffic and the
+// activation bytes kept for backward (Korthikanti et al. 2022, generalised to GQA,
+// SwiGLU and models without dropout), sharded by tensor, sequence and context
+// parallelism; and the roofline that turns work into seconds.
 #include "config/scenario.hpp"
 #include "model/model.hpp"
 #include "platform/gpu.hpp"
@@ -21,10 +22,24 @@ struct LayerActivations {
 };
 
 struct LayerCosts {
-  Work forward;
+  Work forward;                // attention_forward + mlp_forward
   Work backward;               // 2x the forward FLOPs, plus writing the weight gradients
+  Work attention_forward;      // norm, QKV projection, attention core, output projection
+  Work mlp_forward;            // norm and the MLP
   Work attention_core;         // forward of QK^T, softmax and (scores x V): recomputed under selective
   LayerActivations activations;
+  double parameters = 0;       // held by one rank (matmuls split over tp, norms replicated)
+  double tp_collective_bytes = 0;  // the activation a TP all-reduce (or SP all-gather) carries
+  double cp_kv_bytes = 0;      // K and V of the whole sequence, gathered around the CP ring
+};
+
+// How a layer is split over ranks: tensor parallelism (Megatron), sequence parallelism on top
+// of it (norms and dropout split along the sequence), context parallelism (the sequence split,
+// attention over the whole of it).
+struct Sharding {
+  long long tp = 1;
+  bool sp = false;
+  long long cp = 1;
 };
 
 struct ModelCosts {
@@ -36,11 +51,17 @@ struct ModelCosts {
   double embedding_activations = 0;   // bytes kept for backward
   double head_activations = 0;
   double activation_gradient_buffer = 0;  // working gradient tensors during backward
-  double model_flops_per_micro_batch = 0; // forward + backward, no recompute: what MFU counts
+  double embedding_parameters = 0;        // held by one rank (vocabulary split over tp)
+  double head_parameters = 0;             // final norm and, if untied, the output layer (split over tp)
+  double model_flops_per_micro_batch = 0; // forward + backward of the whole model, no recompute: MFU
 };
 
 ModelCosts compute_costs(const ModelSpec& model, long long micro_batch, long long seq_len, Precision precision,
-                         Precision grad_precision, bool flash_attention);
+                         Precision grad_precision, bool flash_attention, const Sharding& sharding = {});
+
+// Parameters of one layer held by one rank under tensor parallelism: matmuls and their
+// column-parallel biases are split; norms and row-parallel biases are replicated.
+double layer_parameters_per_rank(const ModelSpec& model, long long tp);
 
 // Adam step over `parameters` parameters: memory-bound traffic per parameter.
 Work optimizer_step_work(double parameters, Precision precision, Precision grad_precision);

@@ -11,7 +11,6 @@
 
 #include "common/error.hpp"
 #include "common/units.hpp"
-#include "layout/layout.hpp"
 #include "model/costs.hpp"
 
 namespace trainsim {
@@ -32,20 +31,27 @@ struct FetchEvent {
 
 constexpr int buckets_in_flight = 2;  // bucket buffers a rank keeps before waiting for the oldest
 
-class DataParallelWriter {
+class DataParallelWriter : private ProgramWriter {
 public:
+  // `gradient_group` reduces the gradients (dp x cp ranks, `gradient_ranks` of them);
+  // `parallel` names this rank's tensor- and context-parallel groups.
   DataParallelWriter(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                     const RecomputePlan& plan)
-      : s_(scenario), model_(model), costs_(costs), plan_(plan), counts_(count_parameters(model)),
-        ranks_(static_cast<double>(scenario.dp)), stage_(scenario.dp > 1 ? scenario.zero : 0) {
-    groups_.push_back({"embedding", static_cast<double>(counts_.embedding + counts_.positions)});
+                     const RecomputePlan& plan, int gradient_group, int gradient_ranks,
+                     const ModelParallelGroups& parallel)
+      : s_(scenario), model_(model), costs_(costs), plan_(plan), ops_(*this, costs, parallel),
+        gradient_group_(gradient_group), ranks_(static_cast<double>(gradient_ranks)),
+        stage_(gradient_ranks > 1 ? scenario.zero : 0) {
+    const ParameterCounts counts = count_parameters(model);
+    const double t = static_cast<double>(scenario.tp);
+    groups_.push_back({"embedding", costs.embedding_parameters});
     for (long long l = 0; l < model.layers; ++l)
-      groups_.push_back({"L" + std::to_string(l), static_cast<double>(counts_.per_layer)});
+      groups_.push_back({"L" + std::to_string(l), costs.layer.parameters});
     // A tied output layer uses the embedding matrix: gathering the head gathers it again.
-    groups_.push_back({"head", static_cast<double>(counts_.final_norm + (model.tied_embeddings
-                                                                              ? counts_.embedding
-                                                                              : counts_.output_head))});
-    head_gradient_parameters_ = static_cast<double>(counts_.final_norm + counts_.output_head);
+    groups_.push_back({"head", costs.head_parameters +
+                                   (model.tied_embeddings ? static_cast<double>(counts.embedding) / t : 0.0)});
+    head_gradient_parameters_ = costs.head_parameters;
+    parameters_ = costs.embedding_parameters + static_cast<double>(model.layers) * costs.layer.parameters +
+                  costs.head_parameters;
   }
 
   Program build() {
@@ -58,58 +64,10 @@ public:
       backward();
     }
     optimizer_step();
-    return std::move(program_);
+    return take();
   }
 
 private:
-  // ---- op emitters -------------------------------------------------------------------------
-
-  OpId compute(const std::string& name, const Work& work, Phase phase, std::vector<OpId> deps = {}) {
-    Op op;
-    op.kind = OpKind::compute;
-    op.name = name;
-    op.flops = work.flops;
-    op.bytes = work.bytes;
-    op.phase = phase;
-    op.deps = std::move(deps);
-    return program_.add(std::move(op));
-  }
-
-  std::optional<OpId> alloc(const std::string& tensor, MemCategory category, double bytes) {
-    if (bytes <= 0)
-      return std::nullopt;
-    Op op;
-    op.kind = OpKind::alloc;
-    op.tensor = tensor;
-    op.category = category;
-    op.bytes = bytes;
-    live_.insert(tensor);
-    return program_.add(std::move(op));
-  }
-
-  // Frees a tensor on the compute stream, after `deps` (a no-op for tensors never allocated).
-  void release(const std::string& tensor, std::vector<OpId> deps = {}) {
-    if (!live_.erase(tensor))
-      return;
-    Op op;
-    op.kind = OpKind::free;
-    op.tensor = tensor;
-    op.deps = std::move(deps);
-    program_.add(std::move(op));
-  }
-
-  OpId collective(Collective kind, double bytes, const std::string& name, std::vector<OpId> deps) {
-    Op op;
-    op.kind = OpKind::collective;
-    op.stream = Stream::dp_comm;
-    op.collective = kind;
-    op.group = 0;
-    op.bytes = bytes;
-    op.name = name;
-    op.deps = std::move(deps);
-    return program_.add(std::move(op));
-  }
-
   std::string mb_suffix() const { return ".mb" + std::to_string(micro_batch_); }
 
   // ---- model states ------------------------------------------------------------------------
@@ -117,20 +75,20 @@ private:
   double shard(double parameters) const { return std::ceil(parameters / ranks_); }
 
   void allocate_model_states() {
-    const double params = static_cast<double>(counts_.total);
+    const double params = parameters_;
     double weight_params = params;
     if (stage_ >= 3) {
       // FSDP shards each group separately; the shards of a tied head are the embedding's.
       weight_params = 0;
       for (std::size_t g = 0; g + 1 < groups_.size(); ++g)
         weight_params += shard(groups_[g].parameters);
-      weight_params += shard(static_cast<double>(counts_.final_norm + counts_.output_head));
+      weight_params += shard(head_gradient_parameters_);
     }
     const double gradient_params = stage_ >= 2 ? shard(params) : params;
     optimizer_params_ = stage_ >= 1 ? shard(params) : params;
     const double master_copy = s_.precision == Precision::fp32 ? 0.0 : 4.0;  // fp32 master weights
     const double gradient_copy = s_.fp32_grad_copy ? 4.0 : 0.0;
-    alloc("weights", MemCategory::weights, weight_params * weight_bytes_per_parameter(s_.precision));
+    alloc("weights", MemCategory::weights, weight_params * (s_.precision == Precision::fp8 ? 3.0 : bytes_per_element(s_.precision)));
     alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
     alloc("optimizer", MemCategory::optimizer,
           optimizer_params_ * (master_copy + gradient_copy + 8.0));  // + momentum, variance
@@ -181,7 +139,7 @@ private:
       const double bytes = groups_[event.group].parameters * bytes_per_element(s_.precision);
       const auto buffer = alloc(fetch_tensor(next_gather_), MemCategory::buffers, bytes);
       gathers_[next_gather_] =
-          collective(Collective::all_gather, bytes, "gather." + fetch_tensor(next_gather_),
+          collective(Stream::dp_comm, Collective::all_gather, gradient_group_, bytes, "gather." + fetch_tensor(next_gather_),
                      buffer ? std::vector<OpId>{*buffer} : std::vector<OpId>{});
       ++next_gather_;
     }
@@ -212,7 +170,7 @@ private:
       release(in_flight_.front().first, {in_flight_.front().second});
       in_flight_.pop_front();
     }
-    const double total = gradient_bytes(static_cast<double>(counts_.total));
+    const double total = gradient_bytes(parameters_);
     bucket_tensor_ = "grad-bucket" + std::to_string(buckets_) + mb_suffix();
     alloc(bucket_tensor_, MemCategory::buffers, std::min(s_.bucket_bytes, total));
     bucket_open_ = true;
@@ -227,10 +185,10 @@ private:
   }
 
   void flush_bucket(OpId producer) {
-    if (pending_bytes_ <= 0 || s_.dp == 1)
+    if (pending_bytes_ <= 0 || ranks_ == 1)
       return;
     const Collective kind = stage_ == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-    const OpId reduce = collective(kind, pending_bytes_,
+    const OpId reduce = collective(Stream::dp_comm, kind, gradient_group_, pending_bytes_,
                                    std::string(stage_ == 0 ? "grad-allreduce" : "grad-reducescatter") + ".bucket" +
                                        std::to_string(buckets_) + mb_suffix(),
                                    {producer});
@@ -260,7 +218,7 @@ private:
     const std::string mb = mb_suffix();
     auto gathered = acquire();
     alloc("embedding.act" + mb, MemCategory::activations, costs_.embedding_activations);
-    compute("embedding.fwd" + mb, costs_.embedding_forward, Phase::forward, gathered);
+    ops_.embedding_forward("embedding.fwd" + mb, gathered);
     release_use();
     const LayerActivations& act = costs_.layer.activations;
     for (const RecomputeSegment& segment : plan_.segments) {
@@ -271,24 +229,24 @@ private:
         if (segment.policy != LayerPolicy::checkpoint)
           alloc(layer_tensor(l, "act"), MemCategory::activations,
                 segment.policy == LayerPolicy::keep ? act.total : act.total - act.attention_core);
-        compute(layer_tensor(l, "fwd"), costs_.layer.forward, Phase::forward, gathered);
+        ops_.forward(layer_tensor(l, "fwd"), gathered, Phase::forward);
         release_use();
       }
     }
     gathered = acquire();
     alloc("head.act" + mb, MemCategory::activations, costs_.head_activations);
-    compute("head.fwd" + mb, costs_.head_forward, Phase::forward, gathered);
+    ops_.head_forward("head.fwd" + mb, gathered);
     release_use();
   }
 
   void backward() {
     const std::string mb = mb_suffix();
     if (accumulates_unsharded() && micro_batch_ == 0)
-      alloc("gradient-accumulator", MemCategory::gradients, gradient_bytes(static_cast<double>(counts_.total)));
+      alloc("gradient-accumulator", MemCategory::gradients, gradient_bytes(parameters_));
     alloc("act-grad" + mb, MemCategory::buffers, costs_.activation_gradient_buffer);
     auto gathered = acquire();
     prepare_gradients();
-    const OpId head = compute("head.bwd" + mb, costs_.head_backward, Phase::backward, gathered);
+    const OpId head = ops_.head_backward("head.bwd" + mb, gathered);
     release("head.act" + mb);
     release_use();
     gradients_ready(head_gradient_parameters_, head, false);
@@ -301,7 +259,7 @@ private:
         for (long long l = first; l <= last; ++l) {
           gathered_for[l] = acquire_and_keep();
           alloc(layer_tensor(l, "act"), MemCategory::activations, act.total);
-          compute(layer_tensor(l, "recompute"), costs_.layer.forward, Phase::recompute, gathered_for[l]);
+          ops_.forward(layer_tensor(l, "recompute"), gathered_for[l], Phase::recompute);
         }
         release("S" + std::to_string(first) + ".input" + mb);
       }
@@ -312,20 +270,20 @@ private:
           compute(layer_tensor(l, "recompute-core"), costs_.layer.attention_core, Phase::recompute, deps);
         }
         prepare_gradients();
-        const OpId backward_op = compute(layer_tensor(l, "bwd"), costs_.layer.backward, Phase::backward, deps);
+        const OpId backward_op = ops_.backward(layer_tensor(l, "bwd"), deps);
         release(layer_tensor(l, "core"));
         release(layer_tensor(l, "act"));
         release_kept(l);
-        gradients_ready(static_cast<double>(counts_.per_layer), backward_op, false);
+        gradients_ready(costs_.layer.parameters, backward_op, false);
       }
     }
     gathered = acquire();
     prepare_gradients();
-    const OpId embedding = compute("embedding.bwd" + mb, costs_.embedding_backward, Phase::backward, gathered);
+    const OpId embedding = ops_.embedding_backward("embedding.bwd" + mb, gathered);
     release("embedding.act" + mb);
     release("act-grad" + mb);
     release_use();
-    gradients_ready(static_cast<double>(counts_.embedding + counts_.positions), embedding, true);
+    gradients_ready(costs_.embedding_parameters, embedding, true);
     if (sync_now_) {
       drain_buckets();
       if (accumulates_unsharded())
@@ -366,10 +324,11 @@ private:
     const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
     if (stage_ == 1 || stage_ == 2) {
       // Each rank updated its shard; the new parameters are all-gathered in buckets.
-      double remaining = static_cast<double>(counts_.total) * bytes_per_element(s_.precision);
+      double remaining = parameters_ * bytes_per_element(s_.precision);
       for (int bucket = 0; remaining > 0; ++bucket) {
         const double bytes = std::min(remaining, s_.bucket_bytes);
-        collective(Collective::all_gather, bytes, "param-allgather.bucket" + std::to_string(bucket), {step});
+        collective(Stream::dp_comm, Collective::all_gather, gradient_group_, bytes,
+                   "param-allgather.bucket" + std::to_string(bucket), {step});
         remaining -= bytes;
       }
     }
@@ -379,14 +338,14 @@ private:
   const ModelSpec& model_;
   const ModelCosts& costs_;
   const RecomputePlan& plan_;
-  const ParameterCounts counts_;
+  LayerOps ops_;
+  const int gradient_group_;
   const double ranks_;
   const int stage_;
   std::vector<ParamGroup> groups_;
+  double parameters_ = 0;          // held by this rank before ZeRO sharding
   double head_gradient_parameters_ = 0;
   double optimizer_params_ = 0;
-  Program program_;
-  std::set<std::string> live_;
   long long micro_batch_ = 0;
   bool sync_now_ = false;
   // ZeRO-3 gathering
@@ -407,7 +366,7 @@ private:
 // What a rank holds besides layer activations: model states, the non-layer activations and
 // buffers; the default activation budget of the optimal plan is what remains of the GPU.
 double default_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                                 double gpu_capacity) {
+                                 double gpu_capacity, int gradient_ranks) {
   if (gpu_capacity <= 0)
     return std::numeric_limits<double>::infinity();
   Scenario keep_nothing = scenario;
@@ -417,7 +376,8 @@ double default_activation_budget(const Scenario& scenario, const ModelSpec& mode
   empty.segments.push_back({0, model.layers, LayerPolicy::keep});
   ModelCosts without_layers = costs;
   without_layers.layer.activations = LayerActivations{};
-  const Program program = DataParallelWriter(keep_nothing, model, without_layers, empty).build();
+  const Program program =
+      DataParallelWriter(keep_nothing, model, without_layers, empty, 0, gradient_ranks, ModelParallelGroups{}).build();
   double peak = 0, used = 0;
   std::map<std::string, double> sizes;
   for (const Op& op : program.ops) {
@@ -434,49 +394,15 @@ double default_activation_budget(const Scenario& scenario, const ModelSpec& mode
 
 } // namespace
 
-double weight_bytes_per_parameter(Precision precision) {
-  return precision == Precision::fp8 ? 3.0 : bytes_per_element(precision);
+Program build_data_parallel_program(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
+                                    const RecomputePlan& plan, int gradient_group, int gradient_ranks,
+                                    const ModelParallelGroups& parallel) {
+  return DataParallelWriter(scenario, model, costs, plan, gradient_group, gradient_ranks, parallel).build();
 }
 
-DataParallelBuild build_data_parallel_workload(const Scenario& scenario, const ModelSpec& model, double gpu_capacity) {
-  if (model.learned_positions && scenario.seq_len > model.max_positions)
-    throw InputError(scenario.file.string() + ": training.seq_len = " + std::to_string(scenario.seq_len) +
-                     " is longer than the " + std::to_string(model.max_positions) + " learned positions of model " +
-                     model.name + "; accepted: at most " + std::to_string(model.max_positions));
-  const double ops_per_rank = static_cast<double>(scenario.grad_accum) * static_cast<double>(model.layers) * 16.0;
-  if (ops_per_rank > 50e6)
-    throw InputError(scenario.file.string() + ": " + std::to_string(scenario.grad_accum) + " micro-batches x " +
-                     std::to_string(model.layers) + " layers makes a program of about " + format_count(ops_per_rank) +
-                     " ops per rank; accepted: at most 50M (fewer accumulation steps or layers)");
-  if (scenario.recompute == Recompute::every && scenario.recompute_every > model.layers)
-    throw InputError(scenario.file.string() + ": memory.recompute = every:" + std::to_string(scenario.recompute_every) +
-                     " is longer than the model's " + std::to_string(model.layers) + " layers; accepted: every:1 to every:" +
-                     std::to_string(model.layers));
-  const ModelCosts costs = compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
-                                         scenario.grad_precision, scenario.flash_attention);
-  double budget = 0;
-  if (scenario.recompute == Recompute::optimal)
-    budget = scenario.activation_budget > 0 ? scenario.activation_budget
-                                            : default_activation_budget(scenario, model, costs, gpu_capacity);
-
-  DataParallelBuild build;
-  build.recompute = plan_recompute(scenario, model.layers, costs.layer, budget);
-  const Layout layout = layout_of(scenario);
-  Workload& workload = build.workload;
-  workload.groups = layout.dp_groups();
-  workload.step.model = model.name;
-  workload.step.parameters = static_cast<double>(count_parameters(model).total);
-  workload.step.tokens_per_step = static_cast<double>(scenario.global_batch * scenario.seq_len);
-  workload.step.model_flops_per_step =
-      costs.model_flops_per_micro_batch * static_cast<double>(scenario.grad_accum) * scenario.dp;
-  workload.step.precision = scenario.precision;
-  workload.step.efficiency = scenario.efficiency;
-
-  // Every rank of a replica-only layout runs the same program on its own data.
-  const auto program =
-      std::make_shared<const Program>(DataParallelWriter(scenario, model, costs, build.recompute).build());
-  workload.programs.assign(static_cast<std::size_t>(layout.world()), program);
-  return build;
+double data_parallel_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
+                                       double gpu_capacity, int gradient_ranks) {
+  return default_activation_budget(scenario, model, costs, gpu_capacity, gradient_ranks);
 }
 
 } // namespace trainsim

@@ -1,5 +1,6 @@
 #pragma once
-// Data-parallel training with ZeRO (Rajbhandari et al. 2020) / FSDP, as per-rank programs:
+// Data-parallel training with ZeRO (Rajbhandari et al. 2020) / FSDP, as one rank's program,
+// with tensor and context parallelism inside each layer (LayerOps) but no pipeline:
 // - stage 0 (DDP): every rank holds everything; gradients are all-reduced in buckets on the
 //   dp-comm stream while backward runs;
 // - stage 1: optimizer states are sharded; gradients are reduce-scattered, each rank updates
@@ -11,23 +12,21 @@
 // Activation recompute follows a RecomputePlan; gradient accumulation runs micro-batches back to
 // back with the gradient reduction after the last one or after each (comm.grad_sync).
 #include "config/scenario.hpp"
+#include "model/costs.hpp"
 #include "model/model.hpp"
 #include "program/program.hpp"
+#include "program/program_writer.hpp"
 #include "program/recompute_plan.hpp"
 
 namespace trainsim {
 
-struct DataParallelBuild {
-  Workload workload;
-  RecomputePlan recompute;
-};
+// `gradient_group` (of `gradient_ranks` ranks: dp x cp) reduces the gradients and shards ZeRO states.
+Program build_data_parallel_program(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
+                                    const RecomputePlan& plan, int gradient_group, int gradient_ranks,
+                                    const ModelParallelGroups& parallel);
 
-// `gpu_capacity` (bytes, 0 when unknown) sets the default activation budget of the optimal
-// recompute plan. Throws InputError when the scenario does not suit the model.
-DataParallelBuild build_data_parallel_workload(const Scenario& scenario, const ModelSpec& model, double gpu_capacity);
-
-// Bytes per parameter of the weights a rank keeps: 16-bit (fp8 training adds a cached fp8 copy)
-// or 32-bit.
-double weight_bytes_per_parameter(Precision precision);
+// What the GPU has left for layer activations at the program's peak without them.
+double data_parallel_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
+                                       double gpu_capacity, int gradient_ranks);
 
 } // namespace trainsim

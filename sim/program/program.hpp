@@ -17,14 +17,16 @@
 namespace trainsim {
 
 enum class OpKind : std::uint8_t { compute, collective, send, recv, copy, read, write, alloc, free };
-enum class Stream : std::uint8_t { compute, tp_comm, dp_comm, pp_comm, copy, io };
+// pp-comm carries activations to the next pipeline stage, pp-bwd gradients to the previous one:
+// two streams, so that a send blocked on a busy neighbour never holds up the other direction.
+enum class Stream : std::uint8_t { compute, tp_comm, dp_comm, pp_comm, copy, io, cp_comm, pp_bwd };
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast };
 enum class MemCategory : std::uint8_t { weights, gradients, optimizer, activations, buffers };
 enum class Device : std::uint8_t { gpu, host, nvme };
 // What a compute op is part of, for reports (recompute time, Gantt charts).
 enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer };
 
-constexpr int stream_count = 6;
+constexpr int stream_count = 8;
 constexpr int category_count = 5;
 constexpr int device_count = 3;
 

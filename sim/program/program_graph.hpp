@@ -1,6 +1,7 @@
 #pragma once
 // The dependency structure of a program: an op waits for the previous op of its
-// stream and for its explicit deps. Built once per distinct program.
+// stream and for its explicit deps; send and recv wait for their deps only. Built
+// once per distinct program.
 #include <vector>
 
 #include "program/program.hpp"

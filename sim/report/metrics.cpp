@@ -44,12 +44,29 @@ double uncovered_time(const std::vector<Interval>& covered, const std::vector<In
   return uncovered;
 }
 
+std::vector<Interval> merge_intervals(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> all;
+  all.reserve(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(all),
+             [](const Interval& x, const Interval& y) { return x.start < y.start; });
+  std::vector<Interval> merged;
+  for (const Interval& interval : all) {
+    if (!merged.empty() && interval.start <= merged.back().end)
+      merged.back().end = std::max(merged.back().end, interval.end);
+    else
+      merged.push_back(interval);
+  }
+  return merged;
+}
+
 std::string comm_kind(const Op& op, const Workload& workload) {
   switch (op.kind) {
   case OpKind::collective: return workload.groups[op.group].kind;
   case OpKind::send:
   case OpKind::recv: {
     const std::string stream = to_string(op.stream);
+    if (stream.rfind("pp", 0) == 0)
+      return "pp";
     const auto dash = stream.find("-comm");
     return dash == std::string::npos ? "p2p" : stream.substr(0, dash);
   }
@@ -74,10 +91,14 @@ void StepCollector::op_started(int rank, OpId id, double time) {
     state.compute.begin(time);
     if (op.phase == Phase::recompute)
       state.recompute.begin(time);
+    if (op.phase == Phase::optimizer)
+      state.optimizer.begin(time);
+    state.flops += op.flops;
     return;
   }
   const std::string kind = comm_kind(op, workload_);
-  if (kind.empty())
+  // A receive spans the wait for its sender; the transfer itself is the send's span.
+  if (kind.empty() || op.kind == OpKind::recv)
     return;
   state.comm[kind].begin(time);
   if (op.kind == OpKind::collective)
@@ -95,9 +116,11 @@ void StepCollector::op_finished(int rank, OpId id, double time) {
     state.compute.end(time);
     if (op.phase == Phase::recompute)
       state.recompute.end(time);
+    if (op.phase == Phase::optimizer)
+      state.optimizer.end(time);
   } else if (op.kind == OpKind::alloc || op.kind == OpKind::free) {
     state.memory.apply(op, time);
-  } else {
+  } else if (op.kind != OpKind::recv) {
     const std::string kind = comm_kind(op, workload_);
     if (!kind.empty())
       state.comm[kind].end(time);
@@ -121,6 +144,34 @@ MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::
   return summary;
 }
 
+StepBreakdown StepCollector::breakdown_of(const RankState& state, const RankMetrics& rank, double step_time) const {
+  StepBreakdown breakdown;
+  breakdown.recompute_s = rank.recompute_s;
+  breakdown.optimizer_s = rank.optimizer_s;
+  breakdown.compute_s = rank.compute_s - rank.recompute_s - rank.optimizer_s;
+  // Communication kinds in a fixed priority: the ones inside a layer first, then the gradient
+  // reductions, then the pipeline transfers.
+  static const std::vector<std::string> priority = {"tp", "cp", "dp", "emb", "pp"};
+  std::vector<std::string> kinds;
+  for (const std::string& kind : priority)
+    if (state.comm.count(kind))
+      kinds.push_back(kind);
+  for (const auto& [kind, busy] : state.comm)
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
+      kinds.push_back(kind);
+  std::vector<Interval> covered = state.compute.intervals();
+  double accounted = rank.compute_s;
+  for (const std::string& kind : kinds) {
+    const auto& intervals = state.comm.at(kind).intervals();
+    const double exposed = uncovered_time(intervals, covered);
+    breakdown.exposed_comm_s[kind] = exposed;
+    accounted += exposed;
+    covered = merge_intervals(covered, intervals);
+  }
+  breakdown.bubble_s = std::max(0.0, step_time - accounted);
+  return breakdown;
+}
+
 StepMetrics StepCollector::finish(double training_tokens) const {
   const std::vector<GpuInfo>& gpus = gpus_;
   StepMetrics metrics;
@@ -134,6 +185,8 @@ StepMetrics StepCollector::finish(double training_tokens) const {
     out.finish_s = state.finish;
     out.compute_s = state.compute.total();
     out.recompute_s = state.recompute.total();
+    out.optimizer_s = state.optimizer.total();
+    out.hardware_flops = state.flops;
     // Every kind of group in the layout is reported, with zeros when it moved nothing.
     for (const Group& group : workload_.groups)
       out.comm[group.kind];
@@ -155,9 +208,15 @@ StepMetrics StepCollector::finish(double training_tokens) const {
     metrics.ranks.push_back(std::move(out));
   }
   metrics.memory = summarize_memory(memories, gpus);
+  double hardware_flops = 0;
+  for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
+    metrics.ranks[rank].breakdown = breakdown_of(ranks_[rank], metrics.ranks[rank], metrics.step_time_s);
+    hardware_flops += metrics.ranks[rank].hardware_flops;
+  }
   if (metrics.step_time_s > 0) {
     metrics.tokens_per_s = workload_.step.tokens_per_step / metrics.step_time_s;
     metrics.mfu = workload_.step.model_flops_per_step / (metrics.step_time_s * peak_flops);
+    metrics.hfu = hardware_flops / (metrics.step_time_s * peak_flops);
     if (metrics.tokens_per_s > 0)
       metrics.time_to_train_s = training_tokens / metrics.tokens_per_s;
   }

@@ -32,6 +32,8 @@ private:
 
 // Length of `covered` not overlapped by `cover` (both sorted, disjoint).
 double uncovered_time(const std::vector<Interval>& covered, const std::vector<Interval>& cover);
+// The union of two sorted, disjoint interval lists.
+std::vector<Interval> merge_intervals(const std::vector<Interval>& a, const std::vector<Interval>& b);
 
 struct CommMetrics {
   double total_s = 0;     // time with at least one such transfer in flight
@@ -39,12 +41,26 @@ struct CommMetrics {
   double bytes = 0;       // bytes this rank sent
 };
 
+// Where a rank's step went, each instant counted once, in priority order: computing (forward
+// and backward, recompute, optimizer), else communicating while no compute runs (by kind), else
+// idle: waiting for pipeline peers (the bubble). The parts add up to the step time.
+struct StepBreakdown {
+  double compute_s = 0;
+  double recompute_s = 0;
+  double optimizer_s = 0;
+  std::map<std::string, double> exposed_comm_s;
+  double bubble_s = 0;
+};
+
 struct RankMetrics {
   int rank = 0;
   std::string host;
   double finish_s = 0;
-  double compute_s = 0;
+  double compute_s = 0;                      // forward, backward, recompute and optimizer
   double recompute_s = 0;                    // of compute_s, re-running forward for backward
+  double optimizer_s = 0;                    // of compute_s, the optimizer step
+  double hardware_flops = 0;                 // FLOPs this rank executed, recompute included
+  StepBreakdown breakdown;
   std::map<std::string, CommMetrics> comm;   // by kind: dp, tp, pp, cp, copy, io
   RankMemory memory;
   std::vector<MemoryPoint> timeline;
@@ -61,6 +77,7 @@ struct StepMetrics {
   double step_time_s = 0;
   double tokens_per_s = 0;      // 0 when the workload does not say how many tokens a step is
   double mfu = 0;               // 0 when model FLOPs are unknown
+  double hfu = 0;               // hardware FLOPs (recompute included) over the peak
   double time_to_train_s = 0;
   int critical_rank = 0;        // the rank that finished last
   std::vector<RankMetrics> ranks;
@@ -82,12 +99,15 @@ private:
   struct RankState {
     BusyTime compute;
     BusyTime recompute;
+    BusyTime optimizer;
+    double flops = 0;
     std::map<std::string, BusyTime> comm;
     std::map<std::string, double> comm_bytes;
     MemoryTracker memory;
     double finish = 0;
     RankState(bool keep_timeline, double capacity) : memory(keep_timeline, capacity) {}
   };
+  StepBreakdown breakdown_of(const RankState& state, const RankMetrics& rank, double step_time) const;
   const Workload& workload_;
   const std::vector<GpuInfo>& gpus_;
   std::vector<RankState> ranks_;

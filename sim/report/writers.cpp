@@ -64,15 +64,47 @@ json memory_section(const std::vector<RankMemory>& ranks, const std::vector<GpuI
   return out;
 }
 
+json breakdown_json(const StepBreakdown& breakdown) {
+  json comm = json::object();
+  for (const auto& [kind, seconds] : breakdown.exposed_comm_s)
+    comm[kind] = seconds;
+  return {{"compute_s", breakdown.compute_s},
+          {"recompute_s", breakdown.recompute_s},
+          {"optimizer_s", breakdown.optimizer_s},
+          {"exposed_comm_s", comm},
+          {"bubble_s", breakdown.bubble_s}};
+}
+
+// Per pipeline stage: the highest peak among its ranks, and which rank has it.
+json stages_json(const std::vector<RankMemory>& ranks, const RunInfo& run) {
+  std::map<int, std::pair<double, int>> worst;
+  for (std::size_t rank = 0; rank < ranks.size() && rank < run.coords.size(); ++rank) {
+    auto& entry = worst.try_emplace(run.coords[rank].pp, -1.0, 0).first->second;
+    if (ranks[rank].gpu().peak > entry.first)
+      entry = {ranks[rank].gpu().peak, static_cast<int>(rank)};
+  }
+  json stages = json::array();
+  for (const auto& [stage, entry] : worst)
+    stages.push_back({{"stage", stage}, {"peak_bytes", entry.first}, {"rank", entry.second}});
+  return stages;
+}
+
 json run_json(const Workload& workload, const std::vector<GpuInfo>& gpus, const RunInfo& run) {
   json settings = json::object();
   for (const auto& [key, value] : run.settings)
     settings[key] = value;
+  json placement = json::array();
+  for (std::size_t rank = 0; rank < run.coords.size() && rank < gpus.size(); ++rank) {
+    const RankCoords& c = run.coords[rank];
+    placement.push_back(
+        {{"rank", rank}, {"host", gpus[rank].host}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"cp", c.cp}});
+  }
   json out = {{"name", run.name},
           {"settings", settings},
           {"model", {{"name", workload.step.model}, {"parameters", workload.step.parameters}}},
           {"platform", {{"file", run.platform}, {"gpus_used", workload.ranks()}, {"gpu", gpus.front().model}}},
           {"layout", run.layout},
+          {"placement", placement},
           {"tokens_per_step", workload.step.tokens_per_step},
           {"precision", to_string(workload.step.precision)}};
   if (run.recompute) {
@@ -168,6 +200,7 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
   out["step_time_s"] = metrics.step_time_s;
   out["tokens_per_s"] = metrics.tokens_per_s;
   out["mfu"] = metrics.mfu;
+  out["hfu"] = metrics.hfu;
   out["time_to_train_s"] = metrics.time_to_train_s;
   out["training_tokens"] = run.training_tokens;
 
@@ -175,6 +208,8 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
   for (const auto& rank : metrics.ranks)
     memories.push_back(rank.memory);
   out["memory"] = memory_section(memories, gpus, true);
+  if (!run.coords.empty())
+    out["memory"]["stages"] = stages_json(memories, run);
 
   const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
   const auto comm_json = [](const std::map<std::string, CommMetrics>& comm) {
@@ -190,10 +225,16 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
                      {"finish_s", rank.finish_s},
                      {"compute_s", rank.compute_s},
                      {"recompute_s", rank.recompute_s},
+                     {"bubble_s", rank.breakdown.bubble_s},
+                     {"bubble_fraction", metrics.step_time_s > 0 ? rank.breakdown.bubble_s / metrics.step_time_s : 0.0},
                      {"comm", comm_json(rank.comm)}});
   out["time"] = {{"critical_rank", metrics.critical_rank},
                  {"compute_s", critical.compute_s},
                  {"recompute_s", critical.recompute_s},
+                 {"optimizer_s", critical.optimizer_s},
+                 {"bubble_s", critical.breakdown.bubble_s},
+                 {"bubble_fraction", metrics.step_time_s > 0 ? critical.breakdown.bubble_s / metrics.step_time_s : 0.0},
+                 {"breakdown", breakdown_json(critical.breakdown)},
                  {"comm", comm_json(critical.comm)},
                  {"ranks", ranks}};
   return out;
@@ -210,7 +251,8 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
                 format_count(run.training_tokens).c_str());
   }
   if (metrics.mfu > 0)
-    out << line("  %-16s %.1f %%\n", "MFU", 100.0 * metrics.mfu);
+    out << line("  %-16s %.1f %% (hardware FLOPs, recompute included: HFU %.1f %%)\n", "MFU", 100.0 * metrics.mfu,
+                100.0 * metrics.hfu);
   std::vector<RankMemory> memories;
   for (const auto& rank : metrics.ranks)
     memories.push_back(rank.memory);
@@ -224,6 +266,26 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
     out << line("  %-16s total %s, exposed %s, %s sent per rank\n", ("comm " + kind).c_str(),
                 format_seconds(comm.total_s).c_str(), format_seconds(comm.exposed_s).c_str(),
                 format_bytes(comm.bytes).c_str());
+  const StepBreakdown& parts = critical.breakdown;
+  std::string step_parts = "compute " + format_seconds(parts.compute_s);
+  if (parts.recompute_s > 0)
+    step_parts += " + recompute " + format_seconds(parts.recompute_s);
+  step_parts += " + optimizer " + format_seconds(parts.optimizer_s);
+  for (const auto& [kind, seconds] : parts.exposed_comm_s)
+    if (seconds > 0)
+      step_parts += " + exposed " + kind + " " + format_seconds(seconds);
+  step_parts += " + bubble " + format_seconds(parts.bubble_s);
+  out << line("  %-16s %s (rank %d)\n", "step breakdown", step_parts.c_str(), critical.rank);
+  if (!run.coords.empty() && run.coords.size() == memories.size()) {
+    const json stages = stages_json(memories, run);
+    if (stages.size() > 1) {
+      std::string text;
+      for (const json& stage : stages)
+        text += (text.empty() ? "" : ", ") + std::to_string(stage["stage"].get<int>()) + ": " +
+                format_bytes(stage["peak_bytes"].get<double>());
+      out << line("  %-16s %s\n", "stage peaks", text.c_str());
+    }
+  }
 }
 
 std::string memory_csv(const StepMetrics& metrics) {

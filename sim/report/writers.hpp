@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memory/ledger.hpp"
+#include "layout/layout.hpp"
 #include "platform/gpu.hpp"
 #include "program/recompute_plan.hpp"
 #include "report/metrics.hpp"
@@ -30,6 +31,7 @@ struct RunInfo {
   long long seq_len = 0;
   double training_tokens = 0;
   std::optional<RecomputePlan> recompute;        // absent for a replayed trace
+  std::vector<RankCoords> coords;                // per rank; empty for a replayed trace
 };
 
 nlohmann::json summary_json(const StepMetrics& metrics, const Workload& workload, const std::vector<GpuInfo>& gpus,

@@ -34,8 +34,8 @@ fs::path scenario_with(const std::string& name, const std::string& extra) {
 } // namespace
 
 TEST_CASE("an unknown scenario key") {
-  const auto file = scenario_with("unknown_key", "\n[parallel]\ntp = 2\n");
-  expect_input_error("unknown_key", "run " + file.string() + " --out out", {"bad.ini:20", "parallel.tp", "accepted"});
+  const auto file = scenario_with("unknown_key", "\n[parallel]\nep = 2\n");
+  expect_input_error("unknown_key", "run " + file.string() + " --out out", {"bad.ini:20", "parallel.ep", "accepted"});
 }
 
 TEST_CASE("a bad value on the command line") {
@@ -81,11 +81,12 @@ TEST_CASE("an unknown command or option") {
 }
 
 TEST_CASE("a trace that deadlocks is reported, not hung") {
-  // Rank 0 waits for rank 1 and rank 1 for rank 0 before either sends.
+  // Rank 0 waits for rank 1 and rank 1 for rank 0 before either sends (each send depends on
+  // its rank's receive).
   const fs::path dir = fresh_dir("deadlock_trace");
   std::ofstream(dir / "workload.txt") << "format 1\nranks 2\nprogram a.trace 0\nprogram b.trace 1\n";
-  std::ofstream(dir / "a.trace") << "0 recv peer=1 bytes=10\n1 send peer=1 bytes=10\n";
-  std::ofstream(dir / "b.trace") << "0 recv peer=0 bytes=10\n1 send peer=0 bytes=10\n";
+  std::ofstream(dir / "a.trace") << "0 recv peer=1 bytes=10\n1 send peer=1 bytes=10 deps=0\n";
+  std::ofstream(dir / "b.trace") << "0 recv peer=0 bytes=10\n1 send peer=0 bytes=10 deps=0\n";
   const CliResult result = run_trainsim("deadlock", "replay " + dir.string() + " --platform dgx-a100.xml --out out");
   CHECK(result.status == 2);
   CHECK(result.err.find("deadlocked") != std::string::npos);

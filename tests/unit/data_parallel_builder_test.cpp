@@ -7,7 +7,7 @@
 #include "memory/ledger.hpp"
 #include "model/costs.hpp"
 #include "program/collective_plan.hpp"
-#include "program/data_parallel_builder.hpp"
+#include "program/workload_builder.hpp"
 #include "test_support.hpp"
 
 using namespace trainsim;
@@ -45,22 +45,22 @@ TEST_CASE("DDP model states are 16 bytes per parameter with 16-bit gradients, 18
   const Scenario fp16 = tiny_scenario({"memory.precision=fp16"});
   const ModelSpec model = tiny_model(fp16);
   const double parameters = static_cast<double>(count_parameters(model).total);
-  const Workload fp16_work = build_data_parallel_workload(fp16, model, 0).workload;
+  const Workload fp16_work = build_workload(fp16, model, 0).workload;
   CHECK(model_state_bytes(memory_in_program_order(fp16_work.program(0))) == 16 * parameters);
 
   const Scenario bf16 = tiny_scenario({"memory.precision=bf16"});
-  CHECK(model_state_bytes(memory_in_program_order(build_data_parallel_workload(bf16, model, 0).workload.program(0))) == 18 * parameters);
+  CHECK(model_state_bytes(memory_in_program_order(build_workload(bf16, model, 0).workload.program(0))) == 18 * parameters);
 
   // fp32 training: 4 (weights) + 4 (gradients) + 8 (momentum, variance) = 16, Megatron's table.
   const Scenario fp32 = tiny_scenario({"memory.precision=fp32"});
-  CHECK(model_state_bytes(memory_in_program_order(build_data_parallel_workload(fp32, model, 0).workload.program(0))) == 16 * parameters);
+  CHECK(model_state_bytes(memory_in_program_order(build_workload(fp32, model, 0).workload.program(0))) == 16 * parameters);
 }
 
 TEST_CASE("the peak is model states plus one micro-batch of activations at the end of its forward") {
   const Scenario scenario = tiny_scenario();
   const ModelSpec model = tiny_model(scenario);
   const ModelCosts costs = compute_costs(model, 2, 256, Precision::bf16, Precision::fp32, true);
-  const RankMemory memory = memory_in_program_order(build_data_parallel_workload(scenario, model, 0).workload.program(0));
+  const RankMemory memory = memory_in_program_order(build_workload(scenario, model, 0).workload.program(0));
   // Forward keeps every layer's activations, the embedding dropout mask and the head's inputs and
   // fp32 logits; backward then adds the activation-gradient buffer before the head frees its logits.
   const double expected = model_state_bytes(memory) + 4 * costs.layer.activations.total + costs.embedding_activations +
@@ -73,7 +73,7 @@ TEST_CASE("the peak is model states plus one micro-batch of activations at the e
 TEST_CASE("full recompute keeps only 2sbh per layer and re-runs each layer's forward in backward") {
   const Scenario scenario = tiny_scenario({"memory.recompute=full"});
   const ModelSpec model = tiny_model(scenario);
-  const Workload workload = build_data_parallel_workload(scenario, model, 0).workload;
+  const Workload workload = build_workload(scenario, model, 0).workload;
   const Program& program = workload.program(0);
   const double sbh = 256.0 * 2 * 256;
   double kept_after_forward = 0;
@@ -96,7 +96,7 @@ TEST_CASE("gradients are all-reduced in buckets once per step, after the last mi
   const Scenario scenario = tiny_scenario({"training.global_batch=32", "comm.bucket_size=1MB"});
   REQUIRE(scenario.grad_accum == 4);
   const ModelSpec model = tiny_model(scenario);
-  const Workload workload = build_data_parallel_workload(scenario, model, 0).workload;
+  const Workload workload = build_workload(scenario, model, 0).workload;
   const Program& program = workload.program(0);
   const auto collectives = ops_of_kind(program, OpKind::collective);
   REQUIRE(collectives.size() >= 2);
@@ -118,7 +118,7 @@ TEST_CASE("gradients are all-reduced in buckets once per step, after the last mi
 
 TEST_CASE("a single replica has no all-reduce") {
   const Scenario scenario = tiny_scenario({"parallel.dp=1", "training.global_batch=2"});
-  const Workload workload = build_data_parallel_workload(scenario, tiny_model(scenario), 0).workload;
+  const Workload workload = build_workload(scenario, tiny_model(scenario), 0).workload;
   CHECK(ops_of_kind(workload.program(0), OpKind::collective).empty());
 }
 
@@ -126,7 +126,7 @@ TEST_CASE("every activation allocated in a step is freed in it") {
   for (const char* recompute : {"none", "selective", "full"}) {
     CAPTURE(recompute);
     const Scenario scenario = tiny_scenario({std::string("memory.recompute=") + recompute, "memory.flash_attention=false"});
-    const RankMemory memory = memory_in_program_order(build_data_parallel_workload(scenario, tiny_model(scenario), 0).workload.program(0));
+    const RankMemory memory = memory_in_program_order(build_workload(scenario, tiny_model(scenario), 0).workload.program(0));
     CHECK(memory.persistent_gpu[static_cast<int>(MemCategory::activations)] == 0);
     CHECK(memory.persistent_gpu[static_cast<int>(MemCategory::buffers)] == 0);
   }
@@ -134,7 +134,7 @@ TEST_CASE("every activation allocated in a step is freed in it") {
 
 TEST_CASE("sequences longer than learned positions are refused") {
   const Scenario scenario = tiny_scenario({"training.seq_len=4096"});
-  CHECK_THROWS_AS(build_data_parallel_workload(scenario, tiny_model(scenario), 0), InputError);
+  CHECK_THROWS_AS(build_workload(scenario, tiny_model(scenario), 0), InputError);
 }
 
 namespace {
@@ -182,7 +182,7 @@ TEST_CASE("model states per rank follow the ZeRO formulas for every stage") {
     const Scenario scenario = zero_scenario(stage, 64);
     const ModelSpec model = tiny_model(scenario);
     REQUIRE(count_parameters(model).total == psi);
-    const RankMemory memory = memory_in_program_order(build_data_parallel_workload(scenario, model, 0).workload.program(0));
+    const RankMemory memory = memory_in_program_order(build_workload(scenario, model, 0).workload.program(0));
     CHECK(model_state_bytes(memory) == doctest::Approx(expected[stage]).epsilon(1e-12));
     // The paper's worked example: the same bytes per parameter for 7.5e9 parameters at N = 64
     // give 120, 31.4, 16.6 and 1.9 GB.
@@ -206,7 +206,7 @@ TEST_CASE("bytes per parameter follow the Megatron-LM table for each precision")
       const Scenario scenario = zero_scenario(stage, 8, {std::string("memory.precision=") + row.precision,
                                                          "memory.fp32_grad_copy=true"});
       const RankMemory memory =
-          memory_in_program_order(build_data_parallel_workload(scenario, tiny_model(scenario), 0).workload.program(0));
+          memory_in_program_order(build_workload(scenario, tiny_model(scenario), 0).workload.program(0));
       const double megatron = stage == 0 ? row.replicated : row.distributed;
       CHECK(model_state_bytes(memory) / psi == doctest::Approx(megatron).epsilon(1e-9));
     }
@@ -220,7 +220,7 @@ TEST_CASE("communication per step is 2 Psi elements for DDP, ZeRO-1 and ZeRO-2 a
   for (int stage = 0; stage <= 3; ++stage) {
     CAPTURE(stage);
     const Scenario scenario = zero_scenario(stage, 64);
-    const Workload workload = build_data_parallel_workload(scenario, tiny_model(scenario), 0).workload;
+    const Workload workload = build_workload(scenario, tiny_model(scenario), 0).workload;
     const double elements = stage == 3 ? 3 * psi : 2 * psi;
     CHECK(bytes_sent(workload) == doctest::Approx(2.0 /* fp16 */ * elements * ring).epsilon(1e-12));
   }
@@ -230,11 +230,11 @@ TEST_CASE("ZeRO-3 keeps prefetch_depth + 1 gathered layers and ZeRO-2 two gradie
   for (int depth : {0, 1, 3}) {
     CAPTURE(depth);
     const Scenario scenario = zero_scenario(3, 8, {"memory.prefetch_depth=" + std::to_string(depth)});
-    const Workload workload = build_data_parallel_workload(scenario, tiny_model(scenario), 0).workload;
+    const Workload workload = build_workload(scenario, tiny_model(scenario), 0).workload;
     CHECK(most_live(workload.program(0), ".params.") == depth + 1);
   }
   const Scenario zero2 = zero_scenario(2, 8, {"comm.bucket_size=400KB"});
-  const Workload workload = build_data_parallel_workload(zero2, tiny_model(zero2), 0).workload;
+  const Workload workload = build_workload(zero2, tiny_model(zero2), 0).workload;
   CHECK(most_live(workload.program(0), "grad-bucket") == 2);
   double biggest = 0;
   for (const Op& op : workload.program(0).ops)
@@ -245,9 +245,9 @@ TEST_CASE("ZeRO-3 keeps prefetch_depth + 1 gathered layers and ZeRO-2 two gradie
 
 TEST_CASE("ZeRO-2/3 reduce every micro-batch by default; last-only accumulates full gradients first") {
   const Scenario every = zero_scenario(2, 8, {"training.global_batch=32"});  // 4 micro-batches
-  const Workload reduce_every = build_data_parallel_workload(every, tiny_model(every), 0).workload;
+  const Workload reduce_every = build_workload(every, tiny_model(every), 0).workload;
   const Scenario last = zero_scenario(2, 8, {"training.global_batch=32", "comm.grad_sync=last"});
-  const Workload reduce_last = build_data_parallel_workload(last, tiny_model(last), 0).workload;
+  const Workload reduce_last = build_workload(last, tiny_model(last), 0).workload;
   // Every: four reduce-scatters of the gradients and one all-gather of the parameters; last: one
   // of each. All fp16, so 5 : 2.
   CHECK(bytes_sent(reduce_every) == doctest::Approx(2.5 * bytes_sent(reduce_last)));
@@ -276,7 +276,7 @@ TEST_CASE("ZeRO-3 memory matches DeepSpeed's estimator: 18 Psi / N + 4 Lambda") 
       {"parallel.dp=4", "training.global_batch=4", "training.micro_batch=1", "training.seq_len=1", "memory.zero=3",
        "memory.prefetch_depth=0", "memory.precision=bf16", "comm.bucket_size=" + std::to_string(2 * lambda)});
   const RankMemory memory =
-      memory_in_program_order(build_data_parallel_workload(scenario, model, 0).workload.program(0));
+      memory_in_program_order(build_workload(scenario, model, 0).workload.program(0));
   const double mib = 1024.0 * 1024;
   CHECK(memory.gpu().peak / mib == doctest::Approx(3291 + 2 * lambda / mib).epsilon(0.005));
 }

@@ -3,7 +3,7 @@
 #include <fstream>
 
 #include "common/error.hpp"
-#include "program/data_parallel_builder.hpp"
+#include "program/workload_builder.hpp"
 #include "program/trace_io.hpp"
 #include "test_support.hpp"
 
@@ -47,7 +47,7 @@ seq_len = 128
 global_batch = 8
 )");
   const Scenario scenario = load_scenario(file, {});
-  const Workload original = build_data_parallel_workload(scenario, load_model(scenario.model_file, 128), 0).workload;
+  const Workload original = build_workload(scenario, load_model(scenario.model_file, 128), 0).workload;
   const fs::path dir = fresh_dir("roundtrip");
   write_trace(original, dir);
   const Workload copy = read_trace(dir);

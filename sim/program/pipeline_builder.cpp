@@ -1,0 +1,296 @@
+#include "program/pipeline_builder.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.hpp"
+#include "program/pipeline_schedule.hpp"
+#include "program/program_writer.hpp"
+
+namespace trainsim {
+namespace {
+
+class PipelineWriter : private ProgramWriter {
+public:
+  PipelineWriter(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
+                 const std::vector<RecomputePlan>& plans, const PipelinePlacement& placement, int rank)
+      : s_(scenario), model_(model), costs_(costs), plans_(plans), layout_(*placement.layout), rank_(rank),
+        coords_(layout_.coords(rank)), p_(scenario.pp), v_(scenario.vpp),
+        gradient_group_(placement.groups->gradient[rank]),
+        gradient_ranks_(static_cast<int>(placement.groups->groups[gradient_group_].ranks.size())),
+        embedding_group_(placement.embedding_group[rank]),
+        ops_(*this, costs,
+             ModelParallelGroups{placement.groups->tp[rank], placement.groups->cp[rank], scenario.cp, scenario.sp}),
+        stage_layers_(layers_per_virtual_stage(scenario, model)) {
+    for (int c = 0; c < v_; ++c) {
+      const int virtual_stage = c * p_ + coords_.pp;
+      long long first = 0;
+      for (int k = 0; k < virtual_stage; ++k)
+        first += stage_layers_[k];
+      chunk_first_.push_back(first);
+    }
+  }
+
+  Program build() {
+    allocate_model_states();
+    const auto steps = pipeline_schedule(s_.schedule, p_, v_, s_.grad_accum, coords_.pp);
+    std::vector<long long> backwards_left(static_cast<std::size_t>(v_), s_.grad_accum);
+    // Receives are posted two steps ahead, so that a sender rarely waits for its receiver.
+    std::vector<std::vector<OpId>> step_start(steps.size());
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const PipelineStep& step = steps[i];
+      const std::vector<OpId> post_after = i >= 2 ? step_start[i - 2] : std::vector<OpId>{};
+      const OpId last = step.forward ? forward(step, post_after, step_start[i]) : backward(step, post_after, step_start[i]);
+      if (!step.forward && --backwards_left[step.chunk] == 0)
+        synchronize_gradients(step.chunk, last);
+    }
+    optimizer_step();
+    return take();
+  }
+
+private:
+  int virtual_stage(int chunk) const { return chunk * p_ + coords_.pp; }
+  bool first_virtual_stage(int chunk) const { return virtual_stage(chunk) == 0; }
+  bool last_virtual_stage(int chunk) const { return virtual_stage(chunk) == p_ * v_ - 1; }
+  long long chunk_layers(int chunk) const { return stage_layers_[virtual_stage(chunk)]; }
+
+  int rank_of_stage(int stage) const {
+    RankCoords other = coords_;
+    other.pp = stage % p_;
+    return layout_.rank_of(other);
+  }
+
+  int tag(long long micro_batch, int stage, int direction) const {
+    return static_cast<int>((micro_batch * p_ * v_ + stage) * 2 + direction);
+  }
+
+  double boundary_bytes() const {
+    // The hidden states of this rank's share of the sequence; split over tp under SP.
+    return costs_.layer.tp_collective_bytes / (s_.sp ? static_cast<double>(s_.tp) : 1.0);
+  }
+
+  std::string suffix(const PipelineStep& step) const {
+    return ".mb" + std::to_string(step.micro_batch) + (v_ > 1 ? ".c" + std::to_string(step.chunk) : "");
+  }
+
+  double stage_parameters() const {
+    double parameters = 0;
+    for (int c = 0; c < v_; ++c) {
+      parameters += static_cast<double>(chunk_layers(c)) * costs_.layer.parameters;
+      if (first_virtual_stage(c))
+        parameters += costs_.embedding_parameters;
+      if (last_virtual_stage(c))
+        parameters += costs_.head_parameters + (model_.tied_embeddings
+                                                    ? static_cast<double>(count_parameters(model_).embedding) / s_.tp
+                                                    : 0.0);
+    }
+    return parameters;
+  }
+
+  void allocate_model_states() {
+    parameters_ = stage_parameters();
+    const double shard = s_.zero >= 1 && gradient_ranks_ > 1 ? std::ceil(parameters_ / gradient_ranks_) : parameters_;
+    const double master_copy = s_.precision == Precision::fp32 ? 0.0 : 4.0;
+    const double gradient_copy = s_.fp32_grad_copy ? 4.0 : 0.0;
+    const double weight_bytes = s_.precision == Precision::fp8 ? 3.0 : bytes_per_element(s_.precision);
+    alloc("weights", MemCategory::weights, parameters_ * weight_bytes);
+    alloc("gradients", MemCategory::gradients, parameters_ * bytes_per_element(s_.grad_precision));
+    alloc("optimizer", MemCategory::optimizer, shard * (master_copy + gradient_copy + 8.0));
+    optimizer_parameters_ = shard;
+  }
+
+  // Runs the chunk's forward for one micro-batch; returns its last op.
+  OpId forward(const PipelineStep& step, const std::vector<OpId>& post_after, std::vector<OpId>& started) {
+    const std::string sfx = suffix(step);
+    const int vs = virtual_stage(step.chunk);
+    std::vector<OpId> deps;
+    if (vs > 0)
+      deps.push_back(recv(Stream::pp_comm, rank_of_stage(vs - 1), tag(step.micro_batch, vs, 0), boundary_bytes(),
+                          "recv.act" + sfx, post_after));
+    OpId last = 0;
+    bool any = false;
+    const auto track = [&](OpId op) {
+      if (!any)
+        started.push_back(op);
+      any = true;
+      last = op;
+    };
+    if (first_virtual_stage(step.chunk)) {
+      alloc("embedding.act" + sfx, MemCategory::activations, costs_.embedding_activations);
+      track(ops_.embedding_forward("embedding.fwd" + sfx, deps));
+      deps = {last};
+    }
+    const RecomputePlan& plan = plans_[step.chunk];
+    const LayerActivations& act = costs_.layer.activations;
+    for (const RecomputeSegment& segment : plan.segments) {
+      if (segment.policy == LayerPolicy::checkpoint)
+        alloc("S" + std::to_string(segment.first) + ".input" + sfx, MemCategory::activations, act.input);
+      for (long long l = segment.first; l < segment.first + segment.count; ++l) {
+        if (segment.policy != LayerPolicy::checkpoint)
+          alloc(layer_name(step.chunk, l) + ".act" + sfx, MemCategory::activations,
+                segment.policy == LayerPolicy::keep ? act.total : act.total - act.attention_core);
+        track(ops_.forward(layer_name(step.chunk, l) + ".fwd" + sfx, deps, Phase::forward));
+        deps = {last};
+      }
+    }
+    if (last_virtual_stage(step.chunk)) {
+      alloc("head.act" + sfx, MemCategory::activations, costs_.head_activations);
+      track(ops_.head_forward("head.fwd" + sfx, deps));
+    } else {
+      send(Stream::pp_comm, rank_of_stage(vs + 1), tag(step.micro_batch, vs + 1, 0), boundary_bytes(),
+           "send.act" + sfx, {last});
+    }
+    return last;
+  }
+
+  std::string layer_name(int chunk, long long layer_in_chunk) const {
+    return "L" + std::to_string(chunk_first_[chunk] + layer_in_chunk);
+  }
+
+  OpId backward(const PipelineStep& step, const std::vector<OpId>& post_after, std::vector<OpId>& started) {
+    const std::string sfx = suffix(step);
+    const int vs = virtual_stage(step.chunk);
+    std::vector<OpId> deps;
+    alloc("act-grad" + sfx, MemCategory::buffers, costs_.activation_gradient_buffer);
+    OpId last = 0;
+    bool any = false;
+    const auto track = [&](OpId op) {
+      if (!any)
+        started.push_back(op);
+      any = true;
+      last = op;
+    };
+    if (last_virtual_stage(step.chunk)) {
+      track(ops_.head_backward("head.bwd" + sfx, deps));
+      release("head.act" + sfx);
+    } else {
+      track(recv(Stream::pp_bwd, rank_of_stage(vs + 1), tag(step.micro_batch, vs, 1), boundary_bytes(),
+                 "recv.grad" + sfx, post_after));
+    }
+    deps = {last};
+    const RecomputePlan& plan = plans_[step.chunk];
+    const LayerActivations& act = costs_.layer.activations;
+    for (auto segment = plan.segments.rbegin(); segment != plan.segments.rend(); ++segment) {
+      const long long first = segment->first, final_layer = segment->first + segment->count - 1;
+      if (segment->policy == LayerPolicy::checkpoint) {
+        for (long long l = first; l <= final_layer; ++l) {
+          alloc(layer_name(step.chunk, l) + ".act" + sfx, MemCategory::activations, act.total);
+          track(ops_.forward(layer_name(step.chunk, l) + ".recompute" + sfx, deps, Phase::recompute));
+          deps = {last};
+        }
+        release("S" + std::to_string(first) + ".input" + sfx);
+      }
+      for (long long l = final_layer; l >= first; --l) {
+        const std::string layer = layer_name(step.chunk, l);
+        if (segment->policy == LayerPolicy::selective) {
+          alloc(layer + ".core" + sfx, MemCategory::activations, act.attention_core);
+          track(compute(layer + ".recompute-core" + sfx, costs_.layer.attention_core, Phase::recompute, deps));
+          deps = {last};
+        }
+        track(ops_.backward(layer + ".bwd" + sfx, deps));
+        deps = {last};
+        release(layer + ".core" + sfx);
+        release(layer + ".act" + sfx);
+      }
+    }
+    if (first_virtual_stage(step.chunk)) {
+      track(ops_.embedding_backward("embedding.bwd" + sfx, deps));
+      release("embedding.act" + sfx);
+    } else {
+      send(Stream::pp_bwd, rank_of_stage(vs - 1), tag(step.micro_batch, vs - 1, 1), boundary_bytes(),
+           "send.grad" + sfx, {last});
+    }
+    release("act-grad" + sfx);
+    return last;
+  }
+
+  // A chunk's gradients are final after its last backward: reduce them over the data-parallel
+  // (x context-parallel) ranks while the other chunks' backwards go on.
+  void synchronize_gradients(int chunk, OpId producer) {
+    double parameters = static_cast<double>(chunk_layers(chunk)) * costs_.layer.parameters;
+    if (first_virtual_stage(chunk))
+      parameters += costs_.embedding_parameters;
+    if (last_virtual_stage(chunk))
+      parameters += costs_.head_parameters;
+    if (embedding_group_ >= 0 && (first_virtual_stage(chunk) || last_virtual_stage(chunk))) {
+      // The first and last stages hold the tied embedding: their gradients are summed first.
+      const double embedding = static_cast<double>(count_parameters(model_).embedding) / s_.tp;
+      producer = collective(Stream::dp_comm, Collective::all_reduce, embedding_group_,
+                            embedding * bytes_per_element(s_.grad_precision), "embedding-grad-allreduce", {producer});
+      sync_ops_.push_back(producer);
+      if (last_virtual_stage(chunk))
+        parameters += embedding;
+    }
+    if (gradient_ranks_ <= 1)
+      return;
+    double remaining = parameters * bytes_per_element(s_.grad_precision);
+    const Collective kind = s_.zero >= 1 ? Collective::reduce_scatter : Collective::all_reduce;
+    for (int bucket = 0; remaining > 0; ++bucket) {
+      const double bytes = std::min(remaining, s_.bucket_bytes);
+      sync_ops_.push_back(collective(Stream::dp_comm, kind, gradient_group_, bytes,
+                                     std::string(s_.zero >= 1 ? "grad-reducescatter" : "grad-allreduce") + ".c" +
+                                         std::to_string(chunk) + ".bucket" + std::to_string(bucket),
+                                     {producer}));
+      remaining -= bytes;
+    }
+  }
+
+  void optimizer_step() {
+    const Work work = optimizer_step_work(optimizer_parameters_, s_.precision, s_.grad_precision);
+    const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
+    if (s_.zero >= 1 && gradient_ranks_ > 1) {
+      double remaining = parameters_ * bytes_per_element(s_.precision);
+      for (int bucket = 0; remaining > 0; ++bucket) {
+        const double bytes = std::min(remaining, s_.bucket_bytes);
+        collective(Stream::dp_comm, Collective::all_gather, gradient_group_, bytes,
+                   "param-allgather.bucket" + std::to_string(bucket), {step});
+        remaining -= bytes;
+      }
+    }
+  }
+
+  const Scenario& s_;
+  const ModelSpec& model_;
+  const ModelCosts& costs_;
+  const std::vector<RecomputePlan>& plans_;
+  const Layout& layout_;
+  const int rank_;
+  const RankCoords coords_;
+  const int p_, v_;
+  const int gradient_group_;
+  const int gradient_ranks_;
+  const int embedding_group_;
+  LayerOps ops_;
+  const std::vector<long long> stage_layers_;
+  std::vector<long long> chunk_first_;
+  double parameters_ = 0;
+  double optimizer_parameters_ = 0;
+  std::vector<OpId> sync_ops_;
+};
+
+} // namespace
+
+std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const ModelSpec& model) {
+  const long long stages = static_cast<long long>(scenario.pp) * scenario.vpp;
+  if (!scenario.layers_per_stage.empty()) {
+    long long sum = 0;
+    for (long long layers : scenario.layers_per_stage)
+      sum += layers;
+    if (sum != model.layers)
+      throw InputError(scenario.file.string() + ": parallel.layers_per_stage adds up to " + std::to_string(sum) +
+                       " layers but model " + model.name + " has " + std::to_string(model.layers));
+    return scenario.layers_per_stage;
+  }
+  if (model.layers % stages != 0)
+    throw InputError(scenario.file.string() + ": model " + model.name + " has " + std::to_string(model.layers) +
+                     " layers, not divisible by pp x vpp = " + std::to_string(scenario.pp) + " x " +
+                     std::to_string(scenario.vpp) + "; accepted: a divisor, or parallel.layers_per_stage");
+  return std::vector<long long>(static_cast<std::size_t>(stages), model.layers / stages);
+}
+
+Program build_pipeline_program(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
+                               const std::vector<RecomputePlan>& plans, const PipelinePlacement& placement, int rank) {
+  return PipelineWriter(scenario, model, costs, plans, placement, rank).build();
+}
+
+} // namespace trainsim

@@ -1,0 +1,32 @@
+#pragma once
+// Pipeline-parallel training (GPipe, 1F1B, interleaved 1F1B) as one rank's program, with
+// tensor and context parallelism inside each layer (LayerOps), data parallelism across
+// pipelines (gradients all-reduced, or reduce-scattered with ZeRO-1 / Megatron's distributed
+// optimizer, once each chunk's last backward is done) and activation recompute per chunk.
+// Activations go to the next stage and gradients to the previous one as sends and receives
+// tagged by micro-batch and virtual stage; each rank waits for their real arrival.
+#include <vector>
+
+#include "config/scenario.hpp"
+#include "layout/layout.hpp"
+#include "model/costs.hpp"
+#include "model/model.hpp"
+#include "program/program.hpp"
+#include "program/recompute_plan.hpp"
+
+namespace trainsim {
+
+// Layers of each virtual stage (pp x vpp of them): the scenario's list, or an equal split.
+std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const ModelSpec& model);
+
+struct PipelinePlacement {
+  const Layout* layout = nullptr;
+  const LayoutGroups* groups = nullptr;
+  std::vector<int> embedding_group;   // per rank: the first and last stages tying the embedding, -1 if none
+};
+
+// `plans[c]` is the recompute plan of chunk c on this rank.
+Program build_pipeline_program(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
+                               const std::vector<RecomputePlan>& plans, const PipelinePlacement& placement, int rank);
+
+} // namespace trainsim

@@ -1,0 +1,24 @@
+#pragma once
+// The order in which one pipeline rank runs the forward and backward passes of its
+// micro-batches and model chunks: GPipe (all forwards, then all backwards), 1F1B
+// (Narayanan et al. 2021, PipeDream-Flush) and interleaved 1F1B with virtual stages
+// (Megatron-LM). Pure: the replay makes the bubbles, this only says the order.
+#include <vector>
+
+#include "config/scenario.hpp"
+
+namespace trainsim {
+
+struct PipelineStep {
+  bool forward = true;
+  long long micro_batch = 0;
+  int chunk = 0;              // model chunk on this rank; virtual stage = chunk * pp + stage
+};
+
+// `stage` in [0, pp), `micro_batches` per pipeline per step, `chunks` = vpp.
+std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage);
+
+// The most micro-batch chunks whose activations a rank holds at once under the schedule.
+long long peak_in_flight(const std::vector<PipelineStep>& steps);
+
+} // namespace trainsim

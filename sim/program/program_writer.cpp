@@ -1,0 +1,160 @@
+#include "program/program_writer.hpp"
+
+namespace trainsim {
+
+OpId ProgramWriter::compute(const std::string& name, const Work& work, Phase phase, std::vector<OpId> deps) {
+  Op op;
+  op.kind = OpKind::compute;
+  op.name = name;
+  op.flops = work.flops;
+  op.bytes = work.bytes;
+  op.phase = phase;
+  op.deps = std::move(deps);
+  return program_.add(std::move(op));
+}
+
+std::optional<OpId> ProgramWriter::alloc(const std::string& tensor, MemCategory category, double bytes) {
+  if (bytes <= 0)
+    return std::nullopt;
+  Op op;
+  op.kind = OpKind::alloc;
+  op.tensor = tensor;
+  op.category = category;
+  op.bytes = bytes;
+  live_.insert(tensor);
+  return program_.add(std::move(op));
+}
+
+void ProgramWriter::release(const std::string& tensor, std::vector<OpId> deps) {
+  if (!live_.erase(tensor))
+    return;
+  Op op;
+  op.kind = OpKind::free;
+  op.tensor = tensor;
+  op.deps = std::move(deps);
+  program_.add(std::move(op));
+}
+
+OpId ProgramWriter::collective(Stream stream, Collective kind, int group, double bytes, const std::string& name,
+                               std::vector<OpId> deps) {
+  Op op;
+  op.kind = OpKind::collective;
+  op.stream = stream;
+  op.collective = kind;
+  op.group = group;
+  op.bytes = bytes;
+  op.name = name;
+  op.deps = std::move(deps);
+  return program_.add(std::move(op));
+}
+
+OpId ProgramWriter::point_to_point(OpKind kind, Stream stream, int peer, int tag, double bytes,
+                                   const std::string& name, std::vector<OpId> deps) {
+  Op op;
+  op.kind = kind;
+  op.stream = stream;
+  op.peer = peer;
+  op.tag = tag;
+  op.bytes = bytes;
+  op.name = name;
+  op.deps = std::move(deps);
+  return program_.add(std::move(op));
+}
+
+OpId ProgramWriter::send(Stream stream, int peer, int tag, double bytes, const std::string& name,
+                         std::vector<OpId> deps) {
+  return point_to_point(OpKind::send, stream, peer, tag, bytes, name, std::move(deps));
+}
+
+OpId ProgramWriter::recv(Stream stream, int peer, int tag, double bytes, const std::string& name,
+                         std::vector<OpId> deps) {
+  return point_to_point(OpKind::recv, stream, peer, tag, bytes, name, std::move(deps));
+}
+
+namespace {
+
+Work scaled(const Work& work, double share) { return {work.flops * share, work.bytes * share}; }
+
+} // namespace
+
+std::vector<OpId> LayerOps::gather_input(const std::string& name, std::vector<OpId> deps) {
+  if (groups_.tp < 0 || !groups_.sp)
+    return deps;
+  return {w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, costs_.layer.tp_collective_bytes,
+                        name + ".sp-allgather", std::move(deps))};
+}
+
+OpId LayerOps::reduce_output(const std::string& name, OpId producer) {
+  if (groups_.tp < 0)
+    return producer;
+  return w_.collective(Stream::tp_comm, groups_.sp ? Collective::reduce_scatter : Collective::all_reduce, groups_.tp,
+                       costs_.layer.tp_collective_bytes, name + (groups_.sp ? ".sp-reducescatter" : ".tp-allreduce"),
+                       {producer});
+}
+
+OpId LayerOps::attention(const std::string& name, const Work& work, double core_flops, std::vector<OpId> deps,
+                         Phase phase, bool backward) {
+  if (groups_.cp < 0)
+    return w_.compute(name, work, phase, std::move(deps));
+  // Ring attention: this rank's own K/V block is computed while the other blocks travel
+  // around the CP ring; the rest of the attention core waits for them. Backward sends the
+  // K/V gradients back around the ring.
+  const double ring_flops = core_flops * (groups_.cp_size - 1.0) / groups_.cp_size;
+  const double ring_share = work.flops > 0 ? ring_flops / work.flops : 0.0;
+  const OpId local = w_.compute(name + ".local", scaled(work, 1.0 - ring_share), phase, deps);
+  if (!backward) {
+    const OpId exchange = w_.collective(Stream::cp_comm, Collective::all_gather, groups_.cp, costs_.layer.cp_kv_bytes,
+                                        name + ".cp-kv-allgather", std::move(deps));
+    return w_.compute(name + ".ring", scaled(work, ring_share), phase, {local, exchange});
+  }
+  const OpId ring = w_.compute(name + ".ring", scaled(work, ring_share), phase, {local});
+  return w_.collective(Stream::cp_comm, Collective::reduce_scatter, groups_.cp, costs_.layer.cp_kv_bytes,
+                       name + ".cp-kv-reducescatter", {ring});
+}
+
+OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
+  const LayerCosts& layer = costs_.layer;
+  if (groups_.tp < 0 && groups_.cp < 0)
+    return w_.compute(name, layer.forward, phase, std::move(deps));
+  const OpId attention_done =
+      attention(name + ".attn", layer.attention_forward, layer.attention_core.flops,
+                gather_input(name + ".attn", std::move(deps)), phase, false);
+  const OpId attention_out = reduce_output(name + ".attn", attention_done);
+  const OpId mlp_done = w_.compute(name + ".mlp", layer.mlp_forward, phase, gather_input(name + ".mlp", {attention_out}));
+  return reduce_output(name + ".mlp", mlp_done);
+}
+
+OpId LayerOps::backward(const std::string& name, std::vector<OpId> deps) {
+  const LayerCosts& layer = costs_.layer;
+  if (groups_.tp < 0 && groups_.cp < 0)
+    return w_.compute(name, layer.backward, Phase::backward, std::move(deps));
+  // Backward runs the MLP first; each part's input gradient is reduced over tp.
+  const double mlp_share = layer.mlp_forward.flops / layer.forward.flops;
+  const OpId mlp_done = w_.compute(name + ".mlp", scaled(layer.backward, mlp_share), Phase::backward,
+                                   gather_input(name + ".mlp", std::move(deps)));
+  const OpId mlp_grad = reduce_output(name + ".mlp", mlp_done);
+  const OpId attention_done =
+      attention(name + ".attn", scaled(layer.backward, 1.0 - mlp_share), 2 * layer.attention_core.flops,
+                gather_input(name + ".attn", {mlp_grad}), Phase::backward, true);
+  return reduce_output(name + ".attn", attention_done);
+}
+
+OpId LayerOps::embedding_forward(const std::string& name, std::vector<OpId> deps) {
+  // A vocabulary-parallel embedding: each rank looks up its part of the vocabulary, then the
+  // partial embeddings are summed over tp.
+  return reduce_output(name, w_.compute(name, costs_.embedding_forward, Phase::forward, std::move(deps)));
+}
+
+OpId LayerOps::embedding_backward(const std::string& name, std::vector<OpId> deps) {
+  return w_.compute(name, costs_.embedding_backward, Phase::backward, gather_input(name, std::move(deps)));
+}
+
+OpId LayerOps::head_forward(const std::string& name, std::vector<OpId> deps) {
+  return w_.compute(name, costs_.head_forward, Phase::forward, gather_input(name, std::move(deps)));
+}
+
+OpId LayerOps::head_backward(const std::string& name, std::vector<OpId> deps) {
+  return reduce_output(name, w_.compute(name, costs_.head_backward, Phase::backward, std::move(deps)));
+}
+
+} // namespace trainsim

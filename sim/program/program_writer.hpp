@@ -1,0 +1,74 @@
+#pragma once
+// Appends ops to one rank's program: the small vocabulary the builders speak.
+// Allocations are tracked by name so that freeing a tensor that was never
+// allocated (a zero-byte one) is a no-op.
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model/costs.hpp"
+#include "program/program.hpp"
+
+namespace trainsim {
+
+class ProgramWriter {
+public:
+  OpId compute(const std::string& name, const Work& work, Phase phase, std::vector<OpId> deps = {});
+  // Nothing is allocated (and nothing returned) for zero bytes.
+  std::optional<OpId> alloc(const std::string& tensor, MemCategory category, double bytes);
+  // Frees a tensor on the compute stream after `deps`; a no-op for a tensor not allocated.
+  void release(const std::string& tensor, std::vector<OpId> deps = {});
+  OpId collective(Stream stream, Collective kind, int group, double bytes, const std::string& name,
+                  std::vector<OpId> deps);
+  OpId send(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
+  OpId recv(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
+
+  Program take() { return std::move(program_); }
+  std::size_t size() const { return program_.ops.size(); }
+
+private:
+  OpId point_to_point(OpKind kind, Stream stream, int peer, int tag, double bytes, const std::string& name,
+                      std::vector<OpId> deps);
+  Program program_;
+  std::set<std::string> live_;
+};
+
+// Group indices of one rank's model-parallel groups (-1: not split that way).
+struct ModelParallelGroups {
+  int tp = -1;
+  int cp = -1;
+  int cp_size = 1;
+  bool sp = false;
+};
+
+// The ops of a layer, the embedding and the head on one rank, with the tensor-parallel
+// collectives between their parts (all-reduce, or all-gather and reduce-scatter under sequence
+// parallelism) and the context-parallel exchange of K and V overlapping the attention.
+// Each returns the op that completes the piece; `deps` gate its first op.
+class LayerOps {
+public:
+  LayerOps(ProgramWriter& writer, const ModelCosts& costs, const ModelParallelGroups& groups)
+      : w_(writer), costs_(costs), groups_(groups) {}
+
+  OpId forward(const std::string& name, std::vector<OpId> deps, Phase phase);
+  OpId backward(const std::string& name, std::vector<OpId> deps);
+  OpId embedding_forward(const std::string& name, std::vector<OpId> deps);
+  OpId embedding_backward(const std::string& name, std::vector<OpId> deps);
+  OpId head_forward(const std::string& name, std::vector<OpId> deps);
+  OpId head_backward(const std::string& name, std::vector<OpId> deps);
+
+private:
+  // Before a part whose input is sequence-split under SP: all-gather it.
+  std::vector<OpId> gather_input(const std::string& name, std::vector<OpId> deps);
+  // After a part whose output is a partial sum over tp: all-reduce it (reduce-scatter under SP).
+  OpId reduce_output(const std::string& name, OpId producer);
+  OpId attention(const std::string& name, const Work& work, double core_flops, std::vector<OpId> deps, Phase phase,
+                 bool backward);
+
+  ProgramWriter& w_;
+  const ModelCosts& costs_;
+  const ModelParallelGroups groups_;
+};
+
+} // namespace trainsim

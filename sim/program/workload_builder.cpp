@@ -1,0 +1,141 @@
+#include "program/workload_builder.hpp"
+
+#include <limits>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "common/error.hpp"
+#include "common/units.hpp"
+#include "model/costs.hpp"
+#include "program/data_parallel_builder.hpp"
+#include "program/pipeline_builder.hpp"
+#include "program/pipeline_schedule.hpp"
+
+namespace trainsim {
+namespace {
+
+void check_layout(const Scenario& s, const ModelSpec& model) {
+  const std::string where = s.file.string() + ": ";
+  const auto clash = [&](const std::string& what) { throw InputError(where + what); };
+  if (model.heads % s.tp != 0)
+    clash("model " + model.name + " has " + std::to_string(model.heads) + " attention heads, not divisible by parallel.tp = " +
+          std::to_string(s.tp));
+  if (model.kv_heads % s.tp != 0)
+    clash("model " + model.name + " has " + std::to_string(model.kv_heads) +
+          " key/value heads, not divisible by parallel.tp = " + std::to_string(s.tp));
+  if (model.ffn % s.tp != 0)
+    clash("model " + model.name + " has an MLP of " + std::to_string(model.ffn) + ", not divisible by parallel.tp = " +
+          std::to_string(s.tp));
+  if (model.learned_positions && s.seq_len > model.max_positions)
+    clash("training.seq_len = " + std::to_string(s.seq_len) + " is longer than the " +
+          std::to_string(model.max_positions) + " learned positions of model " + model.name + "; accepted: at most " +
+          std::to_string(model.max_positions));
+  if (s.recompute == Recompute::every && s.recompute_every > model.layers)
+    clash("memory.recompute = every:" + std::to_string(s.recompute_every) + " is longer than the model's " +
+          std::to_string(model.layers) + " layers; accepted: every:1 to every:" + std::to_string(model.layers));
+  const double ops_per_rank = static_cast<double>(s.grad_accum) * static_cast<double>(model.layers) * 20.0 / s.pp;
+  if (ops_per_rank > 50e6)
+    clash(std::to_string(s.grad_accum) + " micro-batches x " + std::to_string(model.layers) +
+          " layers makes a program of about " + format_count(ops_per_rank) +
+          " ops per rank; accepted: at most 50M (fewer accumulation steps or layers)");
+}
+
+// Pipelines whose first and last stages both hold a tied embedding sum its gradients.
+std::vector<int> embedding_groups(const Scenario& s, const ModelSpec& model, const Layout& layout,
+                                  LayoutGroups& groups) {
+  std::vector<int> of_rank(static_cast<std::size_t>(layout.world()), -1);
+  if (!model.tied_embeddings || s.pp == 1)
+    return of_rank;
+  int count = 0;
+  for (int rank = 0; rank < layout.world(); ++rank) {
+    const RankCoords c = layout.coords(rank);
+    if (c.pp != 0)
+      continue;
+    RankCoords last = c;
+    last.pp = s.pp - 1;
+    const int partner = layout.rank_of(last);
+    of_rank[rank] = of_rank[partner] = static_cast<int>(groups.groups.size());
+    groups.groups.push_back({"emb" + std::to_string(count++), "emb", {rank, partner}});
+  }
+  return of_rank;
+}
+
+} // namespace
+
+WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, double gpu_capacity) {
+  check_layout(scenario, model);
+  WorkloadBuild build;
+  build.layout = layout_of(scenario);
+  const Layout& layout = build.layout;
+  LayoutGroups groups = groups_of(layout);
+  const std::vector<int> tied = embedding_groups(scenario, model, layout, groups);
+  const Sharding sharding{scenario.tp, scenario.sp, scenario.cp};
+  const ModelCosts costs = compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
+                                         scenario.grad_precision, scenario.flash_attention, sharding);
+  const int gradient_ranks = scenario.dp * scenario.cp;
+
+  Workload& workload = build.workload;
+  workload.step.model = model.name;
+  workload.step.parameters = static_cast<double>(count_parameters(model).total);
+  workload.step.tokens_per_step = static_cast<double>(scenario.global_batch * scenario.seq_len);
+  workload.step.model_flops_per_step =
+      costs.model_flops_per_micro_batch * static_cast<double>(scenario.grad_accum) * scenario.dp;
+  workload.step.precision = scenario.precision;
+  workload.step.efficiency = scenario.efficiency;
+  for (int rank = 0; rank < layout.world(); ++rank)
+    build.coords.push_back(layout.coords(rank));
+
+  if (scenario.pp == 1) {
+    double budget = 0;
+    if (scenario.recompute == Recompute::optimal)
+      budget = scenario.activation_budget > 0
+                   ? scenario.activation_budget
+                   : data_parallel_activation_budget(scenario, model, costs, gpu_capacity, gradient_ranks);
+    build.recompute = plan_recompute(scenario, model.layers, costs.layer, budget);
+    workload.groups = groups.groups;
+    // Ranks differ only in their groups: one program per distinct (gradient, tp, cp) group.
+    std::map<std::tuple<int, int, int>, std::shared_ptr<const Program>> built;
+    for (int rank = 0; rank < layout.world(); ++rank) {
+      const auto key = std::make_tuple(groups.gradient[rank], groups.tp[rank], groups.cp[rank]);
+      auto& program = built[key];
+      if (!program)
+        program = std::make_shared<const Program>(build_data_parallel_program(
+            scenario, model, costs, build.recompute, groups.gradient[rank], gradient_ranks,
+            ModelParallelGroups{groups.tp[rank], groups.cp[rank], scenario.cp, scenario.sp}));
+      workload.programs.push_back(program);
+    }
+    return build;
+  }
+
+  // Pipeline: one plan per chunk; an optimal plan shares the budget among the micro-batches the
+  // schedule keeps in flight on the first stage.
+  const std::vector<long long> stage_layers = layers_per_virtual_stage(scenario, model);
+  double budget = 0;
+  if (scenario.recompute == Recompute::optimal) {
+    const long long in_flight =
+        peak_in_flight(pipeline_schedule(scenario.schedule, scenario.pp, scenario.vpp, scenario.grad_accum, 0));
+    const double total =
+        scenario.activation_budget > 0
+            ? scenario.activation_budget
+            : (gpu_capacity > 0 ? gpu_capacity - 20.0 * costs.layer.parameters * static_cast<double>(stage_layers[0]) *
+                                                     scenario.vpp
+                                : std::numeric_limits<double>::infinity());
+    budget = total / static_cast<double>(std::max(1LL, in_flight));
+  }
+  workload.groups = groups.groups;
+  PipelinePlacement placement{&layout, &groups, tied};
+  for (int rank = 0; rank < layout.world(); ++rank) {
+    const RankCoords c = build.coords[rank];
+    std::vector<RecomputePlan> plans;
+    for (int chunk = 0; chunk < scenario.vpp; ++chunk)
+      plans.push_back(plan_recompute(scenario, stage_layers[chunk * scenario.pp + c.pp], costs.layer, budget));
+    if (rank == 0)
+      build.recompute = plans.front();
+    workload.programs.push_back(
+        std::make_shared<const Program>(build_pipeline_program(scenario, model, costs, plans, placement, rank)));
+  }
+  return build;
+}
+
+} // namespace trainsim
