@@ -39,10 +39,12 @@ for target in scenario model trace units gpu; do
   artifacts="$build/artifacts/$target"
   mkdir -p "$corpus" "$artifacts"
   log="$build/fuzz-$target.log"
-  # shellcheck disable=SC2046
+  inputs=()
+  for dir in $(seeds "$target") "$root/tests/fuzz/seeds/$target" "$root/tests/fuzz/regressions/$target"; do
+    [ -d "$dir" ] && inputs+=("$dir")
+  done
   if "$build/fuzz_$target" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-       -artifact_prefix="$artifacts/" "$corpus" $(seeds "$target") "$root/tests/fuzz/seeds/$target" \
-       "$root/tests/fuzz/regressions/$target" > "$log" 2>&1; then
+       -artifact_prefix="$artifacts/" "$corpus" "${inputs[@]}" > "$log" 2>&1; then
     result="ok"
   else
     result="FAILED (see $log and $artifacts)"

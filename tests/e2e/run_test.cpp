@@ -144,7 +144,7 @@ TEST_CASE("--set changes the layout and the accumulation") {
   REQUIRE_MESSAGE(result.status == 0, result.err);
   const json summary = read_json(result.dir / "out/summary.json");
   CHECK(summary["platform"]["gpus_used"] == 8);
-  CHECK(summary["layout"] == "dp=8");
+  CHECK(summary["layout"] == "dp=8 tp=1 pp=1 cp=1");
   CHECK(result.out.find("2 x 4 accumulation steps") != std::string::npos);  // 64 / (2 x 8)
 }
 
