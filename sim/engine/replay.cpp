@@ -86,6 +86,8 @@ public:
         continue;
       }
       const OpId op = activity_ops_[index];
+      if (program_.ops[op].kind == OpKind::send)
+        shared_.observer->op_transferred(rank_, op, activities_[index]->get_start_time(), sg4::Engine::get_clock());
       activities_[index] = activities_.back();
       activities_.pop_back();
       activity_ops_[index] = activity_ops_.back();

@@ -7,6 +7,8 @@
 namespace trainsim {
 
 void BusyTime::begin(double time) {
+  if (!sorted_)
+    intervals();
   if (active_++ > 0)
     return;
   if (!intervals_.empty() && intervals_.back().end >= time)
@@ -19,9 +21,25 @@ void BusyTime::end(double time) {
     intervals_.back().end = time;
 }
 
+void BusyTime::add(double start, double end) {
+  if (end <= start)
+    return;
+  intervals_.push_back({start, end});
+  sorted_ = false;
+}
+
+const std::vector<Interval>& BusyTime::intervals() const {
+  if (!sorted_) {
+    const std::vector<Interval> spans = std::move(intervals_);
+    intervals_ = merge_intervals(spans, {});
+    sorted_ = true;
+  }
+  return intervals_;
+}
+
 double BusyTime::total() const {
   double sum = 0;
-  for (const auto& interval : intervals_)
+  for (const auto& interval : intervals())
     sum += interval.end - interval.start;
   return sum;
 }
@@ -97,9 +115,12 @@ void StepCollector::op_started(int rank, OpId id, double time) {
     return;
   }
   const std::string kind = comm_kind(op, workload_);
-  // A receive spans the wait for its sender; the transfer itself is the send's span.
-  if (kind.empty() || op.kind == OpKind::recv)
+  // Point-to-point ops span the wait for their peer; the transfer is told by op_transferred.
+  if (kind.empty() || op.kind == OpKind::recv || op.kind == OpKind::send) {
+    if (op.kind == OpKind::send)
+      state.comm_bytes[kind] += op.bytes;
     return;
+  }
   state.comm[kind].begin(time);
   if (op.kind == OpKind::collective)
     state.comm_bytes[kind] += bytes_sent_per_rank(
@@ -120,11 +141,16 @@ void StepCollector::op_finished(int rank, OpId id, double time) {
       state.optimizer.end(time);
   } else if (op.kind == OpKind::alloc || op.kind == OpKind::free) {
     state.memory.apply(op, time);
-  } else if (op.kind != OpKind::recv) {
+  } else if (op.kind != OpKind::recv && op.kind != OpKind::send) {
     const std::string kind = comm_kind(op, workload_);
     if (!kind.empty())
       state.comm[kind].end(time);
   }
+}
+
+void StepCollector::op_transferred(int rank, OpId id, double start, double end) {
+  const Op& op = workload_.program(rank).ops[id];
+  ranks_[rank].comm[comm_kind(op, workload_)].add(start, end);
 }
 
 MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus) {

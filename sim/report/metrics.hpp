@@ -17,17 +17,21 @@ struct Interval {
   double end = 0;
 };
 
-// The union of possibly overlapping activity spans, fed in time order.
+// The union of possibly overlapping activity spans: fed either as begin/end events in time
+// order, or as whole spans in any order.
 class BusyTime {
 public:
   void begin(double time);
   void end(double time);
-  const std::vector<Interval>& intervals() const { return intervals_; }
+  void add(double start, double end);
+  // Sorted, disjoint.
+  const std::vector<Interval>& intervals() const;
   double total() const;
 
 private:
   int active_ = 0;
-  std::vector<Interval> intervals_;
+  mutable bool sorted_ = true;
+  mutable std::vector<Interval> intervals_;
 };
 
 // Length of `covered` not overlapped by `cover` (both sorted, disjoint).
@@ -93,6 +97,7 @@ public:
   StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, bool keep_timelines);
   void op_started(int rank, OpId op, double time) override;
   void op_finished(int rank, OpId op, double time) override;
+  void op_transferred(int rank, OpId op, double start, double end) override;
   StepMetrics finish(double training_tokens) const;
 
 private:

@@ -1,0 +1,127 @@
+// Tensor, sequence, context and pipeline parallelism end to end: the simulated pipeline
+// bubbles against Narayanan et al.'s formulas, and the layouts' errors.
+#include <doctest/doctest.h>
+
+#include "cli.hpp"
+
+using namespace trainsim::test;
+using nlohmann::json;
+
+namespace {
+
+const std::string pipeline = project_file("tests/fixtures/pipeline.ini");
+const std::string tiny = project_file("tests/fixtures/tiny-ddp.ini");
+
+json run(const std::string& name, const std::string& scenario, const std::string& arguments) {
+  const CliResult result = run_trainsim(name, "run " + scenario + " --out out " + arguments);
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  return read_json(result.dir / "out/summary.json");
+}
+
+} // namespace
+
+TEST_CASE("with free communication and uniform stages the bubble matches Narayanan et al.") {
+  // Narayanan et al. 2021, section 2.2 (REFERENCES.md): the bubble is (p-1)/m of the ideal
+  // compute time for GPipe and 1F1B, (p-1)/(v m) for the interleaved schedule. Ideal compute
+  // time is the forward and backward compute of a stage (the optimizer step is not pipelined).
+  struct Case {
+    const char* schedule;
+    int p, m, v;
+  };
+  for (const Case& c : {Case{"gpipe", 4, 8, 1}, Case{"1f1b", 4, 8, 1}, Case{"1f1b", 2, 4, 1}, Case{"1f1b", 8, 16, 1},
+                        Case{"interleaved", 4, 8, 2}, Case{"interleaved", 2, 8, 4}, Case{"interleaved", 4, 4, 4}}) {
+    CAPTURE(c.schedule);
+    CAPTURE(c.p);
+    CAPTURE(c.m);
+    CAPTURE(c.v);
+    const json summary =
+        run(std::string("bubble_") + c.schedule + std::to_string(c.p) + "_" + std::to_string(c.m) + "_" +
+                std::to_string(c.v),
+            pipeline,
+            "--set parallel.schedule=" + std::string(c.schedule) + " --set parallel.pp=" + std::to_string(c.p) +
+                " --set parallel.vpp=" + std::to_string(c.v) + " --set training.global_batch=" + std::to_string(c.m));
+    const json& time = summary["time"];
+    const double ideal = time["compute_s"].get<double>() - time["optimizer_s"].get<double>();
+    const double expected = (c.p - 1.0) / (c.v * c.m);
+    CHECK(time["bubble_s"].get<double>() / ideal == doctest::Approx(expected).epsilon(0.01));
+    // The breakdown accounts for the whole step.
+    const json& parts = time["breakdown"];
+    double sum = parts["compute_s"].get<double>() + parts["recompute_s"].get<double>() +
+                 parts["optimizer_s"].get<double>() + parts["bubble_s"].get<double>();
+    for (const auto& [kind, seconds] : parts["exposed_comm_s"].items())
+      sum += seconds.get<double>();
+    CHECK(sum == doctest::Approx(summary["step_time_s"].get<double>()).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("stage 0 holds m micro-batches under GPipe, p under 1F1B, and (1 + (p-1)/(pv)) L layers interleaved") {
+  // Korthikanti et al. 2022, section 4 (REFERENCES.md). One micro-batch of one stage keeps
+  // 16/p layers of activations; the memory summary's stage 0 peak minus its model states
+  // and buffers, over that, counts micro-batches in flight.
+  const auto activations_on_stage0 = [&](const std::string& name, const std::string& arguments) {
+    const json summary = run(name, pipeline, arguments);
+    return summary["memory"]["ranks"][0]["at_peak"]["activations"].get<double>();
+  };
+  const double one_layer = activations_on_stage0("one_layer", "--set parallel.pp=1 --set training.global_batch=1 "
+                                                              "--set parallel.layers_per_stage=uniform") / 16;
+  const double gpipe = activations_on_stage0("stage0_gpipe", "--set parallel.schedule=gpipe");
+  const double one_f_one_b = activations_on_stage0("stage0_1f1b", "--set parallel.schedule=1f1b");
+  const double interleaved = activations_on_stage0("stage0_interleaved", "--set parallel.vpp=2");
+  // pp = 4 stages of 4 layers, m = 8 micro-batches.
+  CHECK(gpipe / (4 * one_layer) == doctest::Approx(8).epsilon(0.01));
+  CHECK(one_f_one_b / (4 * one_layer) == doctest::Approx(4).epsilon(0.01));
+  CHECK(interleaved / one_layer == doctest::Approx(16 * (1 + 3.0 / 8)).epsilon(0.01));
+}
+
+TEST_CASE("tensor, sequence, context and pipeline parallelism combine on two nodes") {
+  struct Case {
+    const char* name;
+    const char* arguments;
+  };
+  for (const Case& c : {Case{"tp", "--set parallel.tp=8 --set parallel.dp=2"},
+                        Case{"tp_sp", "--set parallel.tp=4 --set parallel.sp=true --set parallel.dp=4"},
+                        Case{"cp", "--set parallel.cp=4 --set parallel.dp=4"},
+                        Case{"pp", "--set parallel.pp=4 --set parallel.dp=4"},
+                        Case{"tp_pp_dp", "--set parallel.tp=2 --set parallel.pp=2 --set parallel.dp=4"},
+                        Case{"all", "--set parallel.tp=2 --set parallel.sp=true --set parallel.cp=2 --set parallel.pp=2 "
+                                    "--set parallel.dp=2 --set parallel.vpp=2"}}) {
+    CAPTURE(c.name);
+    const json summary = run(std::string("combo_") + c.name, tiny, c.arguments);
+    CHECK(summary["platform"]["gpus_used"] == 16);
+    CHECK(summary["step_time_s"].get<double>() > 0);
+    CHECK(summary["placement"].size() == 16);
+    for (const char* kind : {"tp", "cp", "pp"})
+      if (std::string(c.arguments).find(std::string("parallel.") + kind + "=") != std::string::npos)
+        CHECK(summary["time"]["comm"][kind]["bytes"].get<double>() > 0);
+  }
+}
+
+TEST_CASE("context parallelism divides activations by cp") {
+  const double one = run("cp1", tiny, "--set parallel.dp=4")["memory"]["ranks"][0]["at_peak"]["activations"];
+  const double four = run("cp4", tiny, "--set parallel.dp=4 --set parallel.cp=4")["memory"]["ranks"][0]["at_peak"]["activations"];
+  CHECK(four / one == doctest::Approx(0.25).epsilon(0.05));
+}
+
+TEST_CASE("layouts that do not divide are refused with the numbers that clash") {
+  struct Case {
+    const char* name;
+    const char* arguments;
+    const char* message;
+  };
+  for (const Case& c :
+       {Case{"heads", "--set parallel.tp=16 --set parallel.dp=1", "8 attention heads, not divisible by parallel.tp = 16"},
+        Case{"layers", "--set parallel.pp=3 --set parallel.dp=4", "4 layers, not divisible by pp x vpp = 3 x 1"},
+        Case{"interleaved", "--set parallel.pp=2 --set parallel.vpp=2 --set parallel.dp=2 --set training.global_batch=12",
+             "not a multiple of pp = 2"},
+        Case{"sp", "--set parallel.sp=true", "needs parallel.tp > 1"},
+        Case{"cp", "--set parallel.cp=3 --set parallel.dp=4", "not divisible by parallel.cp = 3"},
+        Case{"zero", "--set parallel.pp=2 --set parallel.dp=8 --set memory.zero=2", "with pp > 1 accepted: 0 or 1"},
+        Case{"world", "--set parallel.tp=4 --set parallel.dp=8", "needs 32 GPUs"},
+        Case{"stages", "--set parallel.pp=2 --set parallel.dp=8 --set parallel.layers_per_stage=1,2",
+             "adds up to 3 layers"}}) {
+    CAPTURE(c.name);
+    const CliResult result = run_trainsim(std::string("layout_error_") + c.name, "run " + tiny + " --out out " + c.arguments);
+    CHECK(result.status == 2);
+    CHECK_MESSAGE(result.err.find(c.message) != std::string::npos, result.err);
+  }
+}

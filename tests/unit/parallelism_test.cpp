@@ -1,0 +1,112 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "layout/layout.hpp"
+#include "model/costs.hpp"
+#include "program/collective_plan.hpp"
+#include "program/pipeline_schedule.hpp"
+#include "program/workload_builder.hpp"
+#include "test_support.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+// The 22B model of Korthikanti et al. 2022 (Fig. 1, Table 4): a=64, h=6144, L=48.
+ModelSpec model_22b() {
+  return parse_model(R"({"model_type": "gpt2", "n_embd": 6144, "n_layer": 48, "n_head": 64, "n_positions": 2048,
+                        "vocab_size": 51200})",
+                     "22b.json", "22b", 128);
+}
+
+constexpr double gib = 1024.0 * 1024 * 1024;
+
+} // namespace
+
+TEST_CASE("activation bytes per layer with tensor and sequence parallelism follow Korthikanti et al. Table 2") {
+  const ModelSpec model = model_22b();
+  const double s = 2048, b = 4, h = 6144, a = 64, t = 8, sbh = s * b * h;
+  const LayerActivations tp =
+      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, false, Sharding{8, false, 1}).layer.activations;
+  CHECK(tp.total == doctest::Approx(sbh * (10 + 24 / t + 5 * a * s / (h * t))));
+  CHECK(tp.total - tp.attention_core == doctest::Approx(sbh * (10 + 24 / t)));  // + selective recompute
+  const LayerActivations sp =
+      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, false, Sharding{8, true, 1}).layer.activations;
+  CHECK(sp.total == doctest::Approx(sbh * (34 / t + 5 * a * s / (h * t))));
+  CHECK(sp.total - sp.attention_core == doctest::Approx(sbh * 34 / t));
+  // The paper's worked check for all 48 layers: 59.25 GiB with TP only, 9.5625 GiB with
+  // TP + SP + selective recompute.
+  CHECK(48 * tp.total / gib == doctest::Approx(59.25));
+  CHECK(48 * (sp.total - sp.attention_core) / gib == doctest::Approx(9.5625));
+}
+
+TEST_CASE("context parallelism splits the sequence: a rank keeps 1/cp of the activations with FlashAttention") {
+  const ModelSpec model = model_22b();
+  const double whole =
+      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, true, Sharding{1, false, 1}).layer.activations.total;
+  const double quarter =
+      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, true, Sharding{1, false, 4}).layer.activations.total;
+  CHECK(quarter == doctest::Approx(whole / 4));
+}
+
+TEST_CASE("tensor-parallel traffic per layer is 8bsh(t-1)/t elements per device per micro-batch") {
+  // Narayanan et al. 2021, section 3.2: two all-reduces in forward and two in backward, each of
+  // 2bsh(t-1)/t elements on a ring; the same with sequence parallelism's all-gathers and
+  // reduce-scatters.
+  for (const char* sp : {"false", "true"}) {
+    CAPTURE(sp);
+    const Scenario scenario = load_scenario(test::write_temp_file("tp.ini", test::tiny_scenario_ini),
+                                            {"parallel.tp=4", "parallel.dp=1", "training.global_batch=2",
+                                             std::string("parallel.sp=") + sp});
+    const ModelSpec model = load_model(scenario.model_file, 128 * 4);
+    const WorkloadBuild build = build_workload(scenario, model, 0);
+    double bytes = 0;
+    for (const Op& op : build.workload.program(0).ops)
+      if (op.kind == OpKind::collective && op.stream == Stream::tp_comm && op.name.rfind("L0.", 0) == 0)
+        bytes += bytes_sent_per_rank(op.collective, op.bytes,
+                                     static_cast<int>(build.workload.groups[op.group].ranks.size()));
+    const double b = 2, s = 512, h = 256, t = 4;
+    CHECK(bytes / 2.0 /* bf16 */ == doctest::Approx(8 * b * s * h * (t - 1) / t));
+  }
+}
+
+TEST_CASE("pipeline schedules run every micro-batch's forward before its backward, once each") {
+  for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved}) {
+    const int chunks = schedule == Schedule::interleaved ? 2 : 1;
+    for (int stage = 0; stage < 4; ++stage) {
+      CAPTURE(stage);
+      const auto steps = pipeline_schedule(schedule, 4, chunks, 8, stage);
+      CHECK(steps.size() == static_cast<std::size_t>(2 * 8 * chunks));
+      std::map<std::pair<long long, int>, int> seen;
+      for (const PipelineStep& step : steps) {
+        int& state = seen[{step.micro_batch, step.chunk}];
+        CHECK(state == (step.forward ? 0 : 1));
+        state = step.forward ? 1 : 2;
+      }
+      CHECK(seen.size() == static_cast<std::size_t>(8 * chunks));
+    }
+  }
+  // 1F1B warms up with p - stage - 1 forwards: stage 0 of 4 holds 4 micro-batches, the last 1.
+  CHECK(peak_in_flight(pipeline_schedule(Schedule::one_f_one_b, 4, 1, 8, 0)) == 4);
+  CHECK(peak_in_flight(pipeline_schedule(Schedule::one_f_one_b, 4, 1, 8, 3)) == 1);
+  CHECK(peak_in_flight(pipeline_schedule(Schedule::gpipe, 4, 1, 8, 0)) == 8);
+  // Interleaved (Megatron-LM): (p - 1) * 2 + (v - 1) * p warm-up chunks, then one more.
+  CHECK(peak_in_flight(pipeline_schedule(Schedule::interleaved, 4, 2, 8, 0)) == 6 + 4 + 1);
+}
+
+TEST_CASE("rank order puts tp innermost by default and follows the order given") {
+  Layout layout;
+  layout.tp = 2;
+  layout.dp = 2;
+  layout.pp = 2;
+  CHECK(layout.coords(1).tp == 1);
+  CHECK(layout.coords(2).dp == 1);
+  CHECK(layout.coords(4).pp == 1);
+  CHECK(layout.group_of(5, {Dim::tp}) == std::vector<int>{4, 5});
+  CHECK(layout.group_of(5, {Dim::dp}) == std::vector<int>{5, 7});
+  layout.order = {Dim::dp, Dim::tp, Dim::cp, Dim::pp};
+  CHECK(layout.coords(1).dp == 1);
+  CHECK(layout.group_of(0, {Dim::tp}) == std::vector<int>{0, 2});
+}
