@@ -11,8 +11,8 @@ public:
   virtual ~ReplayObserver() = default;
   virtual void op_started(int rank, OpId op, double time) = 0;
   virtual void op_finished(int rank, OpId op, double time) = 0;
-  // A send's data moved from `start` (when its receiver was ready) to `end`; told just before
-  // op_finished, so `start` may be earlier than events already told.
+  // A send's or a collective's data moved from `start` (when its peers were ready) to `end`;
+  // told just before op_finished, so `start` may be earlier than events already told.
   virtual void op_transferred(int rank, OpId op, double start, double end) = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <limits>
 #include <map>
 #include <queue>
 #include <unordered_map>
@@ -19,6 +20,9 @@ namespace sg4 = simgrid::s4u;
 
 namespace trainsim {
 namespace {
+
+// Timers closer than SimGrid's numerical accuracy fire at once.
+constexpr double timer_resolution = 1e-9;
 
 // Beyond this a replay would take hours on one core: refused up front.
 constexpr std::size_t max_simulated_ops = 500'000'000;
@@ -75,6 +79,10 @@ public:
         break;  // blocked forever: reported as a deadlock after the run
       const double now = sg4::Engine::get_clock();
       const double timeout = timers_.empty() ? -1.0 : std::max(0.0, timers_.top().deadline - now);
+      if (!timers_.empty() && timeout < timer_resolution) {
+        fire_due_timers();
+        continue;
+      }
       if (activities_.empty()) {
         sg4::this_actor::sleep_for(timeout);
         fire_due_timers();
@@ -86,8 +94,14 @@ public:
         continue;
       }
       const OpId op = activity_ops_[index];
-      if (program_.ops[op].kind == OpKind::send)
+      const OpKind kind = program_.ops[op].kind;
+      if (kind == OpKind::send)
         shared_.observer->op_transferred(rank_, op, activities_[index]->get_start_time(), sg4::Engine::get_clock());
+      if (kind == OpKind::collective) {
+        CollectiveState& state = collectives_[op];
+        if (state.phase == 0)
+          state.first_transfer = std::min(state.first_transfer, activities_[index]->get_start_time());
+      }
       activities_[index] = activities_.back();
       activities_.pop_back();
       activity_ops_[index] = activity_ops_.back();
@@ -109,6 +123,8 @@ private:
   struct CollectiveState {
     int phase = 0;
     int outstanding = 0;
+    // When data first moved: the members had arrived. Waiting for them is not transfer time.
+    double first_transfer = std::numeric_limits<double>::infinity();
   };
 
   void start_ready_ops() {
@@ -233,7 +249,7 @@ private:
 
   void fire_due_timers() {
     const double now = sg4::Engine::get_clock();
-    while (!timers_.empty() && timers_.top().deadline <= now) {
+    while (!timers_.empty() && timers_.top().deadline <= now + timer_resolution) {
       const OpId id = timers_.top().op;
       timers_.pop();
       start_collective_phase(id, collectives_[id].phase + 1);
@@ -249,6 +265,11 @@ private:
     const Op& op = program_.ops[id];
     ++finished_;
     shared_.ops_done[rank_] = finished_;
+    if (op.kind == OpKind::collective) {
+      const auto state = collectives_.find(id);
+      if (state != collectives_.end() && state->second.first_transfer <= sg4::Engine::get_clock())
+        shared_.observer->op_transferred(rank_, id, state->second.first_transfer, sg4::Engine::get_clock());
+    }
     shared_.observer->op_finished(rank_, id, sg4::Engine::get_clock());
     if (op.kind == OpKind::collective) {
       collectives_.erase(id);

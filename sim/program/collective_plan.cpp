@@ -29,7 +29,9 @@ int default_channels(const std::vector<int>& node_of_member) {
   int fullest = 1;
   for (int node : node_of_member)
     fullest = std::max(fullest, ++per_node[node]);
-  return fullest;
+  // Inside one node every GPU has its own switch port, so one ring already runs each port at
+  // full speed; more rings would only add simulated flows.
+  return per_node.size() == 1 ? 1 : fullest;
 }
 
 RingPhases ring_phases(Collective collective, double bytes, int members) {

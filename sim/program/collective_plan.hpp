@@ -15,7 +15,8 @@ namespace trainsim {
 // different GPUs (and so different rail NICs).
 std::vector<std::vector<int>> build_rings(const std::vector<int>& node_of_member, int channels);
 
-// Rings per collective when the scenario says "auto": GPUs of the group on its fullest node.
+// Rings per collective when the scenario says "auto": GPUs of the group on its fullest node, or
+// one ring for a group inside a single node.
 int default_channels(const std::vector<int>& node_of_member);
 
 // Number of sequential ring phases and the bytes each rank sends per phase (all channels together).

@@ -95,6 +95,8 @@ std::string comm_kind(const Op& op, const Workload& workload) {
   }
 }
 
+bool StepCollector::transfers_are_told(const Op& op) { return op.kind == OpKind::send || op.kind == OpKind::collective; }
+
 StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, bool keep_timelines)
     : workload_(workload), gpus_(gpus) {
   ranks_.reserve(workload.ranks());
@@ -115,18 +117,17 @@ void StepCollector::op_started(int rank, OpId id, double time) {
     return;
   }
   const std::string kind = comm_kind(op, workload_);
-  // Point-to-point ops span the wait for their peer; the transfer is told by op_transferred.
-  if (kind.empty() || op.kind == OpKind::recv || op.kind == OpKind::send) {
-    if (op.kind == OpKind::send)
-      state.comm_bytes[kind] += op.bytes;
+  if (kind.empty() || op.kind == OpKind::recv)
     return;
-  }
-  state.comm[kind].begin(time);
   if (op.kind == OpKind::collective)
     state.comm_bytes[kind] += bytes_sent_per_rank(
         op.collective, op.bytes, static_cast<int>(workload_.groups[op.group].ranks.size()));
-  else if (op.kind != OpKind::recv)
+  else
     state.comm_bytes[kind] += op.bytes;
+  // Sends and collectives span the wait for their peers; their transfer is told by op_transferred.
+  if (transfers_are_told(op))
+    return;
+  state.comm[kind].begin(time);
 }
 
 void StepCollector::op_finished(int rank, OpId id, double time) {
@@ -141,7 +142,7 @@ void StepCollector::op_finished(int rank, OpId id, double time) {
       state.optimizer.end(time);
   } else if (op.kind == OpKind::alloc || op.kind == OpKind::free) {
     state.memory.apply(op, time);
-  } else if (op.kind != OpKind::recv && op.kind != OpKind::send) {
+  } else if (op.kind != OpKind::recv && !transfers_are_told(op)) {
     const std::string kind = comm_kind(op, workload_);
     if (!kind.empty())
       state.comm[kind].end(time);

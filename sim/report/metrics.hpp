@@ -113,6 +113,7 @@ private:
     RankState(bool keep_timeline, double capacity) : memory(keep_timeline, capacity) {}
   };
   StepBreakdown breakdown_of(const RankState& state, const RankMetrics& rank, double step_time) const;
+  static bool transfers_are_told(const Op& op);
   const Workload& workload_;
   const std::vector<GpuInfo>& gpus_;
   std::vector<RankState> ranks_;

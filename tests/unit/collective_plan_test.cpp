@@ -12,6 +12,7 @@ TEST_CASE("rings keep a node's members adjacent and enter each node at a differe
   for (int i = 0; i < 16; ++i)
     node_of_member.push_back(i / 8);
   CHECK(default_channels(node_of_member) == 8);
+  CHECK(default_channels(std::vector<int>(8, 0)) == 1);  // one node: one ring
   const auto rings = build_rings(node_of_member, 8);
   REQUIRE(rings.size() == 8);
   std::vector<int> exit_members;
