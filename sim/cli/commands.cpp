@@ -204,15 +204,13 @@ std::optional<PreparedScenario> scenario_command(const std::string& command, con
 
 
 int simulate_and_report(SimulationContext& context, const Workload& workload, const std::vector<GpuInfo>& gpus,
-                        const RunInfo& run, int channels, const fs::path& out) {
+                        const RunInfo& run, const ReplaySettings& settings, const fs::path& out) {
   std::error_code error;
   fs::create_directories(out, error);
   if (!fs::is_directory(out))
     throw InputError(out.string() + ": cannot create the output directory" +
                      (error ? " (" + error.message() + ")" : std::string()));
   StepCollector collector(workload, gpus, true);
-  ReplaySettings settings;
-  settings.channels = channels;
   replay(context, workload, gpus, settings, collector);
   const StepMetrics metrics = collector.finish(run.training_tokens);
   // Files first: a run whose outputs cannot be written prints no summary that looks complete.
@@ -243,8 +241,10 @@ int run_command(const std::vector<std::string>& arguments) {
     return 0;
   const PreparedScenario& prepared = *parsed;
   const fs::path out = options.out.empty() ? fs::path("results") / prepared.scenario.name : fs::path(options.out);
-  return simulate_and_report(*prepared.context, prepared.workload, prepared.gpus, prepared.run,
-                             prepared.scenario.channels, out);
+  ReplaySettings settings;
+  settings.channels = prepared.scenario.channels;
+  settings.fast_intra_node_collectives = prepared.scenario.fast_collectives;
+  return simulate_and_report(*prepared.context, prepared.workload, prepared.gpus, prepared.run, settings, out);
 }
 
 namespace {
@@ -331,7 +331,7 @@ int trace_command(const std::vector<std::string>& arguments) {
 
 int replay_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
-  std::string directory, platform, channels_text = "auto";
+  std::string directory, platform, channels_text = "auto", fidelity = "flows";
   double tokens = 1e9;
   po::options_description visible("Options");
   visible.add_options()("platform,p", po::value(&platform)->required(),
@@ -339,7 +339,9 @@ int replay_command(const std::vector<std::string>& arguments) {
       "out,o", po::value(&options.out), "output directory (default: results/replay-<trace directory name>)")(
       "channels", po::value(&channels_text)->default_value("auto"),
       "rings per collective (auto: GPUs of the group on its fullest node)")(
-      "tokens", po::value(&tokens)->default_value(1e9, "1e9"), "tokens to train, for time-to-train");
+      "tokens", po::value(&tokens)->default_value(1e9, "1e9"), "tokens to train, for time-to-train")(
+      "fidelity", po::value(&fidelity)->default_value("flows"),
+      "flows | fast: collectives inside a node timed from their ring instead of simulated");
   visible.add(common_options(options));
   po::options_description all = visible;
   all.add_options()("trace-dir", po::value(&directory)->required(), "trace directory");
@@ -360,6 +362,8 @@ int replay_command(const std::vector<std::string>& arguments) {
   }
   if (!(tokens > 0))
     throw InputError("--tokens: must be positive");
+  if (fidelity != "flows" && fidelity != "fast")
+    throw InputError("--fidelity " + fidelity + ": accepted: flows, fast");
   const Workload workload = read_trace(directory);
   const fs::path platform_file = resolve_data_file(platform, "platforms", ".xml", ".", "--platform");
   SimulationContext context(options.simulation);
@@ -373,7 +377,10 @@ int replay_command(const std::vector<std::string>& arguments) {
   run.layout = std::to_string(workload.ranks()) + " ranks, " + std::to_string(workload.groups.size()) + " groups";
   run.training_tokens = tokens;
   const fs::path out = options.out.empty() ? fs::path("results") / ("replay-" + run.name) : fs::path(options.out);
-  return simulate_and_report(context, workload, gpus, run, channels, out);
+  ReplaySettings settings;
+  settings.channels = channels;
+  settings.fast_intra_node_collectives = fidelity == "fast";
+  return simulate_and_report(context, workload, gpus, run, settings, out);
 }
 
 } // namespace trainsim::cli

@@ -57,6 +57,7 @@ const std::vector<OptionSpec>& option_specs() {
       {"compute.allow_tf32", "true", "fp32 matmuls run on TF32 tensor cores: true | false"},
       {"comm.bucket_size", "25MiB", "gradient all-reduce bucket size (PyTorch DDP: 25 MiB)"},
       {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
+      {"comm.fidelity", "flows", "flows: every collective simulated as flows | fast: collectives inside a node timed from their ring (faster at scale)"},
       {"comm.grad_sync", "auto", "gradient reduction under accumulation: last | every micro-batch (auto: every for ZeRO-2/3, as DeepSpeed)"},
   };
   return specs;
@@ -461,6 +462,8 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   if (scenario.bucket_bytes < 1)
     values.fail("comm.bucket_size", "must be at least 1 byte; accepted: a size such as 25MiB");
   scenario.channels = values.text("comm.channels") == "auto" ? 0 : static_cast<int>(values.integer("comm.channels", 1, 64));
+  scenario.fast_collectives =
+      values.choice<bool>("comm.fidelity", {{"flows", false}, {"fast", true}});
   if (values.text("comm.grad_sync") == "auto")
     scenario.grad_sync = scenario.zero >= 2 ? GradSync::every : GradSync::last;
   else

@@ -75,6 +75,7 @@ struct Scenario {
   double bucket_bytes = 25.0 * 1024 * 1024;
   int channels = 0;                   // 0: one ring per GPU of a node (as NCCL does)
   GradSync grad_sync = GradSync::last;
+  bool fast_collectives = false;      // comm.fidelity = fast: intra-node collectives timed, not simulated
 
   // Every key with its effective value, for the summary and the "effective configuration" print.
   std::map<std::string, std::string> settings;

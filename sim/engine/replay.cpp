@@ -38,6 +38,10 @@ struct GroupPlan {
   std::unordered_map<int, int> member_of_rank;
   double step_latency = 0;              // the slowest ring edge's route latency
   std::vector<std::vector<sg4::Mailbox*>> inbox;  // [channel][member]
+  // Fast fidelity for a group inside one node: collectives are timed from the ring's slowest
+  // edge (bytes / bandwidth + latency per step) instead of simulated as flows.
+  bool analytic = false;
+  double edge_bandwidth = std::numeric_limits<double>::infinity();
 };
 
 struct SharedState {
@@ -198,6 +202,16 @@ private:
     CollectiveState& state = collectives_[id];
     state.phase = phase;
     state.outstanding = 0;
+    if (plan.analytic && op.collective != Collective::all_to_all) {
+      // All phases at once: each is one ring pass over the slowest edge, n-1 steps of latency.
+      const double now = sg4::Engine::get_clock();
+      const double seconds =
+          (phases.phases - phase) * (phases.bytes_per_phase / plan.edge_bandwidth + (members - 1) * plan.step_latency);
+      state.first_transfer = std::min(state.first_transfer, now);
+      state.phase = phases.phases - 1;
+      timers_.push({now + seconds, timer_sequence_++, id});
+      return;
+    }
     const int me = plan.member_of_rank.at(rank_);
     if (op.collective == Collective::all_to_all) {
       const auto share = static_cast<uint64_t>(op.bytes / members);
@@ -306,7 +320,7 @@ private:
 };
 
 GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4::Host*>& hosts,
-                     const std::vector<GpuInfo>& gpus, int channels) {
+                     const std::vector<GpuInfo>& gpus, int channels, bool fast) {
   GroupPlan plan;
   std::map<std::string, int> node_ids;
   std::vector<int> node_of_member;
@@ -316,6 +330,7 @@ GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4:
     node_of_member.push_back(node_ids.emplace(node, static_cast<int>(node_ids.size())).first->second);
   }
   const int ring_count = channels > 0 ? channels : default_channels(node_of_member);
+  plan.analytic = fast && node_ids.size() == 1;
   const auto rings = build_rings(node_of_member, ring_count);
   const std::size_t members = group.ranks.size();
   plan.next.assign(rings.size(), std::vector<int>(members));
@@ -335,6 +350,8 @@ GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4:
         hosts[group.ranks[from]]->route_to(hosts[group.ranks[to]], links, &latency);
         latency_of_edge[{from, to}] = latency;
         plan.step_latency = std::max(plan.step_latency, latency);
+        for (const sg4::Link* link : links)
+          plan.edge_bandwidth = std::min(plan.edge_bandwidth, link->get_bandwidth());
       }
     }
   }
@@ -386,7 +403,8 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   }
   check_targets(workload, shared.hosts);
   for (std::size_t g = 0; g < workload.groups.size(); ++g)
-    shared.groups.push_back(plan_group(workload.groups[g], static_cast<int>(g), shared.hosts, gpus, settings.channels));
+    shared.groups.push_back(plan_group(workload.groups[g], static_cast<int>(g), shared.hosts, gpus, settings.channels,
+                                       settings.fast_intra_node_collectives));
 
   std::vector<std::unique_ptr<RankRunner>> runners;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {

@@ -16,6 +16,9 @@ namespace trainsim {
 
 struct ReplaySettings {
   int channels = 0;  // rings per collective; 0: GPUs of the group on its fullest node
+  // Time collectives of groups inside one node from the ring formula over their routes instead
+  // of simulating their flows (cross-node traffic is always simulated).
+  bool fast_intra_node_collectives = false;
 };
 
 struct ReplayOutcome {

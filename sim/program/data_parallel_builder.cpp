@@ -218,7 +218,7 @@ private:
     const std::string mb = mb_suffix();
     auto gathered = acquire();
     alloc("embedding.act" + mb, MemCategory::activations, costs_.embedding_activations);
-    ops_.embedding_forward("embedding.fwd" + mb, gathered);
+    chain_ = ops_.embedding_forward("embedding.fwd" + mb, gathered);
     release_use();
     const LayerActivations& act = costs_.layer.activations;
     for (const RecomputeSegment& segment : plan_.segments) {
@@ -229,13 +229,13 @@ private:
         if (segment.policy != LayerPolicy::checkpoint)
           alloc(layer_tensor(l, "act"), MemCategory::activations,
                 segment.policy == LayerPolicy::keep ? act.total : act.total - act.attention_core);
-        ops_.forward(layer_tensor(l, "fwd"), gathered, Phase::forward);
+        chain_ = ops_.forward(layer_tensor(l, "fwd"), after_chain(gathered), Phase::forward);
         release_use();
       }
     }
     gathered = acquire();
     alloc("head.act" + mb, MemCategory::activations, costs_.head_activations);
-    ops_.head_forward("head.fwd" + mb, gathered);
+    chain_ = ops_.head_forward("head.fwd" + mb, after_chain(gathered));
     release_use();
   }
 
@@ -246,7 +246,8 @@ private:
     alloc("act-grad" + mb, MemCategory::buffers, costs_.activation_gradient_buffer);
     auto gathered = acquire();
     prepare_gradients();
-    const OpId head = ops_.head_backward("head.bwd" + mb, gathered);
+    const OpId head = ops_.head_backward("head.bwd" + mb, after_chain(gathered));
+    chain_ = head;
     release("head.act" + mb);
     release_use();
     gradients_ready(head_gradient_parameters_, head, false);
@@ -259,7 +260,7 @@ private:
         for (long long l = first; l <= last; ++l) {
           gathered_for[l] = acquire_and_keep();
           alloc(layer_tensor(l, "act"), MemCategory::activations, act.total);
-          ops_.forward(layer_tensor(l, "recompute"), gathered_for[l], Phase::recompute);
+          chain_ = ops_.forward(layer_tensor(l, "recompute"), after_chain(gathered_for[l]), Phase::recompute);
         }
         release("S" + std::to_string(first) + ".input" + mb);
       }
@@ -270,7 +271,8 @@ private:
           compute(layer_tensor(l, "recompute-core"), costs_.layer.attention_core, Phase::recompute, deps);
         }
         prepare_gradients();
-        const OpId backward_op = ops_.backward(layer_tensor(l, "bwd"), deps);
+        const OpId backward_op = ops_.backward(layer_tensor(l, "bwd"), after_chain(deps));
+        chain_ = backward_op;
         release(layer_tensor(l, "core"));
         release(layer_tensor(l, "act"));
         release_kept(l);
@@ -279,7 +281,8 @@ private:
     }
     gathered = acquire();
     prepare_gradients();
-    const OpId embedding = ops_.embedding_backward("embedding.bwd" + mb, gathered);
+    const OpId embedding = ops_.embedding_backward("embedding.bwd" + mb, after_chain(gathered));
+    chain_ = embedding;
     release("embedding.act" + mb);
     release("act-grad" + mb);
     release_use();
@@ -289,6 +292,14 @@ private:
       if (accumulates_unsharded())
         release("gradient-accumulator", sync_ops_);
     }
+  }
+
+  // A layer needs the output of the one before: with tensor parallelism that is the collective
+  // ending the previous piece, which the compute stream alone would not wait for.
+  std::vector<OpId> after_chain(std::vector<OpId> deps) const {
+    if (chain_)
+      deps.push_back(*chain_);
+    return deps;
   }
 
   // In backward a layer's gathered parameters stay until its own backward is done, even when a
@@ -348,6 +359,7 @@ private:
   double optimizer_params_ = 0;
   long long micro_batch_ = 0;
   bool sync_now_ = false;
+  std::optional<OpId> chain_;  // the op that ends the previous piece of the model
   // ZeRO-3 gathering
   std::vector<FetchEvent> per_micro_batch_;
   long long next_gather_ = 0;

@@ -125,3 +125,16 @@ TEST_CASE("layouts that do not divide are refused with the numbers that clash") 
     CHECK_MESSAGE(result.err.find(c.message) != std::string::npos, result.err);
   }
 }
+
+TEST_CASE("fast fidelity times collectives inside a node like the simulated flows") {
+  // With tensor parallelism inside each DGX node and nothing else on NVLink, the ring formula
+  // over the routes and the simulated flows agree; only cross-node traffic stays simulated.
+  const std::string layout = "--set parallel.tp=8 --set parallel.dp=2 --set model.name=llama3.2-1b "
+                             "--set training.seq_len=1024 --set training.micro_batch=1 --set training.global_batch=4 ";
+  const json flows = run("fidelity_flows", tiny, layout + "--set comm.fidelity=flows");
+  const json fast = run("fidelity_fast", tiny, layout + "--set comm.fidelity=fast");
+  CHECK(fast["step_time_s"].get<double>() == doctest::Approx(flows["step_time_s"].get<double>()).epsilon(0.01));
+  CHECK(fast["time"]["comm"]["tp"]["bytes"] == flows["time"]["comm"]["tp"]["bytes"]);
+  CHECK(fast["time"]["comm"]["tp"]["total_s"].get<double>() ==
+        doctest::Approx(flows["time"]["comm"]["tp"]["total_s"].get<double>()).epsilon(0.02));
+}
