@@ -1,30 +1,53 @@
 #!/usr/bin/env bash
-# Benchmark: wall-clock time of `trainsim run` on the benchmark scenarios.
-# Not a test: these machines are shared, so numbers are reported, never asserted.
+# Benchmark: wall-clock time and peak memory of `trainsim run`. Not a test: these machines are
+# shared, so numbers are reported (README, Performance), never asserted.
 #
-#   bash bench/run.sh [repetitions]     (default 5; prints the median and the range)
+#   bash bench/run.sh [repetitions]   small scenarios, median of `repetitions` runs (default 5)
+#   bash bench/run.sh --scale         GPT-3 175B on 64, 256 and 1,024 GPUs, both fidelities
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TRAINSIM_BUILD_DIR:-$root/build}"
-repetitions="${1:-5}"
 bash "$root/scripts/bootstrap.sh" build > /dev/null
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
+cd "$root"
 
-for scenario in scenarios/default.ini scenarios/llama3-70b-2n.ini; do
+# One run: prints wall seconds, peak RSS, replayed ops and ops per second of replay.
+measure() {
+  local log="$out/log"
+  /usr/bin/time -f "%e %M" -o "$out/time" "$build/trainsim" --log-level info run "$@" --out "$out/run" > "$log" 2>&1
+  local wall rss ops replay
+  read -r wall rss < "$out/time"
+  ops=$(sed -n 's/.*replaying [0-9]* ranks, \([0-9]*\) ops.*/\1/p' "$log")
+  replay=$(sed -n 's/.*simulated [0-9.]* s in \([0-9.]*\) s of wall time.*/\1/p' "$log")
+  awk -v w="$wall" -v r="$rss" -v o="$ops" -v t="$replay" \
+    'BEGIN {printf "wall %.2f s, peak RSS %.0f MiB, %d ops replayed in %.2f s (%.0f ops/s)", w, r / 1024, o, t, o / t}'
+}
+
+if [ "${1:-}" = "--scale" ]; then
+  gpt3=scenarios/gpt3-175b-1024.ini
+  for fidelity in fast flows; do
+    echo "GPT-3 175B, tp=8 sp, interleaved (vpp=2), ZeRO-1, comm.fidelity=$fidelity:"
+    echo "   64 GPUs (pp=8, dp=1, global batch 96):   $(measure $gpt3 --set platform.file=dgx-a100-8n.xml \
+      --set parallel.pp=8 --set parallel.dp=1 --set training.global_batch=96 --set comm.fidelity=$fidelity)"
+    echo "  256 GPUs (pp=16, dp=2, global batch 384): $(measure $gpt3 --set platform.file=dgx-a100-32n.xml \
+      --set parallel.dp=2 --set training.global_batch=384 --set comm.fidelity=$fidelity)"
+    echo " 1024 GPUs (pp=16, dp=8, global batch 1536): $(measure $gpt3 --set comm.fidelity=$fidelity)"
+  done
+  exit 0
+fi
+
+repetitions="${1:-5}"
+for scenario in scenarios/default.ini scenarios/llama3-70b-2n.ini scenarios/llama3-70b-pp4-interleaved.ini; do
   times=()
   for ((i = 0; i < repetitions; i++)); do
     start=$(date +%s.%N)
-    (cd "$root" && "$build/trainsim" run "$scenario" --out "$out/run" > /dev/null)
+    "$build/trainsim" run "$scenario" --out "$out/run" > /dev/null
     end=$(date +%s.%N)
     times+=("$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')")
   done
   sorted=($(printf '%s\n' "${times[@]}" | sort -g))
-  median="${sorted[$((repetitions / 2))]}"
-  ops=$(cd "$root" && "$build/trainsim" trace "$scenario" --out "$out/trace" > /dev/null &&
-        grep -vc '^#' "$out/trace"/program-*.trace | awk -F: '{s += $NF} END {print s}')
-  ranks=$(awk '/^ranks/ {print $2}' "$out/trace/workload.txt")
-  printf '%-32s median %.3f s (min %.3f, max %.3f) over %d runs; %d ranks x %d ops\n' \
-    "$scenario" "$median" "${sorted[0]}" "${sorted[$((repetitions - 1))]}" "$repetitions" "$ranks" "$ops"
-  rm -rf "$out/trace"
+  printf '%-42s median %.3f s (min %.3f, max %.3f) over %d runs; %s\n' "$scenario" \
+    "${sorted[$((repetitions / 2))]}" "${sorted[0]}" "${sorted[$((repetitions - 1))]}" "$repetitions" \
+    "$(measure "$scenario" | sed 's/^wall [0-9.]* s, //')"
 done

@@ -8,15 +8,15 @@ namespace trainsim {
 
 double sum(const CategoryBytes& bytes) { return std::accumulate(bytes.begin(), bytes.end(), 0.0); }
 
-void MemoryTracker::apply(const Op& op, double when) {
+void MemoryTracker::apply(const Op& op, OpId key, double when) {
   if (op.kind != OpKind::alloc && op.kind != OpKind::free)
     return;
   Allocation allocation{op.bytes, op.category, op.device};
   if (op.kind == OpKind::alloc) {
-    if (!live_.emplace(op.tensor, allocation).second)
+    if (!live_.emplace(key, allocation).second)
       throw InputError("tensor " + op.tensor + " is allocated twice without a free");
   } else {
-    const auto it = live_.find(op.tensor);
+    const auto it = live_.find(key);
     if (it == live_.end())
       throw InputError("free of tensor " + op.tensor + ", which is not allocated");
     allocation = it->second;
@@ -49,10 +49,30 @@ RankMemory MemoryTracker::result() const {
   return memory;
 }
 
+std::vector<OpId> pair_allocations(const Program& program) {
+  std::vector<OpId> pairs(program.ops.size(), 0);
+  std::unordered_map<std::string, OpId> live;
+  for (OpId id = 0; id < program.ops.size(); ++id) {
+    const Op& op = program.ops[id];
+    if (op.kind == OpKind::alloc) {
+      pairs[id] = id;
+      live[op.tensor] = id;
+    } else if (op.kind == OpKind::free) {
+      const auto it = live.find(op.tensor);
+      if (it == live.end())
+        throw InputError("free of tensor " + op.tensor + ", which is not allocated");
+      pairs[id] = it->second;
+      live.erase(it);
+    }
+  }
+  return pairs;
+}
+
 RankMemory memory_in_program_order(const Program& program, double gpu_capacity) {
   MemoryTracker tracker(false, gpu_capacity);
-  for (std::size_t i = 0; i < program.ops.size(); ++i)
-    tracker.apply(program.ops[i], static_cast<double>(i));
+  const std::vector<OpId> pairs = pair_allocations(program);
+  for (OpId id = 0; id < program.ops.size(); ++id)
+    tracker.apply(program.ops[id], pairs[id], static_cast<double>(id));
   return tracker.result();
 }
 

@@ -39,8 +39,10 @@ public:
   explicit MemoryTracker(bool keep_timeline, double gpu_capacity = std::numeric_limits<double>::infinity())
       : keep_timeline_(keep_timeline), gpu_capacity_(gpu_capacity) {}
 
-  // Applies an alloc or free (other ops are ignored). `when` is the time of the event.
-  void apply(const Op& op, double when);
+  // Applies an alloc or free (other ops are ignored). `allocation` identifies the tensor: the
+  // id of its alloc op, for the alloc and for its free (see pair_allocations). `when` is the
+  // time of the event.
+  void apply(const Op& op, OpId allocation, double when);
   RankMemory result() const;
   const std::vector<MemoryPoint>& timeline() const { return timeline_; }
 
@@ -53,11 +55,15 @@ private:
   bool keep_timeline_;
   double gpu_capacity_;
   double over_capacity_at_ = -1;
-  std::unordered_map<std::string, Allocation> live_;
+  std::unordered_map<OpId, Allocation> live_;
   std::array<CategoryBytes, device_count> in_use_{};
   std::array<DeviceMemory, device_count> peaks_{};
   std::vector<MemoryPoint> timeline_;
 };
+
+// For each op of a program, the id of the alloc op of the tensor it allocates or frees (the op's
+// own id for an alloc); 0 for other ops. Throws InputError for a free without its alloc.
+std::vector<OpId> pair_allocations(const Program& program);
 
 // Peak memory of a program executed in program order (op index as time).
 RankMemory memory_in_program_order(const Program& program,

@@ -97,11 +97,41 @@ std::string comm_kind(const Op& op, const Workload& workload) {
 
 bool StepCollector::transfers_are_told(const Op& op) { return op.kind == OpKind::send || op.kind == OpKind::collective; }
 
+int StepCollector::kind_index(const std::string& kind) {
+  const auto it = std::find(kinds_.begin(), kinds_.end(), kind);
+  if (it != kinds_.end())
+    return static_cast<int>(it - kinds_.begin());
+  kinds_.push_back(kind);
+  return static_cast<int>(kinds_.size() - 1);
+}
+
 StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, bool keep_timelines)
     : workload_(workload), gpus_(gpus) {
+  // Every kind of group in the layout is reported, with zeros when it moved nothing.
+  for (const Group& group : workload.groups)
+    kind_index(group.kind);
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    const Program* program = workload.programs[rank].get();
+    if (facts_.count(program))
+      continue;
+    ProgramFacts facts;
+    facts.kind.reserve(program->ops.size());
+    for (const Op& op : program->ops) {
+      const std::string kind = comm_kind(op, workload);
+      facts.kind.push_back(kind.empty() ? -1 : static_cast<signed char>(kind_index(kind)));
+    }
+    facts.allocation = pair_allocations(*program);
+    facts_.emplace(program, std::move(facts));
+  }
   ranks_.reserve(workload.ranks());
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     ranks_.emplace_back(keep_timelines, gpus[rank].hbm_capacity);
+    RankState& state = ranks_.back();
+    state.facts = &facts_.at(workload.programs[rank].get());
+    state.comm.resize(kinds_.size());
+    state.comm_bytes.assign(kinds_.size(), 0.0);
+    state.comm_seen.assign(kinds_.size(), false);
+  }
 }
 
 void StepCollector::op_started(int rank, OpId id, double time) {
@@ -116,9 +146,10 @@ void StepCollector::op_started(int rank, OpId id, double time) {
     state.flops += op.flops;
     return;
   }
-  const std::string kind = comm_kind(op, workload_);
-  if (kind.empty() || op.kind == OpKind::recv)
+  const int kind = state.facts->kind[id];
+  if (kind < 0 || op.kind == OpKind::recv)
     return;
+  state.comm_seen[kind] = true;
   if (op.kind == OpKind::collective)
     state.comm_bytes[kind] += bytes_sent_per_rank(
         op.collective, op.bytes, static_cast<int>(workload_.groups[op.group].ranks.size()));
@@ -141,17 +172,18 @@ void StepCollector::op_finished(int rank, OpId id, double time) {
     if (op.phase == Phase::optimizer)
       state.optimizer.end(time);
   } else if (op.kind == OpKind::alloc || op.kind == OpKind::free) {
-    state.memory.apply(op, time);
+    state.memory.apply(op, state.facts->allocation[id], time);
   } else if (op.kind != OpKind::recv && !transfers_are_told(op)) {
-    const std::string kind = comm_kind(op, workload_);
-    if (!kind.empty())
+    const int kind = state.facts->kind[id];
+    if (kind >= 0)
       state.comm[kind].end(time);
   }
 }
 
 void StepCollector::op_transferred(int rank, OpId id, double start, double end) {
-  const Op& op = workload_.program(rank).ops[id];
-  ranks_[rank].comm[comm_kind(op, workload_)].add(start, end);
+  const int kind = ranks_[rank].facts->kind[id];
+  if (kind >= 0)
+    ranks_[rank].comm[kind].add(start, end);
 }
 
 MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus) {
@@ -177,21 +209,24 @@ StepBreakdown StepCollector::breakdown_of(const RankState& state, const RankMetr
   breakdown.optimizer_s = rank.optimizer_s;
   breakdown.compute_s = rank.compute_s - rank.recompute_s - rank.optimizer_s;
   // Communication kinds in a fixed priority: the ones inside a layer first, then the gradient
-  // reductions, then the pipeline transfers.
+  // reductions, then the pipeline transfers, then any other.
   static const std::vector<std::string> priority = {"tp", "cp", "dp", "emb", "pp"};
-  std::vector<std::string> kinds;
+  std::vector<std::size_t> order;
   for (const std::string& kind : priority)
-    if (state.comm.count(kind))
-      kinds.push_back(kind);
-  for (const auto& [kind, busy] : state.comm)
-    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
-      kinds.push_back(kind);
+    for (std::size_t k = 0; k < kinds_.size(); ++k)
+      if (kinds_[k] == kind)
+        order.push_back(k);
+  for (std::size_t k = 0; k < kinds_.size(); ++k)
+    if (std::find(order.begin(), order.end(), k) == order.end())
+      order.push_back(k);
   std::vector<Interval> covered = state.compute.intervals();
   double accounted = rank.compute_s;
-  for (const std::string& kind : kinds) {
-    const auto& intervals = state.comm.at(kind).intervals();
+  for (std::size_t k : order) {
+    if (!rank.comm.count(kinds_[k]))
+      continue;
+    const auto& intervals = state.comm[k].intervals();
     const double exposed = uncovered_time(intervals, covered);
-    breakdown.exposed_comm_s[kind] = exposed;
+    breakdown.exposed_comm_s[kinds_[k]] = exposed;
     accounted += exposed;
     covered = merge_intervals(covered, intervals);
   }
@@ -214,15 +249,16 @@ StepMetrics StepCollector::finish(double training_tokens) const {
     out.recompute_s = state.recompute.total();
     out.optimizer_s = state.optimizer.total();
     out.hardware_flops = state.flops;
-    // Every kind of group in the layout is reported, with zeros when it moved nothing.
-    for (const Group& group : workload_.groups)
-      out.comm[group.kind];
-    for (const auto& [kind, busy] : state.comm) {
-      CommMetrics& comm = out.comm[kind];
-      comm.total_s = busy.total();
-      comm.exposed_s = uncovered_time(busy.intervals(), state.compute.intervals());
-      const auto bytes = state.comm_bytes.find(kind);
-      comm.bytes = bytes == state.comm_bytes.end() ? 0.0 : bytes->second;
+    for (std::size_t k = 0; k < kinds_.size(); ++k) {
+      // Kinds of the layout's groups always, others (p2p, copy, io) when they happened.
+      const bool of_a_group = std::any_of(workload_.groups.begin(), workload_.groups.end(),
+                                          [&](const Group& group) { return group.kind == kinds_[k]; });
+      if (!of_a_group && !state.comm_seen[k])
+        continue;
+      CommMetrics& comm = out.comm[kinds_[k]];
+      comm.total_s = state.comm[k].total();
+      comm.exposed_s = uncovered_time(state.comm[k].intervals(), state.compute.intervals());
+      comm.bytes = state.comm_bytes[k];
     }
     out.memory = state.memory.result();
     out.timeline = state.memory.timeline();

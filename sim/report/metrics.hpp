@@ -101,21 +101,31 @@ public:
   StepMetrics finish(double training_tokens) const;
 
 private:
+  // What the hot path needs of a program, computed once per distinct program.
+  struct ProgramFacts {
+    std::vector<signed char> kind;       // per op: index into kinds_, -1 for ops that move no data
+    std::vector<OpId> allocation;        // per op: see pair_allocations
+  };
   struct RankState {
     BusyTime compute;
     BusyTime recompute;
     BusyTime optimizer;
     double flops = 0;
-    std::map<std::string, BusyTime> comm;
-    std::map<std::string, double> comm_bytes;
+    std::vector<BusyTime> comm;          // by kind index
+    std::vector<double> comm_bytes;      // by kind index
+    std::vector<bool> comm_seen;         // by kind index: a transfer of that kind happened
     MemoryTracker memory;
     double finish = 0;
+    const ProgramFacts* facts = nullptr;
     RankState(bool keep_timeline, double capacity) : memory(keep_timeline, capacity) {}
   };
   StepBreakdown breakdown_of(const RankState& state, const RankMetrics& rank, double step_time) const;
   static bool transfers_are_told(const Op& op);
+  int kind_index(const std::string& kind);
   const Workload& workload_;
   const std::vector<GpuInfo>& gpus_;
+  std::vector<std::string> kinds_;
+  std::map<const Program*, ProgramFacts> facts_;
   std::vector<RankState> ranks_;
 };
 

@@ -156,7 +156,10 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
     out << workload.step.model << " (" << format_count(workload.step.parameters) << " parameters) ";
   out << "on " << run.platform << ", " << workload.ranks() << " x " << gpus.front().model << '\n';
   out << line("  %-16s %s\n", "layout", run.layout.c_str());
-  if (run.recompute && run.recompute->strategy != "none") {
+  if (run.recompute && run.recompute->strategy != "none" && run.recompute->extra_flops == 0) {
+    out << line("  %-16s %s: nothing to recompute (FlashAttention keeps no attention scores, or the budget keeps all)\n",
+                "recompute", run.recompute->strategy.c_str());
+  } else if (run.recompute && run.recompute->strategy != "none") {
     const RecomputePlan& plan = *run.recompute;
     out << line("  %-16s %s: %lld layers checkpointed, %lld selective, +%s FLOPs per micro-batch%s\n", "recompute",
                 plan.strategy.c_str(), plan.checkpointed_layers, plan.selective_layers,

@@ -21,6 +21,16 @@ Op release(const std::string& tensor) {
   op.tensor = tensor;
   return op;
 }
+// Applies ops to a tracker in order, pairing each free with its alloc as the collector does.
+void apply_all(MemoryTracker& tracker, const std::vector<std::pair<Op, double>>& events) {
+  Program program;
+  for (const auto& event : events)
+    program.add(event.first);
+  const auto pairs = pair_allocations(program);
+  for (OpId id = 0; id < program.ops.size(); ++id)
+    tracker.apply(program.ops[id], pairs[id], events[id].second);
+}
+
 } // namespace
 
 TEST_CASE("the peak and its breakdown are taken at the highest total") {
@@ -47,9 +57,9 @@ TEST_CASE("the peak and its breakdown are taken at the highest total") {
 
 TEST_CASE("the timeline records every GPU event with its time") {
   MemoryTracker tracker(true);
-  tracker.apply(alloc("w", MemCategory::weights, 10), 0.5);
-  tracker.apply(alloc("a", MemCategory::activations, 5), 1.0);
-  tracker.apply(release("a"), 2.0);
+  apply_all(tracker, {{alloc("w", MemCategory::weights, 10), 0.5},
+                      {alloc("a", MemCategory::activations, 5), 1.0},
+                      {release("a"), 2.0}});
   REQUIRE(tracker.timeline().size() == 3);
   CHECK(tracker.timeline()[1].time == 1.0);
   CHECK(tracker.timeline()[1].gpu[static_cast<int>(MemCategory::activations)] == 5);
@@ -57,19 +67,21 @@ TEST_CASE("the timeline records every GPU event with its time") {
 }
 
 TEST_CASE("freeing an unknown tensor or allocating twice is an error") {
+  Program ghost;
+  ghost.add(release("ghost"));
+  CHECK_THROWS_AS(pair_allocations(ghost), InputError);
   MemoryTracker tracker(false);
-  CHECK_THROWS_AS(tracker.apply(release("ghost"), 0), InputError);
-  tracker.apply(alloc("x", MemCategory::buffers, 1), 0);
-  CHECK_THROWS_AS(tracker.apply(alloc("x", MemCategory::buffers, 1), 0), InputError);
+  tracker.apply(alloc("x", MemCategory::buffers, 1), 0, 0);
+  CHECK_THROWS_AS(tracker.apply(alloc("x", MemCategory::buffers, 1), 0, 0), InputError);
 }
 
 TEST_CASE("the moment GPU use first exceeds the capacity is recorded") {
   MemoryTracker tracker(false, 100);
-  tracker.apply(alloc("w", MemCategory::weights, 60), 1.0);
-  tracker.apply(alloc("a", MemCategory::activations, 50), 2.0);  // 110 > 100
-  tracker.apply(alloc("b", MemCategory::activations, 50), 3.0);  // still over: the first moment stays
+  apply_all(tracker, {{alloc("w", MemCategory::weights, 60), 1.0},
+                      {alloc("a", MemCategory::activations, 50), 2.0},    // 110 > 100
+                      {alloc("b", MemCategory::activations, 50), 3.0}});  // still over: the first moment stays
   CHECK(tracker.result().over_capacity_at == 2.0);
   MemoryTracker roomy(false, 1000);
-  roomy.apply(alloc("w", MemCategory::weights, 60), 1.0);
+  apply_all(roomy, {{alloc("w", MemCategory::weights, 60), 1.0}});
   CHECK(roomy.result().over_capacity_at == -1);
 }
