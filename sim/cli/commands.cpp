@@ -210,7 +210,10 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
   if (!fs::is_directory(out))
     throw InputError(out.string() + ": cannot create the output directory" +
                      (error ? " (" + error.message() + ")" : std::string()));
-  StepCollector collector(workload, gpus, true);
+  std::vector<int> stage_of_rank;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+    stage_of_rank.push_back(run.coords.empty() ? 0 : run.coords[rank].pp);
+  StepCollector collector(workload, gpus, default_timeline_ranks(stage_of_rank));
   replay(context, workload, gpus, settings, collector);
   const StepMetrics metrics = collector.finish(run.training_tokens);
   // Files first: a run whose outputs cannot be written prints no summary that looks complete.

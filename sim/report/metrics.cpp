@@ -105,7 +105,24 @@ int StepCollector::kind_index(const std::string& kind) {
   return static_cast<int>(kinds_.size() - 1);
 }
 
-StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, bool keep_timelines)
+std::vector<bool> default_timeline_ranks(const std::vector<int>& stage_of_rank) {
+  constexpr std::size_t all_up_to = 64;
+  if (stage_of_rank.size() <= all_up_to)
+    return std::vector<bool>(stage_of_rank.size(), true);
+  std::vector<bool> keep(stage_of_rank.size(), false);
+  std::vector<bool> stage_seen;
+  for (std::size_t rank = 0; rank < stage_of_rank.size(); ++rank) {
+    const auto stage = static_cast<std::size_t>(stage_of_rank[rank]);
+    if (stage >= stage_seen.size())
+      stage_seen.resize(stage + 1, false);
+    if (!stage_seen[stage])
+      keep[rank] = stage_seen[stage] = true;
+  }
+  return keep;
+}
+
+StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus,
+                             const std::vector<bool>& timeline_ranks)
     : workload_(workload), gpus_(gpus) {
   // Every kind of group in the layout is reported, with zeros when it moved nothing.
   for (const Group& group : workload.groups)
@@ -125,7 +142,7 @@ StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo
   }
   ranks_.reserve(workload.ranks());
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    ranks_.emplace_back(keep_timelines, gpus[rank].hbm_capacity);
+    ranks_.emplace_back(timeline_ranks.empty() || timeline_ranks[rank], gpus[rank].hbm_capacity);
     RankState& state = ranks_.back();
     state.facts = &facts_.at(workload.programs[rank].get());
     state.comm.resize(kinds_.size());

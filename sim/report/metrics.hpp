@@ -88,13 +88,18 @@ struct StepMetrics {
   MemorySummary memory;
 };
 
+// The ranks whose memory timeline a run keeps: all up to 64 ranks; beyond, one per pipeline
+// stage (the first rank of each), which keeps memory.csv readable at 1,000+ GPUs.
+std::vector<bool> default_timeline_ranks(const std::vector<int>& stage_of_rank);
+
 // Communication kind of an op for reporting, or "" for ops that are not transfers.
 std::string comm_kind(const Op& op, const Workload& workload);
 
 class StepCollector : public ReplayObserver {
 public:
-  // `gpus`: the GPU of each rank, for capacities and peaks.
-  StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, bool keep_timelines);
+  // `gpus`: the GPU of each rank, for capacities and peaks; `timeline_ranks`: the ranks whose
+  // memory timeline is kept (all of them when empty).
+  StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, const std::vector<bool>& timeline_ranks);
   void op_started(int rank, OpId op, double time) override;
   void op_finished(int rank, OpId op, double time) override;
   void op_transferred(int rank, OpId op, double start, double end) override;

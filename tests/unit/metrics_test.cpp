@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "report/metrics.hpp"
 
 using namespace trainsim;
@@ -51,7 +53,7 @@ TEST_CASE("the collector turns op events into step metrics") {
   gpu.peak_bf16 = 312e12;
   gpu.hbm_capacity = 1e9;
   const std::vector<GpuInfo> gpus = {gpu, gpu};
-  StepCollector collector(workload, gpus, false);
+  StepCollector collector(workload, gpus, {false, false});
   for (int rank = 0; rank < 2; ++rank) {
     collector.op_started(rank, 0, 0);
     collector.op_started(rank, 1, 1);
@@ -70,4 +72,16 @@ TEST_CASE("the collector turns op events into step metrics") {
   CHECK(dp.exposed_s == 1);
   CHECK(dp.bytes == 800);  // ring all-reduce over 2 ranks: 2 x 1/2 x 800
   CHECK(metrics.ranks[1].comm.at("dp").exposed_s == 2);
+}
+
+TEST_CASE("memory timelines are kept for every rank up to 64, then for one rank per stage") {
+  CHECK(default_timeline_ranks(std::vector<int>(64, 0)) == std::vector<bool>(64, true));
+  std::vector<int> stages;
+  for (int rank = 0; rank < 128; ++rank)
+    stages.push_back(rank / 32);  // 4 stages of 32 ranks
+  const std::vector<bool> kept = default_timeline_ranks(stages);
+  CHECK(std::count(kept.begin(), kept.end(), true) == 4);
+  CHECK(kept[0]);
+  CHECK(kept[32]);
+  CHECK_FALSE(kept[1]);
 }
