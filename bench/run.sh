@@ -26,7 +26,7 @@ measure() {
 
 if [ "${1:-}" = "--scale" ]; then
   gpt3=scenarios/gpt3-175b-1024.ini
-  for fidelity in fast flows; do
+  for fidelity in ${TRAINSIM_BENCH_FIDELITIES:-fast flows}; do
     echo "GPT-3 175B, tp=8 sp, interleaved (vpp=2), ZeRO-1, comm.fidelity=$fidelity:"
     echo "   64 GPUs (pp=8, dp=1, global batch 96):   $(measure $gpt3 --set platform.file=dgx-a100-8n.xml \
       --set parallel.pp=8 --set parallel.dp=1 --set training.global_batch=96 --set comm.fidelity=$fidelity)"
