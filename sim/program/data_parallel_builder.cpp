@@ -333,16 +333,9 @@ private:
   void optimizer_step() {
     const Work work = optimizer_step_work(optimizer_params_, s_.precision, s_.grad_precision);
     const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
-    if (stage_ == 1 || stage_ == 2) {
-      // Each rank updated its shard; the new parameters are all-gathered in buckets.
-      double remaining = parameters_ * bytes_per_element(s_.precision);
-      for (int bucket = 0; remaining > 0; ++bucket) {
-        const double bytes = std::min(remaining, s_.bucket_bytes);
-        collective(Stream::dp_comm, Collective::all_gather, gradient_group_, bytes,
-                   "param-allgather.bucket" + std::to_string(bucket), {step});
-        remaining -= bytes;
-      }
-    }
+    if (stage_ == 1 || stage_ == 2)  // each rank updated its shard: all-gather the new parameters
+      bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
+                          parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {step});
   }
 
   const Scenario& s_;

@@ -10,6 +10,23 @@
 namespace trainsim {
 namespace {
 
+// Follows the ops of one pipeline step: the first goes into `started` (later receives are posted
+// after it), `last` is the latest.
+struct StepOps {
+  explicit StepOps(std::vector<OpId>& started) : started_(started) {}
+  void operator()(OpId op) {
+    if (!any_)
+      started_.push_back(op);
+    any_ = true;
+    last = op;
+  }
+  OpId last = 0;
+
+private:
+  std::vector<OpId>& started_;
+  bool any_ = false;
+};
+
 class PipelineWriter : private ProgramWriter {
 public:
   PipelineWriter(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
@@ -107,14 +124,8 @@ private:
     if (vs > 0)
       deps.push_back(recv(Stream::pp_comm, rank_of_stage(vs - 1), tag(step.micro_batch, vs, 0), boundary_bytes(),
                           "recv.act" + sfx, post_after));
-    OpId last = 0;
-    bool any = false;
-    const auto track = [&](OpId op) {
-      if (!any)
-        started.push_back(op);
-      any = true;
-      last = op;
-    };
+    StepOps track(started);
+    OpId& last = track.last;
     if (first_virtual_stage(step.chunk)) {
       alloc("embedding.act" + sfx, MemCategory::activations, costs_.embedding_activations);
       track(ops_.embedding_forward("embedding.fwd" + sfx, deps));
@@ -152,14 +163,8 @@ private:
     const int vs = virtual_stage(step.chunk);
     std::vector<OpId> deps;
     alloc("act-grad" + sfx, MemCategory::buffers, costs_.activation_gradient_buffer);
-    OpId last = 0;
-    bool any = false;
-    const auto track = [&](OpId op) {
-      if (!any)
-        started.push_back(op);
-      any = true;
-      last = op;
-    };
+    StepOps track(started);
+    OpId& last = track.last;
     if (last_virtual_stage(step.chunk)) {
       track(ops_.head_backward("head.bwd" + sfx, deps));
       release("head.act" + sfx);
@@ -223,30 +228,20 @@ private:
     }
     if (gradient_ranks_ <= 1)
       return;
-    double remaining = parameters * bytes_per_element(s_.grad_precision);
-    const Collective kind = s_.zero >= 1 ? Collective::reduce_scatter : Collective::all_reduce;
-    for (int bucket = 0; remaining > 0; ++bucket) {
-      const double bytes = std::min(remaining, s_.bucket_bytes);
-      sync_ops_.push_back(collective(Stream::dp_comm, kind, gradient_group_, bytes,
-                                     std::string(s_.zero >= 1 ? "grad-reducescatter" : "grad-allreduce") + ".c" +
-                                         std::to_string(chunk) + ".bucket" + std::to_string(bucket),
-                                     {producer}));
-      remaining -= bytes;
-    }
+    const bool sharded = s_.zero >= 1;
+    const auto reductions = bucketed_collective(
+        Stream::dp_comm, sharded ? Collective::reduce_scatter : Collective::all_reduce, gradient_group_,
+        parameters * bytes_per_element(s_.grad_precision), s_.bucket_bytes,
+        std::string(sharded ? "grad-reducescatter" : "grad-allreduce") + ".c" + std::to_string(chunk), {producer});
+    sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
   }
 
   void optimizer_step() {
     const Work work = optimizer_step_work(optimizer_parameters_, s_.precision, s_.grad_precision);
     const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
-    if (s_.zero >= 1 && gradient_ranks_ > 1) {
-      double remaining = parameters_ * bytes_per_element(s_.precision);
-      for (int bucket = 0; remaining > 0; ++bucket) {
-        const double bytes = std::min(remaining, s_.bucket_bytes);
-        collective(Stream::dp_comm, Collective::all_gather, gradient_group_, bytes,
-                   "param-allgather.bucket" + std::to_string(bucket), {step});
-        remaining -= bytes;
-      }
-    }
+    if (s_.zero >= 1 && gradient_ranks_ > 1)  // each rank updated its shard: all-gather the new parameters
+      bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
+                          parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {step});
   }
 
   const Scenario& s_;

@@ -1,5 +1,7 @@
 #include "program/program_writer.hpp"
 
+#include <algorithm>
+
 namespace trainsim {
 
 OpId ProgramWriter::compute(const std::string& name, const Work& work, Phase phase, std::vector<OpId> deps) {
@@ -46,6 +48,18 @@ OpId ProgramWriter::collective(Stream stream, Collective kind, int group, double
   op.name = name;
   op.deps = std::move(deps);
   return program_.add(std::move(op));
+}
+
+std::vector<OpId> ProgramWriter::bucketed_collective(Stream stream, Collective kind, int group, double bytes,
+                                                     double bucket, const std::string& name,
+                                                     const std::vector<OpId>& deps) {
+  std::vector<OpId> issued;
+  for (int index = 0; bytes > 0; ++index) {
+    const double size = std::min(bytes, bucket);
+    issued.push_back(collective(stream, kind, group, size, name + ".bucket" + std::to_string(index), deps));
+    bytes -= size;
+  }
+  return issued;
 }
 
 OpId ProgramWriter::point_to_point(OpKind kind, Stream stream, int peer, int tag, double bytes,

@@ -21,6 +21,9 @@ public:
   void release(const std::string& tensor, std::vector<OpId> deps = {});
   OpId collective(Stream stream, Collective kind, int group, double bytes, const std::string& name,
                   std::vector<OpId> deps);
+  // One collective per bucket of at most `bucket` bytes, all after `deps`; returns them.
+  std::vector<OpId> bucketed_collective(Stream stream, Collective kind, int group, double bytes, double bucket,
+                                        const std::string& name, const std::vector<OpId>& deps);
   OpId send(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
   OpId recv(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
 
