@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/files.hpp"
 #include "common/text.hpp"
+#include "config/option_errors.hpp"
 #include "config/scenario.hpp"
 #include "engine/replay.hpp"
 #include "layout/layout.hpp"
@@ -84,7 +85,8 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
     if (!common.help)
       po::notify(values);
   } catch (const po::error& error) {
-    throw InputError("trainsim " + command + ": " + error.what() + "; see trainsim " + command + " --help");
+    throw InputError("trainsim " + command + ": " + describe_option_error(error) + "; see trainsim " + command +
+                     " --help");
   }
   if (common.help) {
     std::cout << "Usage: " << usage << "\n\n" << visible << '\n';

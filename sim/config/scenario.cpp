@@ -10,6 +10,7 @@
 #include <boost/program_options/value_semantic.hpp>
 
 #include "common/error.hpp"
+#include "config/option_errors.hpp"
 #include "common/text.hpp"
 #include "common/units.hpp"
 
@@ -173,7 +174,8 @@ std::map<std::string, RawValue> read_values(const std::string& text, const fs::p
     std::istringstream input(text);
     parsed = po::parse_config_file(input, scenario_options(), true);
   } catch (const po::error& error) {
-    throw InputError(file.string() + ": " + error.what() + "; accepted: [section] headers and key = value lines");
+    throw InputError(file.string() + ": " + describe_option_error(error) +
+                     "; accepted: [section] headers and key = value lines");
   }
   for (const auto& option : parsed.options) {
     const int line = line_of_key(text, option.string_key);

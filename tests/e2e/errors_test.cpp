@@ -120,3 +120,11 @@ TEST_CASE("a link with zero bandwidth") {
                          project_file("tests/fixtures/zero-bandwidth.xml"),
                      {"zero-bandwidth.xml", "link node0-nvlink", "positive bandwidth"});
 }
+
+TEST_CASE("text that looks like Boost's message placeholders does not hang the parsers") {
+  // Found by fuzzing: Boost.Program_options 1.74 substitutes %canonical_option% and
+  // %invalid_line% in its messages until none is left, forever when the user's text has one.
+  expect_input_error("placeholder_option", "run " + tiny + " --%canonical_option%", {"%canonical_option%"});
+  const auto file = scenario_with("placeholder_line", "\n%invalid_line%\n");
+  expect_input_error("placeholder_line", "run " + file.string() + " --out out", {"invalid line '%invalid_line%'"});
+}
