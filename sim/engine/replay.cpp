@@ -34,7 +34,6 @@ void* received_payload;
 // A group's rings, fixed for the whole replay.
 struct GroupPlan {
   std::vector<std::vector<int>> next;   // [channel][member] -> member to send to
-  std::vector<std::vector<int>> prev;   // [channel][member] -> member to receive from
   std::unordered_map<int, int> member_of_rank;
   double step_latency = 0;              // the slowest ring edge's route latency
   std::vector<std::vector<sg4::Mailbox*>> inbox;  // [channel][member]
@@ -334,14 +333,12 @@ GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4:
   const auto rings = build_rings(node_of_member, ring_count);
   const std::size_t members = group.ranks.size();
   plan.next.assign(rings.size(), std::vector<int>(members));
-  plan.prev.assign(rings.size(), std::vector<int>(members));
   plan.inbox.assign(rings.size(), std::vector<sg4::Mailbox*>(members));
   std::map<std::pair<int, int>, double> latency_of_edge;
   for (std::size_t c = 0; c < rings.size(); ++c) {
     for (std::size_t k = 0; k < members; ++k) {
       const int from = rings[c][k], to = rings[c][(k + 1) % members];
       plan.next[c][from] = to;
-      plan.prev[c][to] = from;
       plan.inbox[c][k] = sg4::Mailbox::by_name("ring/" + std::to_string(group_index) + "/" + std::to_string(c) + "/" +
                                                std::to_string(k));  // indexed by member, one sender each
       if (members > 1 && !latency_of_edge.count({from, to})) {

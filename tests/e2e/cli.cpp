@@ -25,6 +25,26 @@ std::string read_file(const fs::path& file) {
 
 nlohmann::json read_json(const fs::path& file) { return nlohmann::json::parse(read_file(file)); }
 
+std::vector<std::vector<double>> memory_rows(const fs::path& file, int rank, std::string* header) {
+  std::istringstream csv(read_file(file));
+  std::string line;
+  std::getline(csv, line);
+  if (header)
+    *header = line;
+  std::vector<std::vector<double>> rows;
+  const std::string prefix = std::to_string(rank) + ",";
+  while (std::getline(csv, line)) {
+    if (line.rfind(prefix, 0) != 0)
+      continue;
+    std::istringstream cells(line.substr(prefix.size()));
+    std::vector<double> row;
+    for (std::string cell; std::getline(cells, cell, ',');)
+      row.push_back(std::stod(cell));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 std::string project_file(const std::string& relative) { return (fs::path(TRAINSIM_SOURCE_DIR) / relative).string(); }
 
 CliResult run_trainsim(const std::string& name, const std::string& arguments) {

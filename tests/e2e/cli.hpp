@@ -3,6 +3,7 @@
 // from a fresh working folder and captures what it printed.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,9 @@ std::filesystem::path fresh_dir(const std::string& name);
 CliResult run_trainsim(const std::string& name, const std::string& arguments);
 std::string read_file(const std::filesystem::path& file);
 nlohmann::json read_json(const std::filesystem::path& file);
+// One rank's rows of a memory.csv: time_s then the bytes per category, in file order.
+// `header` receives the first line.
+std::vector<std::vector<double>> memory_rows(const std::filesystem::path& file, int rank, std::string* header = nullptr);
 // A project file: scenarios/default.ini, tests/fixtures/..., platforms/...
 std::string project_file(const std::string& relative);
 

@@ -95,29 +95,20 @@ TEST_CASE("two runs of the same scenario write byte-identical outputs") {
 TEST_CASE("memory.csv has one column per category and reaches the reported peak") {
   const CliResult result = run_trainsim("memory_csv", "run " + tiny + " --out out");
   REQUIRE(result.status == 0);
-  std::istringstream csv(read_file(result.dir / "out/memory.csv"));
-  std::string line;
-  std::getline(csv, line);
-  CHECK(line == "rank,time_s,weights,gradients,optimizer,activations,buffers");
+  std::string header;
+  const auto rows = memory_rows(result.dir / "out/memory.csv", 0, &header);
+  CHECK(header == "rank,time_s,weights,gradients,optimizer,activations,buffers");
   double highest = 0, last_time = 0;
-  long rows = 0;
-  while (std::getline(csv, line)) {
-    std::istringstream cells(line);
-    std::string cell;
-    std::getline(cells, cell, ',');
-    if (cell != "0")
-      continue;
-    std::getline(cells, cell, ',');
-    const double time = std::stod(cell);
-    CHECK(time >= last_time);  // a timeline in simulated-time order
-    last_time = time;
+  for (const auto& row : rows) {
+    CHECK(row.size() == 6);
+    CHECK(row[0] >= last_time);  // a timeline in simulated-time order
+    last_time = row[0];
     double total = 0;
-    while (std::getline(cells, cell, ','))
-      total += std::stod(cell);
+    for (std::size_t c = 1; c < row.size(); ++c)
+      total += row[c];
     highest = std::max(highest, total);
-    ++rows;
   }
-  CHECK(rows > 10);
+  CHECK(rows.size() > 10);
   const json summary = read_json(result.dir / "out/summary.json");
   CHECK(highest == doctest::Approx(summary["memory"]["ranks"][0]["peak_bytes"].get<double>()));
   CHECK(last_time <= summary["step_time_s"].get<double>());

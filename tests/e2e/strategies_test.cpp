@@ -100,19 +100,10 @@ TEST_CASE("the memory timeline shows the accumulation sawtooth") {
   // Four micro-batches: activations rise in each forward and fall to zero in each backward.
   const CliResult result = run_trainsim("sawtooth", "run " + tiny + " --out out --set training.global_batch=128");
   REQUIRE(result.status == 0);
-  std::istringstream csv(read_file(result.dir / "out/memory.csv"));
-  std::string line;
-  std::getline(csv, line);
   int drops_to_zero = 0;
   double previous = 0;
-  while (std::getline(csv, line)) {
-    if (line.rfind("0,", 0) != 0)
-      continue;
-    std::vector<std::string> cells;
-    std::istringstream row(line);
-    for (std::string cell; std::getline(row, cell, ',');)
-      cells.push_back(cell);
-    const double activations = std::stod(cells[5]);
+  for (const auto& row : memory_rows(result.dir / "out/memory.csv", 0)) {
+    const double activations = row[4];  // time_s, weights, gradients, optimizer, activations
     if (previous > 0 && activations == 0)
       ++drops_to_zero;
     previous = activations;
