@@ -206,7 +206,8 @@ std::optional<PreparedScenario> scenario_command(const std::string& command, con
 
 
 int simulate_and_report(SimulationContext& context, const Workload& workload, const std::vector<GpuInfo>& gpus,
-                        const RunInfo& run, const ReplaySettings& settings, const fs::path& out) {
+                        RunInfo run, const ReplaySettings& settings, const fs::path& out) {
+  run.fidelity = settings.fast_intra_node_collectives ? "fast" : "flows";
   std::error_code error;
   fs::create_directories(out, error);
   if (!fs::is_directory(out))

@@ -5,7 +5,9 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 #include <queue>
+#include <set>
 #include <unordered_map>
 
 #include <simgrid/s4u.hpp>
@@ -43,16 +45,62 @@ struct GroupPlan {
   double edge_bandwidth = std::numeric_limits<double>::infinity();
 };
 
+// Per distinct program: its dependency graph and which ops the rank can time on its own.
+struct ProgramPlan {
+  ProgramGraph graph;
+  // Ops whose finish follows from their start alone: memory ops, kernels when the program never
+  // runs two at once (the GPU host runs no other actor), and analytically timed collectives on
+  // a group that only one stream uses (so stream order already serialises them). A rank settles
+  // these ahead of the simulated clock without a round trip through SimGrid; only ops that share
+  // platform resources or meet other ranks are started in the simulation.
+  std::vector<bool> local;
+};
+
 struct SharedState {
   const Workload* workload = nullptr;
   std::vector<sg4::Host*> hosts;        // per rank
   const std::vector<GpuInfo>* gpus = nullptr;
   std::vector<GroupPlan> groups;
-  std::map<const Program*, ProgramGraph> graphs;
+  std::map<const Program*, ProgramPlan> plans;
   ReplayObserver* observer = nullptr;
   std::vector<double> rank_finish;
   std::vector<std::size_t> ops_done;
 };
+
+// `analytic_slot[k]`: the group slot k is timed analytically on every rank running the program.
+ProgramPlan plan_program(const Program& program, const std::vector<bool>& analytic_slot) {
+  ProgramPlan plan{ProgramGraph(program), std::vector<bool>(program.ops.size(), false)};
+  std::optional<Stream> compute_stream;
+  bool kernels_serialised = true;
+  std::map<int, std::optional<Stream>> stream_of_group;
+  std::set<int> shared_groups;
+  for (const Op& op : program.ops) {
+    if (op.kind == OpKind::compute) {
+      if (compute_stream && *compute_stream != op.stream)
+        kernels_serialised = false;
+      compute_stream = op.stream;
+    } else if (op.kind == OpKind::collective) {
+      auto& stream = stream_of_group[op.group];
+      if (stream && *stream != op.stream)
+        shared_groups.insert(op.group);
+      stream = op.stream;
+    }
+  }
+  for (OpId id = 0; id < program.ops.size(); ++id) {
+    const Op& op = program.ops[id];
+    switch (op.kind) {
+    case OpKind::alloc:
+    case OpKind::free: plan.local[id] = true; break;
+    case OpKind::compute: plan.local[id] = kernels_serialised; break;
+    case OpKind::collective:
+      plan.local[id] = analytic_slot[op.group] && op.collective != Collective::all_to_all &&
+                       !shared_groups.count(op.group);
+      break;
+    default: break;
+    }
+  }
+  return plan;
+}
 
 sg4::Mailbox* p2p_mailbox(int from, int to, int tag) {
   return sg4::Mailbox::by_name("p2p/" + std::to_string(from) + "/" + std::to_string(to) + "/" + std::to_string(tag));
@@ -66,40 +114,34 @@ class RankRunner {
 public:
   RankRunner(SharedState& shared, int rank)
       : shared_(shared), rank_(rank), program_(shared.workload->program(rank)),
-        graph_(shared.graphs.at(&program_)), host_(shared.hosts[rank]), gpu_((*shared.gpus)[rank]),
-        waiting_(graph_.predecessors), group_busy_(shared.groups.size(), false),
-        group_queue_(shared.groups.size()) {}
+        plan_(shared.plans.at(&program_)), host_(shared.hosts[rank]), gpu_((*shared.gpus)[rank]),
+        waiting_(plan_.graph.predecessors), ready_at_(program_.ops.size(), 0.0),
+        group_busy_(shared.groups.size(), false), group_queue_(shared.groups.size()) {}
 
   void run() {
     for (OpId id = 0; id < program_.ops.size(); ++id)
       if (waiting_[id] == 0)
-        ready_.push_back(id);
-    while (true) {
-      start_ready_ops();
-      if (finished_ == program_.ops.size())
-        break;
-      if (activities_.empty() && timers_.empty())
-        break;  // blocked forever: reported as a deadlock after the run
+        settling_.push_back(id);
+    settle();
+    while (finished_ < program_.ops.size()) {
       const double now = sg4::Engine::get_clock();
-      const double timeout = timers_.empty() ? -1.0 : std::max(0.0, timers_.top().deadline - now);
-      if (!timers_.empty() && timeout < timer_resolution) {
-        fire_due_timers();
+      tell_observer_until(now);
+      if (start_due(now))
         continue;
-      }
+      const double wake = next_wake();
+      if (activities_.empty() && wake == never)
+        break;  // blocked forever: reported as a deadlock after the run
       if (activities_.empty()) {
-        sg4::this_actor::sleep_for(timeout);
-        fire_due_timers();
+        sg4::this_actor::sleep_for(wake - now);
         continue;
       }
-      const ssize_t index = sg4::Activity::wait_any_for(activities_, timeout);
-      if (index < 0) {
-        fire_due_timers();
+      const ssize_t index = sg4::Activity::wait_any_for(activities_, wake == never ? -1.0 : wake - now);
+      if (index < 0)
         continue;
-      }
       const OpId op = activity_ops_[index];
       const OpKind kind = program_.ops[op].kind;
       if (kind == OpKind::send)
-        shared_.observer->op_transferred(rank_, op, activities_[index]->get_start_time(), sg4::Engine::get_clock());
+        transferred(op, activities_[index]->get_start_time(), sg4::Engine::get_clock());
       if (kind == OpKind::collective) {
         CollectiveState& state = collectives_[op];
         if (state.phase == 0)
@@ -110,17 +152,38 @@ public:
       activity_ops_[index] = activity_ops_.back();
       activity_ops_.pop_back();
       activity_done(op);
+      settle();
     }
-    shared_.rank_finish[rank_] = sg4::Engine::get_clock();
+    tell_observer_until(never);
+    shared_.rank_finish[rank_] = last_finish_;
   }
 
 private:
-  struct Timer {
-    double deadline;
+  static constexpr double never = std::numeric_limits<double>::infinity();
+
+  int group(const Op& op) const { return shared_.workload->group_of(rank_, op.group); }
+  int peer(const Op& op) const { return shared_.workload->peer_of(rank_, op.peer); }
+
+  // Something due at a simulated time: a timer of a collective or an op ready to start.
+  struct Due {
+    double time;
     std::uint64_t sequence;
     OpId op;
-    bool operator>(const Timer& other) const {
-      return deadline != other.deadline ? deadline > other.deadline : sequence > other.sequence;
+    bool operator>(const Due& other) const {
+      return time != other.time ? time > other.time : sequence > other.sequence;
+    }
+  };
+  // What the observer hears, held back until the simulated clock reaches it: settled ops run
+  // ahead of the clock, and observers expect each rank's events in time order.
+  enum class Told : std::uint8_t { started, finished, transferred };
+  struct Event {
+    double time;
+    std::uint64_t sequence;
+    OpId op;
+    Told what;
+    double transfer_start;
+    bool operator>(const Event& other) const {
+      return time != other.time ? time > other.time : sequence > other.sequence;
     }
   };
   struct CollectiveState {
@@ -129,27 +192,92 @@ private:
     // When data first moved: the members had arrived. Waiting for them is not transfer time.
     double first_transfer = std::numeric_limits<double>::infinity();
   };
+  template <typename T>
+  using MinHeap = std::priority_queue<T, std::vector<T>, std::greater<>>;
 
-  void start_ready_ops() {
-    while (!ready_.empty()) {
-      const OpId id = ready_.front();
-      ready_.pop_front();
-      const Op& op = program_.ops[id];
-      if (op.kind == OpKind::collective) {
-        if (group_busy_[op.group]) {
-          // Collectives on one group run one at a time per rank, like NCCL operations on one communicator.
-          group_queue_[op.group].push_back(id);
-          continue;
-        }
-        group_busy_[op.group] = true;
+  // Settles every op whose predecessors are done: local ops finish at once at their simulated
+  // times, the others wait in `pending_` for the clock to reach their ready time.
+  void settle() {
+    while (!settling_.empty()) {
+      const OpId id = settling_.front();
+      settling_.pop_front();
+      const double ready = ready_at_[id];
+      if (!plan_.local[id]) {
+        pending_.push({ready, sequence_++, id});
+        continue;
       }
-      start(id);
+      tell(Told::started, id, ready);
+      const double end = ready + local_duration(program_.ops[id]);
+      if (program_.ops[id].kind == OpKind::collective)
+        transferred(id, ready, end);
+      complete(id, end);
     }
+  }
+
+  double local_duration(const Op& op) const {
+    if (op.kind == OpKind::compute)
+      return std::max(0.0, kernel_seconds(Work{op.flops, op.bytes}, gpu_, shared_.workload->step.precision,
+                                          shared_.workload->step.efficiency));
+    if (op.kind == OpKind::collective)
+      return analytic_seconds(op, 0);
+    return 0.0;
+  }
+
+  // A ring collective timed from its slowest edge: each remaining phase is one pass of
+  // bytes / bandwidth plus n-1 steps of latency.
+  double analytic_seconds(const Op& op, int from_phase) const {
+    const GroupPlan& plan = shared_.groups[group(op)];
+    const int members = static_cast<int>(shared_.workload->groups[group(op)].ranks.size());
+    const RingPhases phases = ring_phases(op.collective, op.bytes, members);
+    return (phases.phases - from_phase) *
+           (phases.bytes_per_phase / plan.edge_bandwidth + (members - 1) * plan.step_latency);
+  }
+
+  // Starts the ops and fires the timers that are due; true when it did anything.
+  bool start_due(double now) {
+    bool acted = false;
+    while (!timers_.empty() && timers_.top().time <= now + timer_resolution) {
+      const OpId id = timers_.top().op;
+      timers_.pop();
+      start_collective_phase(id, collectives_[id].phase + 1);
+      acted = true;
+    }
+    while (!pending_.empty() && pending_.top().time <= now + timer_resolution) {
+      const OpId id = pending_.top().op;
+      pending_.pop();
+      start_when_group_free(id);
+      acted = true;
+    }
+    if (acted)
+      settle();
+    return acted;
+  }
+
+  double next_wake() const {
+    double wake = never;
+    if (!timers_.empty())
+      wake = timers_.top().time;
+    if (!pending_.empty())
+      wake = std::min(wake, pending_.top().time);
+    return wake;
+  }
+
+  void start_when_group_free(OpId id) {
+    const Op& op = program_.ops[id];
+    if (op.kind == OpKind::collective) {
+      if (group_busy_[group(op)]) {
+        // Collectives on one group run one at a time per rank, like NCCL operations on one communicator.
+        group_queue_[group(op)].push_back(id);
+        return;
+      }
+      group_busy_[group(op)] = true;
+    }
+    start(id);
   }
 
   void start(OpId id) {
     const Op& op = program_.ops[id];
-    shared_.observer->op_started(rank_, id, sg4::Engine::get_clock());
+    tell(Told::started, id, sg4::Engine::get_clock());
     switch (op.kind) {
     case OpKind::compute: {
       const double seconds = kernel_seconds(Work{op.flops, op.bytes}, gpu_, shared_.workload->step.precision,
@@ -162,10 +290,10 @@ private:
     case OpKind::collective:
       return start_collective_phase(id, 0);
     case OpKind::send:
-      track(p2p_mailbox(rank_, op.peer, op.tag)->put_async(&payload_token, static_cast<uint64_t>(op.bytes)), id);
+      track(p2p_mailbox(rank_, peer(op), op.tag)->put_async(&payload_token, static_cast<uint64_t>(op.bytes)), id);
       return;
     case OpKind::recv:
-      track(p2p_mailbox(op.peer, rank_, op.tag)->get_async<void>(&received_payload), id);
+      track(p2p_mailbox(peer(op), rank_, op.tag)->get_async<void>(&received_payload), id);
       return;
     case OpKind::copy:
       track(sg4::Comm::sendto_async(host_, sg4::Host::by_name(op.target), static_cast<uint64_t>(op.bytes)), id);
@@ -193,8 +321,8 @@ private:
 
   void start_collective_phase(OpId id, int phase) {
     const Op& op = program_.ops[id];
-    const GroupPlan& plan = shared_.groups[op.group];
-    const int members = static_cast<int>(shared_.workload->groups[op.group].ranks.size());
+    const GroupPlan& plan = shared_.groups[group(op)];
+    const int members = static_cast<int>(shared_.workload->groups[group(op)].ranks.size());
     const RingPhases phases = ring_phases(op.collective, op.bytes, members);
     if (phase >= phases.phases)
       return finish(id);
@@ -202,13 +330,11 @@ private:
     state.phase = phase;
     state.outstanding = 0;
     if (plan.analytic && op.collective != Collective::all_to_all) {
-      // All phases at once: each is one ring pass over the slowest edge, n-1 steps of latency.
+      // All phases at once (this group is shared by several streams, so not settled locally).
       const double now = sg4::Engine::get_clock();
-      const double seconds =
-          (phases.phases - phase) * (phases.bytes_per_phase / plan.edge_bandwidth + (members - 1) * plan.step_latency);
       state.first_transfer = std::min(state.first_transfer, now);
       state.phase = phases.phases - 1;
-      timers_.push({now + seconds, timer_sequence_++, id});
+      timers_.push({now + analytic_seconds(op, phase), sequence_++, id});
       return;
     }
     const int me = plan.member_of_rank.at(rank_);
@@ -217,8 +343,8 @@ private:
       for (int other = 0; other < members; ++other) {
         if (other == me)
           continue;
-        track(all_to_all_mailbox(op.group, me, other)->put_async(&payload_token, share), id);
-        track(all_to_all_mailbox(op.group, other, me)->get_async<void>(&received_payload), id);
+        track(all_to_all_mailbox(group(op), me, other)->put_async(&payload_token, share), id);
+        track(all_to_all_mailbox(group(op), other, me)->get_async<void>(&received_payload), id);
         state.outstanding += 2;
       }
       return;
@@ -249,24 +375,15 @@ private:
     if (--state.outstanding > 0)
       return;
     // One flow per ring edge carries a phase; the ring's other n-2 steps each add a latency.
-    const int members = static_cast<int>(shared_.workload->groups[op.group].ranks.size());
+    const int members = static_cast<int>(shared_.workload->groups[group(op)].ranks.size());
     const double extra_latency = op.collective == Collective::all_to_all
                                      ? 0.0
-                                     : std::max(0, members - 2) * shared_.groups[op.group].step_latency;
+                                     : std::max(0, members - 2) * shared_.groups[group(op)].step_latency;
     if (extra_latency > 0) {
-      timers_.push({sg4::Engine::get_clock() + extra_latency, timer_sequence_++, id});
+      timers_.push({sg4::Engine::get_clock() + extra_latency, sequence_++, id});
       return;
     }
     start_collective_phase(id, state.phase + 1);
-  }
-
-  void fire_due_timers() {
-    const double now = sg4::Engine::get_clock();
-    while (!timers_.empty() && timers_.top().deadline <= now + timer_resolution) {
-      const OpId id = timers_.top().op;
-      timers_.pop();
-      start_collective_phase(id, collectives_[id].phase + 1);
-    }
   }
 
   void track(sg4::ActivityPtr activity, OpId id) {
@@ -274,48 +391,77 @@ private:
     activity_ops_.push_back(id);
   }
 
+  // An op started in the simulation finished now.
   void finish(OpId id) {
     const Op& op = program_.ops[id];
-    ++finished_;
-    shared_.ops_done[rank_] = finished_;
+    const double now = sg4::Engine::get_clock();
     if (op.kind == OpKind::collective) {
       const auto state = collectives_.find(id);
-      if (state != collectives_.end() && state->second.first_transfer <= sg4::Engine::get_clock())
-        shared_.observer->op_transferred(rank_, id, state->second.first_transfer, sg4::Engine::get_clock());
-    }
-    shared_.observer->op_finished(rank_, id, sg4::Engine::get_clock());
-    if (op.kind == OpKind::collective) {
+      if (state != collectives_.end() && state->second.first_transfer <= now)
+        transferred(id, state->second.first_transfer, now);
       collectives_.erase(id);
-      auto& queue = group_queue_[op.group];
+    }
+    complete(id, now);
+    if (op.kind == OpKind::collective) {
+      auto& queue = group_queue_[group(op)];
       if (queue.empty()) {
-        group_busy_[op.group] = false;
+        group_busy_[group(op)] = false;
       } else {
         const OpId next = queue.front();
         queue.pop_front();
         start(next);
       }
     }
-    for (OpId successor : graph_.successors[id])
+  }
+
+  void complete(OpId id, double time) {
+    ++finished_;
+    shared_.ops_done[rank_] = finished_;
+    last_finish_ = std::max(last_finish_, time);
+    tell(Told::finished, id, time);
+    for (OpId successor : plan_.graph.successors[id]) {
+      ready_at_[successor] = std::max(ready_at_[successor], time);
       if (--waiting_[successor] == 0)
-        ready_.push_back(successor);
+        settling_.push_back(successor);
+    }
+  }
+
+  void transferred(OpId id, double start, double end) { events_.push({end, sequence_++, id, Told::transferred, start}); }
+  void tell(Told what, OpId id, double time) { events_.push({time, sequence_++, id, what, 0.0}); }
+
+  void tell_observer_until(double time) {
+    ReplayObserver& observer = *shared_.observer;
+    while (!events_.empty() && events_.top().time <= time) {
+      const Event event = events_.top();
+      events_.pop();
+      switch (event.what) {
+      case Told::started: observer.op_started(rank_, event.op, event.time); break;
+      case Told::finished: observer.op_finished(rank_, event.op, event.time); break;
+      case Told::transferred: observer.op_transferred(rank_, event.op, event.transfer_start, event.time); break;
+      }
+    }
   }
 
   SharedState& shared_;
   const int rank_;
   const Program& program_;
-  const ProgramGraph& graph_;
+  const ProgramPlan& plan_;
   sg4::Host* host_;
   const GpuInfo& gpu_;
   std::vector<std::uint32_t> waiting_;
-  std::deque<OpId> ready_;
+  std::vector<double> ready_at_;         // the latest finish among each op's predecessors so far
+  std::deque<OpId> settling_;
+  MinHeap<Due> pending_;                 // ready ops waiting for the clock to reach their time
+  MinHeap<Due> timers_;
+  MinHeap<Event> events_;
+  std::uint64_t sequence_ = 0;
   std::vector<sg4::ActivityPtr> activities_;
   std::vector<OpId> activity_ops_;
   std::unordered_map<OpId, CollectiveState> collectives_;
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
-  std::uint64_t timer_sequence_ = 0;
   std::vector<bool> group_busy_;
   std::vector<std::deque<OpId>> group_queue_;
   std::size_t finished_ = 0;
+  double last_finish_ = 0;
 };
 
 GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4::Host*>& hosts,
@@ -356,9 +502,16 @@ GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4:
 }
 
 void check_targets(const Workload& workload, const std::vector<sg4::Host*>& hosts) {
-  std::map<const Program*, bool> checked;
+  std::map<const Program*, std::vector<const Op*>> targeted;  // copies, reads and writes
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    for (const Op& op : workload.program(rank).ops) {
+    const Program& program = workload.program(rank);
+    auto [ops, fresh] = targeted.try_emplace(&program);
+    if (fresh)
+      for (const Op& op : program.ops)
+        if (op.kind == OpKind::copy || op.kind == OpKind::read || op.kind == OpKind::write)
+          ops->second.push_back(&op);
+    for (const Op* target_op : ops->second) {
+      const Op& op = *target_op;
       if (op.kind == OpKind::copy && sg4::Host::by_name_or_null(op.target) == nullptr)
         throw InputError("rank " + std::to_string(rank) + " op " + op.name + ": copy target host '" + op.target +
                          "' is not in the platform");
@@ -392,16 +545,31 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   shared.observer = &observer;
   shared.rank_finish.assign(workload.ranks(), 0.0);
   shared.ops_done.assign(workload.ranks(), 0);
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
     shared.hosts.push_back(sg4::Host::by_name(gpus[rank].host));
-    const Program* program = workload.programs[rank].get();
-    if (!shared.graphs.count(program))
-      shared.graphs.emplace(program, ProgramGraph(*program));
-  }
   check_targets(workload, shared.hosts);
   for (std::size_t g = 0; g < workload.groups.size(); ++g)
     shared.groups.push_back(plan_group(workload.groups[g], static_cast<int>(g), shared.hosts, gpus, settings.channels,
                                        settings.fast_intra_node_collectives));
+  std::map<const Program*, std::vector<bool>> analytic_slots;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    const Program& program = workload.program(rank);
+    auto [slots, fresh] = analytic_slots.try_emplace(&program);
+    if (fresh) {
+      int count = 0;
+      for (const Op& op : program.ops)
+        if (op.kind == OpKind::collective)
+          count = std::max(count, op.group + 1);
+      slots->second.assign(static_cast<std::size_t>(count), true);
+    }
+    for (std::size_t slot = 0; slot < slots->second.size(); ++slot) {
+      const int group = workload.group_of(rank, static_cast<int>(slot));
+      if (group >= 0 && !shared.groups[group].analytic)
+        slots->second[slot] = false;
+    }
+  }
+  for (const auto& [program, analytic] : analytic_slots)
+    shared.plans.emplace(program, plan_program(*program, analytic));
 
   std::vector<std::unique_ptr<RankRunner>> runners;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
@@ -412,8 +580,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   spdlog::info("replaying {} ranks, {} ops, {} groups", workload.ranks(), total_ops, workload.groups.size());
   const auto wall_start = std::chrono::steady_clock::now();
   sg4::Engine::get_instance()->run();
-  spdlog::info("simulated {:.6f} s in {:.3f} s of wall time", sg4::Engine::get_clock(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+  const double wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   ReplayOutcome outcome;
   outcome.rank_finish = shared.rank_finish;
@@ -425,6 +592,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
                        " ops (a recv without its send, or ranks waiting on each other in a cycle)");
     outcome.end_time = std::max(outcome.end_time, shared.rank_finish[rank]);
   }
+  spdlog::info("simulated {:.6f} s in {:.3f} s of wall time", outcome.end_time, wall_seconds);
   return outcome;
 }
 

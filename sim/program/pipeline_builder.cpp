@@ -31,13 +31,12 @@ class PipelineWriter : private ProgramWriter {
 public:
   PipelineWriter(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
                  const std::vector<RecomputePlan>& plans, const PipelinePlacement& placement, int rank)
-      : s_(scenario), model_(model), costs_(costs), plans_(plans), layout_(*placement.layout), rank_(rank),
-        coords_(layout_.coords(rank)), p_(scenario.pp), v_(scenario.vpp),
-        gradient_group_(placement.groups->gradient[rank]),
-        gradient_ranks_(static_cast<int>(placement.groups->groups[gradient_group_].ranks.size())),
-        embedding_group_(placement.embedding_group[rank]),
+      : s_(scenario), model_(model), costs_(costs), plans_(plans), coords_(placement.layout->coords(rank)), p_(scenario.pp), v_(scenario.vpp),
+        gradient_ranks_(static_cast<int>(placement.groups->groups[placement.groups->gradient[rank]].ranks.size())),
+        embedding_group_(placement.embedding_group[rank] >= 0 ? embedding_slot : -1),
         ops_(*this, costs,
-             ModelParallelGroups{placement.groups->tp[rank], placement.groups->cp[rank], scenario.cp, scenario.sp}),
+             ModelParallelGroups{placement.groups->tp[rank] >= 0 ? tp_slot : -1,
+                                 placement.groups->cp[rank] >= 0 ? cp_slot : -1, scenario.cp, scenario.sp}),
         stage_layers_(layers_per_virtual_stage(scenario, model)) {
     for (int c = 0; c < v_; ++c) {
       const int virtual_stage = c * p_ + coords_.pp;
@@ -70,12 +69,6 @@ private:
   bool first_virtual_stage(int chunk) const { return virtual_stage(chunk) == 0; }
   bool last_virtual_stage(int chunk) const { return virtual_stage(chunk) == p_ * v_ - 1; }
   long long chunk_layers(int chunk) const { return stage_layers_[virtual_stage(chunk)]; }
-
-  int rank_of_stage(int stage) const {
-    RankCoords other = coords_;
-    other.pp = stage % p_;
-    return layout_.rank_of(other);
-  }
 
   int tag(long long micro_batch, int stage, int direction) const {
     return static_cast<int>((micro_batch * p_ * v_ + stage) * 2 + direction);
@@ -122,7 +115,7 @@ private:
     const int vs = virtual_stage(step.chunk);
     std::vector<OpId> deps;
     if (vs > 0)
-      deps.push_back(recv(Stream::pp_comm, rank_of_stage(vs - 1), tag(step.micro_batch, vs, 0), boundary_bytes(),
+      deps.push_back(recv(Stream::pp_comm, previous_stage_slot, tag(step.micro_batch, vs, 0), boundary_bytes(),
                           "recv.act" + sfx, post_after));
     StepOps track(started);
     OpId& last = track.last;
@@ -148,7 +141,7 @@ private:
       alloc("head.act" + sfx, MemCategory::activations, costs_.head_activations);
       track(ops_.head_forward("head.fwd" + sfx, deps));
     } else {
-      send(Stream::pp_comm, rank_of_stage(vs + 1), tag(step.micro_batch, vs + 1, 0), boundary_bytes(),
+      send(Stream::pp_comm, next_stage_slot, tag(step.micro_batch, vs + 1, 0), boundary_bytes(),
            "send.act" + sfx, {last});
     }
     return last;
@@ -169,7 +162,7 @@ private:
       track(ops_.head_backward("head.bwd" + sfx, deps));
       release("head.act" + sfx);
     } else {
-      track(recv(Stream::pp_bwd, rank_of_stage(vs + 1), tag(step.micro_batch, vs, 1), boundary_bytes(),
+      track(recv(Stream::pp_bwd, next_stage_slot, tag(step.micro_batch, vs, 1), boundary_bytes(),
                  "recv.grad" + sfx, post_after));
     }
     deps = {last};
@@ -202,7 +195,7 @@ private:
       track(ops_.embedding_backward("embedding.bwd" + sfx, deps));
       release("embedding.act" + sfx);
     } else {
-      send(Stream::pp_bwd, rank_of_stage(vs - 1), tag(step.micro_batch, vs - 1, 1), boundary_bytes(),
+      send(Stream::pp_bwd, previous_stage_slot, tag(step.micro_batch, vs - 1, 1), boundary_bytes(),
            "send.grad" + sfx, {last});
     }
     release("act-grad" + sfx);
@@ -230,7 +223,7 @@ private:
       return;
     const bool sharded = s_.zero >= 1;
     const auto reductions = bucketed_collective(
-        Stream::dp_comm, sharded ? Collective::reduce_scatter : Collective::all_reduce, gradient_group_,
+        Stream::dp_comm, sharded ? Collective::reduce_scatter : Collective::all_reduce, gradient_slot,
         parameters * bytes_per_element(s_.grad_precision), s_.bucket_bytes,
         std::string(sharded ? "grad-reducescatter" : "grad-allreduce") + ".c" + std::to_string(chunk), {producer});
     sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
@@ -240,7 +233,7 @@ private:
     const Work work = optimizer_step_work(optimizer_parameters_, s_.precision, s_.grad_precision);
     const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
     if (s_.zero >= 1 && gradient_ranks_ > 1)  // each rank updated its shard: all-gather the new parameters
-      bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
+      bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_slot,
                           parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {step});
   }
 
@@ -248,11 +241,8 @@ private:
   const ModelSpec& model_;
   const ModelCosts& costs_;
   const std::vector<RecomputePlan>& plans_;
-  const Layout& layout_;
-  const int rank_;
   const RankCoords coords_;
   const int p_, v_;
-  const int gradient_group_;
   const int gradient_ranks_;
   const int embedding_group_;
   LayerOps ops_;

@@ -50,11 +50,12 @@ using CollectiveSequence = std::vector<std::pair<Collective, double>>;
 
 // What a program does that depends only on the program: checked once, however many ranks share it.
 struct ProgramFacts {
-  std::map<int, CollectiveSequence> collectives;      // by group
+  std::map<int, CollectiveSequence> collectives;      // by group slot
+  std::vector<std::size_t> first_op_of_slot;           // where each slot's first collective is
   std::vector<std::pair<std::size_t, const Op*>> p2p;  // op index, send/recv op
 };
 
-ProgramFacts check_program(const Program& program, std::size_t groups, const std::string& where, std::size_t rank) {
+ProgramFacts check_program(const Program& program, const std::string& where, std::size_t rank) {
   ProgramFacts facts;
   std::map<std::string, bool> live;
   const auto& ops = program.ops;
@@ -68,8 +69,8 @@ ProgramFacts check_program(const Program& program, std::size_t groups, const std
       throw InputError(describe(where, rank, i) + ": flops and bytes must be non-negative and finite");
     switch (op.kind) {
     case OpKind::collective:
-      if (op.group < 0 || static_cast<std::size_t>(op.group) >= groups)
-        throw InputError(describe(where, rank, i) + ": unknown group");
+      if (!facts.collectives.count(op.group))
+        facts.first_op_of_slot.push_back(i);
       facts.collectives[op.group].emplace_back(op.collective, op.bytes);
       break;
     case OpKind::send:
@@ -122,7 +123,13 @@ void validate_workload(const Workload& workload, const std::string& where) {
     }
   }
 
+  if (!workload.bindings.empty() && workload.bindings.size() != ranks)
+    throw InputError(where + ": " + std::to_string(workload.bindings.size()) + " bindings for " + std::to_string(ranks) +
+                     " ranks");
   std::map<const Program*, ProgramFacts> facts_of;
+  // Ranks sharing a program must bind each slot to a group of the same kind and size, since
+  // reports and timings read those from the program.
+  std::map<const Program*, std::map<int, std::pair<std::string, std::size_t>>> slot_shape;
   // Collectives must be issued in the same order by every member, or the replay would deadlock.
   std::vector<std::map<int, const CollectiveSequence*>> issued(workload.groups.size());
   std::map<std::tuple<int, int, int>, long> unmatched;  // (from, to, tag) -> sends minus receives
@@ -130,23 +137,36 @@ void validate_workload(const Workload& workload, const std::string& where) {
     const Program* program = workload.programs[rank].get();
     auto found = facts_of.find(program);
     if (found == facts_of.end())
-      found = facts_of.emplace(program, check_program(*program, workload.groups.size(), where, rank)).first;
+      found = facts_of.emplace(program, check_program(*program, where, rank)).first;
     const ProgramFacts& facts = found->second;
     const int me = static_cast<int>(rank);
-    for (const auto& [group, sequence] : facts.collectives) {
+    for (std::size_t op : facts.first_op_of_slot) {
+      const int slot = program->ops[op].group;
+      const int group = workload.group_of(rank, slot);
+      if (group < 0 || static_cast<std::size_t>(group) >= workload.groups.size())
+        throw InputError(describe(where, rank, op) + ": unknown group");
+      const auto shape = std::make_pair(workload.groups[group].kind, workload.groups[group].ranks.size());
+      const auto [known, fresh] = slot_shape[program].emplace(slot, shape);
+      if (!fresh && known->second != shape)
+        throw InputError(describe(where, rank, op) + ": group " + workload.groups[group].name +
+                         " differs in kind or size from the group other ranks running this program use here");
+    }
+    for (const auto& [slot, sequence] : facts.collectives) {
+      const int group = workload.group_of(rank, slot);
       if (!members[group].count(me))
         throw InputError(where + ": rank " + std::to_string(rank) + " issues a collective on group " +
                          workload.groups[group].name + " but is not a member of it");
       issued[group][me] = &sequence;
     }
     for (const auto& [index, op] : facts.p2p) {
-      if (op->peer < 0 || static_cast<std::size_t>(op->peer) >= ranks || op->peer == me)
-        throw InputError(describe(where, rank, index) + ": peer " + std::to_string(op->peer) +
+      const int peer = workload.peer_of(rank, op->peer);
+      if (peer < 0 || static_cast<std::size_t>(peer) >= ranks || peer == me)
+        throw InputError(describe(where, rank, index) + ": peer " + std::to_string(peer) +
                          " is not another rank; accepted: 0 to " + std::to_string(ranks - 1) + ", not itself");
       if (op->kind == OpKind::send)
-        ++unmatched[{me, op->peer, op->tag}];
+        ++unmatched[{me, peer, op->tag}];
       else
-        --unmatched[{op->peer, me, op->tag}];
+        --unmatched[{peer, me, op->tag}];
     }
   }
   static const CollectiveSequence none;

@@ -53,8 +53,8 @@ struct Op {
   double flops = 0;          // compute
   double bytes = 0;          // compute: HBM traffic; comm, copy, I/O: payload; alloc: size
   Collective collective = Collective::all_reduce;
-  int group = -1;            // collective: index into Workload::groups
-  int peer = -1;             // send/recv: the other rank
+  int group = -1;            // collective: the group's slot in the rank's Binding (see Workload)
+  int peer = -1;             // send/recv: the other rank's slot in the rank's Binding
   int tag = 0;               // send/recv: matches a send with its recv
   std::string target;        // copy: destination host; read/write: disk name
   MemCategory category = MemCategory::buffers;
@@ -87,15 +87,40 @@ struct StepInfo {
   ComputeEfficiency efficiency;
 };
 
+// What a shared program's slots mean on one rank: its groups (indices into Workload::groups,
+// -1 for a slot the rank does not have) and its peers (ranks).
+struct Binding {
+  std::vector<int> groups;
+  std::vector<int> peers;
+  bool operator==(const Binding& other) const { return groups == other.groups && peers == other.peers; }
+  bool operator<(const Binding& other) const {
+    return groups != other.groups ? groups < other.groups : peers < other.peers;
+  }
+};
+
 struct Workload {
   StepInfo step;
   std::vector<Group> groups;
-  // One per rank; ranks that run the same program share it (every replica under pure data
-  // parallelism), which keeps large workloads small.
+  // One per rank; ranks that do the same work share a program (every replica under data
+  // parallelism, every rank of a pipeline stage), which keeps large workloads small. Ops name
+  // groups and peers by slot, and each rank's binding says what the slots are; a workload
+  // without bindings (a hand-written trace) names them directly: slot = group index or rank.
   std::vector<std::shared_ptr<const Program>> programs;
+  std::vector<Binding> bindings;  // per rank, or empty
 
   std::size_t ranks() const { return programs.size(); }
   const Program& program(std::size_t rank) const { return *programs[rank]; }
+  // The group index or rank behind a slot of `rank`'s program; -1 when the slot is unbound.
+  int group_of(std::size_t rank, int slot) const { return resolve(rank, slot, &Binding::groups); }
+  int peer_of(std::size_t rank, int slot) const { return resolve(rank, slot, &Binding::peers); }
+
+private:
+  int resolve(std::size_t rank, int slot, std::vector<int> Binding::*slots) const {
+    if (bindings.empty())
+      return slot;
+    const std::vector<int>& bound = bindings[rank].*slots;
+    return slot >= 0 && static_cast<std::size_t>(slot) < bound.size() ? bound[slot] : -1;
+  }
 };
 
 // Checks that a workload is well formed (deps point backwards, groups and peers exist,

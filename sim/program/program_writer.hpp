@@ -37,13 +37,18 @@ private:
   std::set<std::string> live_;
 };
 
-// Group indices of one rank's model-parallel groups (-1: not split that way).
+// Group slots of one rank's model-parallel groups (-1: not split that way).
 struct ModelParallelGroups {
   int tp = -1;
   int cp = -1;
   int cp_size = 1;
   bool sp = false;
 };
+
+// The slots of the programs trainsim builds: each rank binds them to its own groups and pipeline
+// neighbours (Workload::bindings), so that ranks doing the same work share one program.
+enum GroupSlot : int { gradient_slot, tp_slot, cp_slot, embedding_slot };
+enum PeerSlot : int { previous_stage_slot, next_stage_slot };
 
 // The ops of a layer, the embedding and the head on one rank, with the tensor-parallel
 // collectives between their parts (all-reduce, or all-gather and reduce-scatter under sequence

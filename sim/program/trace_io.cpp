@@ -29,7 +29,8 @@ Stream default_stream(OpKind kind) {
   }
 }
 
-void write_op(std::ostream& out, OpId id, const Op& op, const std::vector<Group>& groups) {
+// Slots are written as what they are on `rank`: every rank of a program file binds them alike.
+void write_op(std::ostream& out, OpId id, const Op& op, const Workload& workload, std::size_t rank) {
   out << id << ' ' << to_string(op.kind);
   if (op.stream != default_stream(op.kind))
     out << " stream=" << to_string(op.stream);
@@ -42,11 +43,11 @@ void write_op(std::ostream& out, OpId id, const Op& op, const std::vector<Group>
       out << " phase=" << to_string(op.phase);
     break;
   case OpKind::collective:
-    out << " op=" << to_string(op.collective) << " group=" << groups[op.group].name << " bytes=" << format_double(op.bytes);
+    out << " op=" << to_string(op.collective) << " group=" << workload.groups[workload.group_of(rank, op.group)].name << " bytes=" << format_double(op.bytes);
     break;
   case OpKind::send:
   case OpKind::recv:
-    out << " peer=" << op.peer << " bytes=" << format_double(op.bytes);
+    out << " peer=" << workload.peer_of(rank, op.peer) << " bytes=" << format_double(op.bytes);
     if (op.tag != 0)
       out << " tag=" << op.tag;
     break;
@@ -259,13 +260,16 @@ std::string read_text(const fs::path& file, const std::string& what) {
 
 void write_trace(const Workload& workload, const fs::path& directory) {
   fs::create_directories(directory);
-  std::map<const Program*, std::vector<int>> ranks_of_program;
-  std::vector<const Program*> order;
+  // One file per program and binding: the format names groups and peers directly.
+  using Variant = std::pair<const Program*, Binding>;
+  std::map<Variant, std::vector<int>> ranks_of_variant;
+  std::vector<Variant> order;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    const Program* program = workload.programs[rank].get();
-    if (!ranks_of_program.count(program))
-      order.push_back(program);
-    ranks_of_program[program].push_back(static_cast<int>(rank));
+    Variant variant{workload.programs[rank].get(), workload.bindings.empty() ? Binding{} : workload.bindings[rank]};
+    auto& ranks = ranks_of_variant[variant];
+    if (ranks.empty())
+      order.push_back(variant);
+    ranks.push_back(static_cast<int>(rank));
   }
 
   std::ostringstream meta;
@@ -285,11 +289,13 @@ void write_trace(const Workload& workload, const fs::path& directory) {
   for (const Group& group : workload.groups)
     meta << "group " << group.name << ' ' << group.kind << ' ' << format_rank_list(group.ranks) << '\n';
   for (std::size_t i = 0; i < order.size(); ++i) {
-    meta << "program " << program_file_name(i) << ' ' << format_rank_list(ranks_of_program[order[i]]) << '\n';
+    const std::vector<int>& ranks = ranks_of_variant[order[i]];
+    meta << "program " << program_file_name(i) << ' ' << format_rank_list(ranks) << '\n';
     std::ostringstream ops;
     ops << "# one op per line: <id> <kind> key=value ... (docs/trace-format.md)\n";
-    for (std::size_t op = 0; op < order[i]->ops.size(); ++op)
-      write_op(ops, static_cast<OpId>(op), order[i]->ops[op], workload.groups);
+    const Program& program = *order[i].first;
+    for (std::size_t op = 0; op < program.ops.size(); ++op)
+      write_op(ops, static_cast<OpId>(op), program.ops[op], workload, static_cast<std::size_t>(ranks.front()));
     write_file_atomically(directory / program_file_name(i), ops.str());
   }
   write_file_atomically(directory / "workload.txt", meta.str());

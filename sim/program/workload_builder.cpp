@@ -1,9 +1,7 @@
 #include "program/workload_builder.hpp"
 
 #include <limits>
-#include <map>
 #include <memory>
-#include <tuple>
 
 #include "common/error.hpp"
 #include "common/units.hpp"
@@ -61,6 +59,22 @@ std::vector<int> embedding_groups(const Scenario& s, const ModelSpec& model, con
   return of_rank;
 }
 
+// What the program slots (GroupSlot, PeerSlot) are on `rank`.
+Binding binding_of(const Layout& layout, const LayoutGroups& groups, const std::vector<int>& tied, int rank) {
+  Binding binding;
+  binding.groups = {groups.gradient[rank], groups.tp[rank], groups.cp[rank], tied[rank]};
+  const int stages = layout.pp;
+  if (stages > 1) {
+    RankCoords neighbour = layout.coords(rank);
+    const int stage = neighbour.pp;
+    neighbour.pp = (stage + stages - 1) % stages;
+    binding.peers.push_back(layout.rank_of(neighbour));
+    neighbour.pp = (stage + 1) % stages;
+    binding.peers.push_back(layout.rank_of(neighbour));
+  }
+  return binding;
+}
+
 } // namespace
 
 WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, double gpu_capacity) {
@@ -83,8 +97,10 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
       costs.model_flops_per_micro_batch * static_cast<double>(scenario.grad_accum) * scenario.dp;
   workload.step.precision = scenario.precision;
   workload.step.efficiency = scenario.efficiency;
-  for (int rank = 0; rank < layout.world(); ++rank)
+  for (int rank = 0; rank < layout.world(); ++rank) {
     build.coords.push_back(layout.coords(rank));
+    workload.bindings.push_back(binding_of(layout, groups, tied, rank));
+  }
 
   if (scenario.pp == 1) {
     double budget = 0;
@@ -94,17 +110,11 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                    : data_parallel_activation_budget(scenario, model, costs, gpu_capacity, gradient_ranks);
     build.recompute = plan_recompute(scenario, model.layers, costs.layer, budget);
     workload.groups = groups.groups;
-    // Ranks differ only in their groups: one program per distinct (gradient, tp, cp) group.
-    std::map<std::tuple<int, int, int>, std::shared_ptr<const Program>> built;
-    for (int rank = 0; rank < layout.world(); ++rank) {
-      const auto key = std::make_tuple(groups.gradient[rank], groups.tp[rank], groups.cp[rank]);
-      auto& program = built[key];
-      if (!program)
-        program = std::make_shared<const Program>(build_data_parallel_program(
-            scenario, model, costs, build.recompute, groups.gradient[rank], gradient_ranks,
-            ModelParallelGroups{groups.tp[rank], groups.cp[rank], scenario.cp, scenario.sp}));
-      workload.programs.push_back(program);
-    }
+    // Ranks differ only in their groups, which their bindings name: one program for all.
+    const auto program = std::make_shared<const Program>(build_data_parallel_program(
+        scenario, model, costs, build.recompute, gradient_slot, gradient_ranks,
+        ModelParallelGroups{scenario.tp > 1 ? tp_slot : -1, scenario.cp > 1 ? cp_slot : -1, scenario.cp, scenario.sp}));
+    workload.programs.assign(static_cast<std::size_t>(layout.world()), program);
     return build;
   }
 
@@ -125,15 +135,20 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   }
   workload.groups = groups.groups;
   PipelinePlacement placement{&layout, &groups, tied};
+  // The ranks of a stage differ only in their groups and neighbours: one program per stage.
+  std::vector<std::shared_ptr<const Program>> of_stage(static_cast<std::size_t>(scenario.pp));
   for (int rank = 0; rank < layout.world(); ++rank) {
-    const RankCoords c = build.coords[rank];
-    std::vector<RecomputePlan> plans;
-    for (int chunk = 0; chunk < scenario.vpp; ++chunk)
-      plans.push_back(plan_recompute(scenario, stage_layers[chunk * scenario.pp + c.pp], costs.layer, budget));
-    if (rank == 0)
-      build.recompute = plans.front();
-    workload.programs.push_back(
-        std::make_shared<const Program>(build_pipeline_program(scenario, model, costs, plans, placement, rank)));
+    const int stage = build.coords[rank].pp;
+    auto& program = of_stage[stage];
+    if (!program) {
+      std::vector<RecomputePlan> plans;
+      for (int chunk = 0; chunk < scenario.vpp; ++chunk)
+        plans.push_back(plan_recompute(scenario, stage_layers[chunk * scenario.pp + stage], costs.layer, budget));
+      if (stage == 0)
+        build.recompute = plans.front();
+      program = std::make_shared<const Program>(build_pipeline_program(scenario, model, costs, plans, placement, rank));
+    }
+    workload.programs.push_back(program);
   }
   return build;
 }

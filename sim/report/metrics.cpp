@@ -77,9 +77,9 @@ std::vector<Interval> merge_intervals(const std::vector<Interval>& a, const std:
   return merged;
 }
 
-std::string comm_kind(const Op& op, const Workload& workload) {
+std::string comm_kind(const Op& op, const Workload& workload, std::size_t rank) {
   switch (op.kind) {
-  case OpKind::collective: return workload.groups[op.group].kind;
+  case OpKind::collective: return workload.groups[workload.group_of(rank, op.group)].kind;
   case OpKind::send:
   case OpKind::recv: {
     const std::string stream = to_string(op.stream);
@@ -127,6 +127,7 @@ StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo
   // Every kind of group in the layout is reported, with zeros when it moved nothing.
   for (const Group& group : workload.groups)
     kind_index(group.kind);
+  // Ranks sharing a program bind its slots to groups of the same kinds (validate_workload).
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     const Program* program = workload.programs[rank].get();
     if (facts_.count(program))
@@ -134,7 +135,7 @@ StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo
     ProgramFacts facts;
     facts.kind.reserve(program->ops.size());
     for (const Op& op : program->ops) {
-      const std::string kind = comm_kind(op, workload);
+      const std::string kind = comm_kind(op, workload, rank);
       facts.kind.push_back(kind.empty() ? -1 : static_cast<signed char>(kind_index(kind)));
     }
     facts.allocation = pair_allocations(*program);
@@ -169,7 +170,7 @@ void StepCollector::op_started(int rank, OpId id, double time) {
   state.comm_seen[kind] = true;
   if (op.kind == OpKind::collective)
     state.comm_bytes[kind] += bytes_sent_per_rank(
-        op.collective, op.bytes, static_cast<int>(workload_.groups[op.group].ranks.size()));
+        op.collective, op.bytes, static_cast<int>(workload_.groups[workload_.group_of(rank, op.group)].ranks.size()));
   else
     state.comm_bytes[kind] += op.bytes;
   // Sends and collectives span the wait for their peers; their transfer is told by op_transferred.

@@ -93,7 +93,7 @@ struct StepMetrics {
 std::vector<bool> default_timeline_ranks(const std::vector<int>& stage_of_rank);
 
 // Communication kind of an op for reporting, or "" for ops that are not transfers.
-std::string comm_kind(const Op& op, const Workload& workload);
+std::string comm_kind(const Op& op, const Workload& workload, std::size_t rank);
 
 class StepCollector : public ReplayObserver {
 public:

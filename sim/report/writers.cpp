@@ -104,6 +104,7 @@ json run_json(const Workload& workload, const std::vector<GpuInfo>& gpus, const 
           {"model", {{"name", workload.step.model}, {"parameters", workload.step.parameters}}},
           {"platform", {{"file", run.platform}, {"gpus_used", workload.ranks()}, {"gpu", gpus.front().model}}},
           {"layout", run.layout},
+          {"fidelity", run.fidelity},
           {"placement", placement},
           {"tokens_per_step", workload.step.tokens_per_step},
           {"precision", to_string(workload.step.precision)}};
@@ -156,6 +157,10 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
     out << workload.step.model << " (" << format_count(workload.step.parameters) << " parameters) ";
   out << "on " << run.platform << ", " << workload.ranks() << " x " << gpus.front().model << '\n';
   out << line("  %-16s %s\n", "layout", run.layout.c_str());
+  if (!run.fidelity.empty())
+    out << line("  %-16s %s\n", "fidelity",
+                run.fidelity == "fast" ? "fast: collectives inside a node timed from their ring, the rest simulated as flows"
+                                       : "flows: every collective simulated as flows");
   if (run.recompute && run.recompute->strategy != "none" && run.recompute->extra_flops == 0) {
     out << line("  %-16s %s: nothing to recompute (FlashAttention keeps no attention scores, or the budget keeps all)\n",
                 "recompute", run.recompute->strategy.c_str());

@@ -137,4 +137,7 @@ TEST_CASE("fast fidelity times collectives inside a node like the simulated flow
   CHECK(fast["time"]["comm"]["tp"]["bytes"] == flows["time"]["comm"]["tp"]["bytes"]);
   CHECK(fast["time"]["comm"]["tp"]["total_s"].get<double>() ==
         doctest::Approx(flows["time"]["comm"]["tp"]["total_s"].get<double>()).epsilon(0.02));
+  // The report says which fidelity produced it.
+  CHECK(flows["fidelity"] == "flows");
+  CHECK(fast["fidelity"] == "fast");
 }

@@ -110,3 +110,17 @@ TEST_CASE("the hand-written trace of docs/trace-format.md hides its all-reduce b
   CHECK(dp["exposed_s"].get<double>() == 0);
   CHECK(summary["memory"]["peak_bytes"].get<double>() == 6e9);
 }
+
+TEST_CASE("kernels on two streams share the GPU; kernels on one stream run back to back") {
+  // Each kernel alone lasts 1 s (1.56e14 FLOPs at 0.5 x 312 TFLOP/s). On two streams they run at
+  // once and SimGrid shares the GPU's speed: both end at 2 s. On one stream: 1 s, then 1 s more.
+  const std::string kernels = "0 compute flops=1.56e14 bytes=0\n1 compute stream=copy flops=1.56e14 bytes=0\n";
+  const json shared = replay("two-streams", write_trace("two-streams", 1, kernels), "dgx-a100.xml");
+  CHECK(shared["step_time_s"].get<double>() == doctest::Approx(2.0).epsilon(1e-9));
+  CHECK(shared["time"]["compute_s"].get<double>() == doctest::Approx(2.0).epsilon(1e-9));
+  const std::string chained = "0 compute flops=1.56e14 bytes=0\n1 compute flops=1.56e14 bytes=0\n"
+                              "2 alloc tensor=x category=activations bytes=1e9 deps=0\n3 free tensor=x deps=1\n";
+  const json serial = replay("one-stream", write_trace("one-stream", 1, chained), "dgx-a100.xml");
+  CHECK(serial["step_time_s"].get<double>() == doctest::Approx(2.0).epsilon(1e-9));
+  CHECK(serial["memory"]["peak_bytes"].get<double>() == doctest::Approx(1e9));
+}

@@ -154,7 +154,7 @@ double bytes_sent(const Workload& workload) {
   double sent = 0;
   for (const Op& op : workload.program(0).ops)
     if (op.kind == OpKind::collective)
-      sent += bytes_sent_per_rank(op.collective, op.bytes, static_cast<int>(workload.groups[op.group].ranks.size()));
+      sent += bytes_sent_per_rank(op.collective, op.bytes, static_cast<int>(workload.groups[workload.group_of(0, op.group)].ranks.size()));
   return sent;
 }
 

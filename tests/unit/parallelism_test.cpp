@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "layout/layout.hpp"
 #include "model/costs.hpp"
@@ -66,7 +67,7 @@ TEST_CASE("tensor-parallel traffic per layer is 8bsh(t-1)/t elements per device 
     for (const Op& op : build.workload.program(0).ops)
       if (op.kind == OpKind::collective && op.stream == Stream::tp_comm && op.name.rfind("L0.", 0) == 0)
         bytes += bytes_sent_per_rank(op.collective, op.bytes,
-                                     static_cast<int>(build.workload.groups[op.group].ranks.size()));
+                                     static_cast<int>(build.workload.groups[build.workload.group_of(0, op.group)].ranks.size()));
     const double b = 2, s = 512, h = 256, t = 4;
     CHECK(bytes / 2.0 /* bf16 */ == doctest::Approx(8 * b * s * h * (t - 1) / t));
   }
@@ -109,4 +110,42 @@ TEST_CASE("rank order puts tp innermost by default and follows the order given")
   layout.order = {Dim::dp, Dim::tp, Dim::cp, Dim::pp};
   CHECK(layout.coords(1).dp == 1);
   CHECK(layout.group_of(0, {Dim::tp}) == std::vector<int>{0, 2});
+}
+
+TEST_CASE("the ranks of a pipeline stage share one program and bind its slots to their own groups") {
+  // tp 2 x dp 2 x pp 2 = 8 ranks; default order tp, cp, dp, pp: rank = tp + 2 dp + 4 pp.
+  const Scenario scenario = load_scenario(test::write_temp_file("stages.ini", test::tiny_scenario_ini),
+                                          {"parallel.tp=2", "parallel.dp=2", "parallel.pp=2",
+                                           "training.global_batch=8"});
+  const WorkloadBuild build = build_workload(scenario, load_model(scenario.model_file, 128 * 2), 0);
+  const Workload& workload = build.workload;
+  REQUIRE(workload.ranks() == 8);
+  std::set<const Program*> distinct;
+  for (const auto& program : workload.programs)
+    distinct.insert(program.get());
+  CHECK(distinct.size() == 2);
+  CHECK(workload.programs[0] == workload.programs[3]);
+  CHECK(workload.programs[4] == workload.programs[7]);
+  for (int rank = 0; rank < 8; ++rank) {
+    CAPTURE(rank);
+    const int stage = rank / 4;
+    const int neighbour = rank + (stage == 0 ? 4 : -4);  // two stages: both neighbours are the other stage
+    int sends = 0;
+    for (const Op& op : workload.program(rank).ops) {
+      if (op.kind == OpKind::send || op.kind == OpKind::recv) {
+        CHECK(workload.peer_of(rank, op.peer) == neighbour);
+        ++sends;
+      }
+      if (op.kind == OpKind::collective) {
+        const Group& group = workload.groups[workload.group_of(rank, op.group)];
+        CHECK(std::find(group.ranks.begin(), group.ranks.end(), rank) != group.ranks.end());
+        if (group.kind == "tp")
+          CHECK(group.ranks == std::vector<int>{rank & ~1, rank | 1});
+        if (group.kind == "dp")
+          CHECK(group.ranks == std::vector<int>{rank & ~2, rank | 2});
+      }
+    }
+    CHECK(sends > 0);
+  }
+  CHECK_NOTHROW(validate_workload(workload, "stages"));
 }

@@ -69,3 +69,25 @@ TEST_CASE("peers and group members must exist") {
   workload.groups[0].ranks = {0, 5};
   CHECK(error_of(workload).find("names rank 5") != std::string::npos);
 }
+
+TEST_CASE("a shared program's slots are read through each rank's binding") {
+  // One program for both ranks: slot 0 is a group, peer slot 0 the other rank.
+  Program shared;
+  shared.add(collective(0, 10));
+  Workload workload;
+  workload.groups = {{"g", "dp", {0, 1}}, {"t", "tp", {0, 1}}};
+  const auto program = std::make_shared<const Program>(std::move(shared));
+  workload.programs = {program, program};
+  workload.bindings = {{{0}, {1}}, {{0}, {0}}};
+  CHECK_NOTHROW(validate_workload(workload, "w"));
+  CHECK(workload.group_of(1, 0) == 0);
+  CHECK(workload.peer_of(1, 0) == 0);
+  CHECK(workload.peer_of(1, 3) == -1);  // a slot the binding does not have
+
+  workload.bindings[1].groups = {1};  // the same op would be a dp collective on one rank, tp on the other
+  CHECK(error_of(workload).find("differs in kind or size") != std::string::npos);
+  workload.bindings[1].groups = {};
+  CHECK(error_of(workload).find("unknown group") != std::string::npos);
+  workload.bindings.pop_back();
+  CHECK(error_of(workload).find("1 bindings for 2 ranks") != std::string::npos);
+}
