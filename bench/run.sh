@@ -5,12 +5,7 @@
 #   bash bench/run.sh [repetitions]   small scenarios, median of `repetitions` runs (default 5)
 #   bash bench/run.sh --scale         GPT-3 175B on 64, 256 and 1,024 GPUs, both fidelities
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${TRAINSIM_BUILD_DIR:-$root/build}"
-bash "$root/scripts/bootstrap.sh" build > /dev/null
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
-cd "$root"
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/with-build.sh"
 
 # One run: prints wall seconds, peak RSS, replayed ops and ops per second of replay.
 measure() {

@@ -1,5 +1,6 @@
 #include "cli/commands.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -21,6 +22,9 @@
 #include "program/workload_builder.hpp"
 #include "program/trace_io.hpp"
 #include "report/metrics.hpp"
+#include "report/plots.hpp"
+#include "report/spans.hpp"
+#include "report/trace_events.hpp"
 #include "report/writers.hpp"
 
 namespace po = boost::program_options;
@@ -31,6 +35,8 @@ namespace {
 
 struct CommonOptions {
   std::string log_level = "warn";
+  bool no_report = false;      // run, replay: skip trace.json, the SVG plots and report.html
+  std::string trace_ranks;     // run, replay: ranks in trace.json and the plots; empty: one per stage
   SimulationOptions simulation;
   std::vector<std::string> overrides;
   std::string out;
@@ -60,6 +66,15 @@ po::options_description scenario_command_options(CommonOptions& options, const c
   if (with_compare)
     description.add_options()("compare", po::value(&options.compare),
                               "KEY=V1,V2,...: a markdown table of memory at peak for each value of a scenario key");
+  return description;
+}
+
+po::options_description report_options(CommonOptions& options) {
+  po::options_description description("Report");
+  description.add_options()("no-report", po::bool_switch(&options.no_report),
+                            "write only summary.json and memory.csv (no trace.json, SVG plots, report.html)")(
+      "trace-ranks", po::value(&options.trace_ranks),
+      "ranks shown in trace.json and the plots, e.g. 0,8-11 (default: the first rank of each pipeline stage)");
   return description;
 }
 
@@ -186,6 +201,8 @@ std::optional<PreparedScenario> scenario_command(const std::string& command, con
                                                  std::string* scenario_path = nullptr) {
   std::string scenario_file;
   po::options_description visible = scenario_command_options(options, out_help, command == "memory");
+  if (command == "run")
+    visible.add(report_options(options));
   visible.add(common_options(options));
   po::options_description all = visible;
   all.add_options()("scenario", po::value(&scenario_file)->required(), "scenario INI file");
@@ -205,24 +222,74 @@ std::optional<PreparedScenario> scenario_command(const std::string& command, con
 }
 
 
+// The ranks the trace and the plots show: the user's list, or the first rank of each stage.
+std::vector<int> shown_ranks(const std::string& list, const std::vector<int>& stage_of_rank) {
+  const std::size_t ranks = stage_of_rank.size();
+  if (list.empty()) {
+    std::vector<int> shown;
+    const std::vector<bool> first = first_rank_of_each_stage(stage_of_rank);
+    for (std::size_t rank = 0; rank < ranks; ++rank)
+      if (first[rank])
+        shown.push_back(static_cast<int>(rank));
+    return shown;
+  }
+  std::vector<int> shown;
+  try {
+    shown = parse_rank_list(list);
+  } catch (const std::invalid_argument& error) {
+    throw InputError("--trace-ranks " + list + ": " + error.what() + "; accepted: a list such as 0,8-11");
+  }
+  for (int rank : shown)
+    if (rank < 0 || static_cast<std::size_t>(rank) >= ranks)
+      throw InputError("--trace-ranks " + list + ": rank " + std::to_string(rank) + " does not exist; accepted: 0 to " +
+                       std::to_string(ranks - 1));
+  std::sort(shown.begin(), shown.end());
+  shown.erase(std::unique(shown.begin(), shown.end()), shown.end());
+  return shown;
+}
+
 int simulate_and_report(SimulationContext& context, const Workload& workload, const std::vector<GpuInfo>& gpus,
-                        RunInfo run, const ReplaySettings& settings, const fs::path& out) {
+                        RunInfo run, const ReplaySettings& settings, const fs::path& out, const CommonOptions& options) {
   run.fidelity = settings.fast_intra_node_collectives ? "fast" : "flows";
+  std::vector<int> stage_of_rank;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+    stage_of_rank.push_back(run.coords.empty() ? 0 : run.coords[rank].pp);
+  const std::vector<int> shown = shown_ranks(options.trace_ranks, stage_of_rank);
   std::error_code error;
   fs::create_directories(out, error);
   if (!fs::is_directory(out))
     throw InputError(out.string() + ": cannot create the output directory" +
                      (error ? " (" + error.message() + ")" : std::string()));
-  std::vector<int> stage_of_rank;
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
-    stage_of_rank.push_back(run.coords.empty() ? 0 : run.coords[rank].pp);
-  StepCollector collector(workload, gpus, default_timeline_ranks(stage_of_rank));
-  replay(context, workload, gpus, settings, collector);
+  std::vector<bool> timeline_ranks = default_timeline_ranks(stage_of_rank);
+  for (int rank : shown)
+    timeline_ranks[rank] = true;
+  StepCollector collector(workload, gpus, timeline_ranks);
+  SpanRecorder spans(workload, options.no_report ? std::vector<int>{} : shown);
+  ObserverFanout observers({&collector, &spans});
+  replay(context, workload, gpus, settings, observers);
   const StepMetrics metrics = collector.finish(run.training_tokens);
   // Files first: a run whose outputs cannot be written prints no summary that looks complete.
   write_run_outputs(out, summary_json(metrics, workload, gpus, run), memory_csv(metrics));
+  std::string written = (out / "summary.json").string() + ", " + (out / "memory.csv").string();
+  const auto written_also = [&](const char* file) { written += ", " + (out / file).string(); };
+  if (!options.no_report) {
+    ReportPage page;
+    page.title = run.name;
+    page.facts = report_facts(metrics, workload, gpus, run);
+    page.bottleneck = bottleneck_line(metrics);
+    page.memory_svg = memory_svg(metrics, shown, gpus, run.coords);
+    page.pipeline_svg = pipeline_svg(workload, spans, metrics, run.coords);
+    page.breakdown_svg = breakdown_svg(metrics);
+    write_file_atomically(out / "trace.json", chrome_trace(workload, gpus, run.coords, spans, metrics));
+    write_file_atomically(out / "memory.svg", page.memory_svg);
+    write_file_atomically(out / "pipeline.svg", page.pipeline_svg);
+    write_file_atomically(out / "breakdown.svg", page.breakdown_svg);
+    write_file_atomically(out / "report.html", report_html(page));
+    for (const char* file : {"report.html", "trace.json", "memory.svg", "pipeline.svg", "breakdown.svg"})
+      written_also(file);
+  }
   print_summary(std::cout, metrics, workload, gpus, run);
-  std::cout << "  outputs          " << (out / "summary.json").string() << ", " << (out / "memory.csv").string() << '\n';
+  std::cout << "  outputs          " << written << '\n';
   return 0;
 }
 
@@ -232,7 +299,8 @@ void print_usage(std::ostream& out) {
   out << "trainsim — simulate LLM training on GPU clusters (SimGrid)\n\n"
                "Usage: trainsim COMMAND [options]\n\n"
                "Commands:\n"
-               "  run SCENARIO       simulate one training step, print a summary, write summary.json and memory.csv\n"
+               "  run SCENARIO       simulate one training step, print a summary, write summary.json, memory.csv\n"
+               "                     and the report (report.html, trace.json, SVG plots)\n"
                "  memory SCENARIO    memory per rank from program order, no simulation\n"
                "  trace SCENARIO     write the per-rank programs as trace files (docs/trace-format.md)\n"
                "  replay DIR         simulate trace files on a platform (--platform FILE)\n\n"
@@ -242,7 +310,7 @@ void print_usage(std::ostream& out) {
 
 int run_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
-  const auto parsed = scenario_command("run", arguments, "output directory for summary.json and memory.csv (default: results/<scenario>)", options);
+  const auto parsed = scenario_command("run", arguments, "output directory for summary.json, memory.csv and the report (default: results/<scenario>)", options);
   if (!parsed)
     return 0;
   const PreparedScenario& prepared = *parsed;
@@ -250,7 +318,7 @@ int run_command(const std::vector<std::string>& arguments) {
   ReplaySettings settings;
   settings.channels = prepared.scenario.channels;
   settings.fast_intra_node_collectives = prepared.scenario.fast_collectives;
-  return simulate_and_report(*prepared.context, prepared.workload, prepared.gpus, prepared.run, settings, out);
+  return simulate_and_report(*prepared.context, prepared.workload, prepared.gpus, prepared.run, settings, out, options);
 }
 
 namespace {
@@ -348,6 +416,7 @@ int replay_command(const std::vector<std::string>& arguments) {
       "tokens", po::value(&tokens)->default_value(1e9, "1e9"), "tokens to train, for time-to-train")(
       "fidelity", po::value(&fidelity)->default_value("flows"),
       "flows | fast: collectives inside a node timed from their ring instead of simulated");
+  visible.add(report_options(options));
   visible.add(common_options(options));
   po::options_description all = visible;
   all.add_options()("trace-dir", po::value(&directory)->required(), "trace directory");
@@ -386,7 +455,7 @@ int replay_command(const std::vector<std::string>& arguments) {
   ReplaySettings settings;
   settings.channels = channels;
   settings.fast_intra_node_collectives = fidelity == "fast";
-  return simulate_and_report(context, workload, gpus, run, settings, out);
+  return simulate_and_report(context, workload, gpus, run, settings, out, options);
 }
 
 } // namespace trainsim::cli

@@ -105,10 +105,7 @@ int StepCollector::kind_index(const std::string& kind) {
   return static_cast<int>(kinds_.size() - 1);
 }
 
-std::vector<bool> default_timeline_ranks(const std::vector<int>& stage_of_rank) {
-  constexpr std::size_t all_up_to = 64;
-  if (stage_of_rank.size() <= all_up_to)
-    return std::vector<bool>(stage_of_rank.size(), true);
+std::vector<bool> first_rank_of_each_stage(const std::vector<int>& stage_of_rank) {
   std::vector<bool> keep(stage_of_rank.size(), false);
   std::vector<bool> stage_seen;
   for (std::size_t rank = 0; rank < stage_of_rank.size(); ++rank) {
@@ -119,6 +116,13 @@ std::vector<bool> default_timeline_ranks(const std::vector<int>& stage_of_rank) 
       keep[rank] = stage_seen[stage] = true;
   }
   return keep;
+}
+
+std::vector<bool> default_timeline_ranks(const std::vector<int>& stage_of_rank) {
+  constexpr std::size_t all_up_to = 64;
+  if (stage_of_rank.size() <= all_up_to)
+    return std::vector<bool>(stage_of_rank.size(), true);
+  return first_rank_of_each_stage(stage_of_rank);
 }
 
 StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus,

@@ -91,6 +91,8 @@ struct StepMetrics {
 // The ranks whose memory timeline a run keeps: all up to 64 ranks; beyond, one per pipeline
 // stage (the first rank of each), which keeps memory.csv readable at 1,000+ GPUs.
 std::vector<bool> default_timeline_ranks(const std::vector<int>& stage_of_rank);
+// The lowest rank of each pipeline stage.
+std::vector<bool> first_rank_of_each_stage(const std::vector<int>& stage_of_rank);
 
 // Communication kind of an op for reporting, or "" for ops that are not transfers.
 std::string comm_kind(const Op& op, const Workload& workload, std::size_t rank);

@@ -1,5 +1,6 @@
 #include "report/writers.hpp"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <sstream>
@@ -202,10 +203,43 @@ void print_memory_lines(std::ostream& out, const std::vector<RankMemory>& ranks,
 
 } // namespace
 
+std::string bottleneck_line(const StepMetrics& metrics) {
+  const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
+  const StepBreakdown& parts = critical.breakdown;
+  const double step = metrics.step_time_s;
+  const auto share = [&](double seconds) { return line("%.1f%%", step > 0 ? 100.0 * seconds / step : 0.0); };
+  std::string prefix;
+  if (!metrics.memory.fits) {
+    const RankMetrics& peak = metrics.ranks[metrics.memory.peak_rank];
+    prefix = "does not fit: rank " + std::to_string(peak.rank) + " needs " + format_bytes(peak.memory.gpu().peak) +
+             " of " + format_bytes(metrics.memory.capacity_bytes) + "; ";
+  }
+  // The largest part of the step that is not computing: the thing to attack first.
+  std::string kind;  // of communication; empty: idle
+  double overhead_s = parts.bubble_s;
+  for (const auto& [comm, seconds] : parts.exposed_comm_s)
+    if (seconds > overhead_s) {
+      kind = comm;
+      overhead_s = seconds;
+    }
+  const std::string overhead = kind.empty() ? "idle (pipeline bubble or waiting for peers)" : "exposed " + kind + " communication";
+  const double computing = parts.compute_s + parts.recompute_s + parts.optimizer_s;
+  const std::string on_rank = " (rank " + std::to_string(critical.rank) + ")";
+  if (step <= 0)
+    return prefix + "nothing ran";
+  if (computing >= 0.7 * step)
+    return prefix + "compute-bound: " + share(computing) + " of the step computes" +
+           (parts.recompute_s > 0 ? " (recompute " + share(parts.recompute_s) + ")" : "") + "; the largest overhead is " +
+           overhead + ", " + share(overhead_s) + on_rank;
+  return prefix + (kind.empty() ? "idle" : kind + "-communication") + "-bound: " + share(overhead_s) +
+         " of the step is " + overhead + ", computing " + share(computing) + on_rank;
+}
+
 json summary_json(const StepMetrics& metrics, const Workload& workload, const std::vector<GpuInfo>& gpus,
                   const RunInfo& run) {
   json out = run_json(workload, gpus, run);
   out["step_time_s"] = metrics.step_time_s;
+  out["bottleneck"] = bottleneck_line(metrics);
   out["tokens_per_s"] = metrics.tokens_per_s;
   out["mfu"] = metrics.mfu;
   out["hfu"] = metrics.hfu;
@@ -251,6 +285,7 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
 void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload& workload,
                    const std::vector<GpuInfo>& gpus, const RunInfo& run) {
   print_header(out, workload, gpus, run);
+  out << line("  %-16s %s\n", "bottleneck", bottleneck_line(metrics).c_str());
   out << line("  %-16s %s\n", "step time", format_seconds(metrics.step_time_s).c_str());
   if (metrics.tokens_per_s > 0) {
     out << line("  %-16s %.0f tokens/s (%.0f per GPU)\n", "throughput", metrics.tokens_per_s,
@@ -294,6 +329,27 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
       out << line("  %-16s %s\n", "stage peaks", text.c_str());
     }
   }
+}
+
+std::vector<std::pair<std::string, std::string>> report_facts(const StepMetrics& metrics, const Workload& workload,
+                                                              const std::vector<GpuInfo>& gpus, const RunInfo& run) {
+  std::vector<std::pair<std::string, std::string>> facts = {
+      {"model", workload.step.model.empty() ? "(trace)" : workload.step.model + " (" +
+                                                             format_count(workload.step.parameters) + " parameters)"},
+      {"platform", run.platform + ", " + std::to_string(workload.ranks()) + " x " + gpus.front().model},
+      {"layout", run.layout},
+      {"fidelity", run.fidelity},
+      {"step time", format_seconds(metrics.step_time_s)}};
+  if (metrics.tokens_per_s > 0)
+    facts.emplace_back("throughput", format_count(metrics.tokens_per_s) + " tokens/s");
+  if (metrics.mfu > 0)
+    facts.emplace_back("MFU / HFU", format_double(std::round(metrics.mfu * 1000) / 10) + " % / " +
+                                        format_double(std::round(metrics.hfu * 1000) / 10) + " %");
+  facts.emplace_back("peak memory", format_bytes(metrics.memory.peak_bytes) + " of " +
+                                        format_bytes(metrics.memory.capacity_bytes) + " on rank " +
+                                        std::to_string(metrics.memory.peak_rank) +
+                                        (metrics.memory.fits ? " (fits)" : " (does not fit)"));
+  return facts;
 }
 
 std::string memory_csv(const StepMetrics& metrics) {

@@ -35,11 +35,19 @@ struct RunInfo {
   std::vector<RankCoords> coords;                // per rank; empty for a replayed trace
 };
 
+// What limits the step, in one line: "compute-bound: 91.0% of the step computes; the largest
+// overhead is exposed tp communication, 6.0% (rank 0)", "tp-communication-bound: ...", "idle-bound: ...",
+// prefixed with "does not fit: ..." when a GPU overflows.
+std::string bottleneck_line(const StepMetrics& metrics);
+
 nlohmann::json summary_json(const StepMetrics& metrics, const Workload& workload, const std::vector<GpuInfo>& gpus,
                             const RunInfo& run);
 void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload& workload,
                    const std::vector<GpuInfo>& gpus, const RunInfo& run);
 std::string memory_csv(const StepMetrics& metrics);
+// The report page's table: model, platform, layout, fidelity, step time, throughput, MFU, peak.
+std::vector<std::pair<std::string, std::string>> report_facts(const StepMetrics& metrics, const Workload& workload,
+                                                              const std::vector<GpuInfo>& gpus, const RunInfo& run);
 
 // `trainsim memory`: peaks from program order.
 nlohmann::json memory_json(const std::vector<RankMemory>& ranks, const Workload& workload,

@@ -1,0 +1,268 @@
+#include "report/plots.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/text.hpp"
+#include "common/units.hpp"
+#include "report/svg.hpp"
+#include "report/trace_events.hpp"
+
+namespace trainsim {
+namespace {
+
+const char* const category_colour[category_count] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f"};
+
+std::string phase_colour(Phase phase) {
+  switch (phase) {
+  case Phase::forward: return "#4e79a7";
+  case Phase::backward: return "#59a14f";
+  case Phase::recompute: return "#f28e2b";
+  case Phase::optimizer: return "#b07aa1";
+  case Phase::other: break;
+  }
+  return "#9c755f";
+}
+
+std::string comm_colour(const std::string& kind) {
+  if (kind == "tp") return "#e15759";
+  if (kind == "cp") return "#ff9da7";
+  if (kind == "dp") return "#edc948";
+  if (kind == "emb") return "#bab0ac";
+  if (kind == "pp") return "#76b7b2";
+  return "#79706e";
+}
+
+std::string attribute(const std::string& name, double value) { return name + "=\"" + format_double(value) + "\""; }
+
+std::string rank_title(const std::vector<RankCoords>& coords, int rank) {
+  const std::string where = coordinates_label(coords, rank);
+  return "rank " + std::to_string(rank) + (where.empty() ? "" : " (" + where + ")");
+}
+
+std::string percent(double part, double whole) {
+  return whole > 0 ? format_double(std::round(part / whole * 1000) / 10) + "%" : "0%";
+}
+
+} // namespace
+
+std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks, const std::vector<GpuInfo>& gpus,
+                       const std::vector<RankCoords>& coords) {
+  constexpr double width = 760, panel_height = 210, left = 96, right = 30, top = 34, bottom = 46;
+  std::vector<int> shown;
+  for (int rank : ranks)
+    if (!metrics.ranks[rank].timeline.empty())
+      shown.push_back(rank);
+  Svg svg(width, 30 + panel_height * static_cast<double>(std::max<std::size_t>(1, shown.size())));
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (int c = 0; c < category_count; ++c)
+    legend.emplace_back(to_string(static_cast<MemCategory>(c)), category_colour[c]);
+  legend.emplace_back("capacity", "#d62728");
+  svg.legend(left, 18, legend);
+  const double end = std::max(metrics.step_time_s, 1e-12);
+  for (std::size_t panel = 0; panel < shown.size(); ++panel) {
+    const int rank = shown[panel];
+    const RankMetrics& data = metrics.ranks[rank];
+    const double capacity = gpus[rank].hbm_capacity;
+    const double peak = data.memory.gpu().peak;
+    // Ticks at round numbers of GiB.
+    constexpr double gib = 1024.0 * 1024 * 1024;
+    std::vector<double> y_ticks = nice_ticks(std::max(capacity, peak) / gib, 5);
+    for (double& tick : y_ticks)
+      tick *= gib;
+    const double y_max = y_ticks.back();
+    const double origin = 30 + panel_height * static_cast<double>(panel);
+    const double plot_top = origin + top, plot_bottom = origin + panel_height - bottom;
+    const Scale x{0, end, left, width - right};
+    const Scale y{0, y_max, plot_bottom, plot_top};
+    svg.open_group("class=\"panel\" data-rank=\"" + std::to_string(rank) + "\" " + attribute("data-peak-bytes", peak) +
+                   " " + attribute("data-end-s", end) + " " + attribute("data-y-max", y_max) + " " +
+                   attribute("data-plot-top", plot_top) + " " + attribute("data-plot-bottom", plot_bottom));
+    svg.text(left, origin + 20, rank_title(coords, rank) + " on " + gpus[rank].host + ": peak " + format_bytes(peak) +
+                                    " of " + format_bytes(capacity), "font-weight=\"bold\"");
+    // Stacked step functions: each category's band lies on the sum of the ones before it. One
+    // point per pixel column is enough: the column's fullest, so that the peak stays drawn.
+    std::vector<MemoryPoint> timeline;
+    double kept_column = -1;
+    for (const MemoryPoint& point : data.timeline) {
+      const double column = std::floor(x(point.time));
+      if (!timeline.empty() && column == kept_column) {
+        if (sum(point.gpu) > sum(timeline.back().gpu))
+          timeline.back().gpu = point.gpu;
+        continue;
+      }
+      timeline.push_back(point);
+      kept_column = column;
+    }
+    std::vector<double> below(timeline.size(), 0.0);
+    for (int c = 0; c < category_count; ++c) {
+      std::vector<double> upper, lower;
+      bool any = false;
+      for (std::size_t i = 0; i < timeline.size(); ++i) {
+        const double t0 = timeline[i].time;
+        const double t1 = i + 1 < timeline.size() ? timeline[i + 1].time : end;
+        const double bottom_value = below[i], top_value = below[i] + timeline[i].gpu[c];
+        any = any || timeline[i].gpu[c] > 0;
+        upper.insert(upper.end(), {x(t0), y(top_value), x(t1), y(top_value)});
+        lower.insert(lower.end(), {x(t0), y(bottom_value), x(t1), y(bottom_value)});
+        below[i] = top_value;
+      }
+      if (!any)
+        continue;
+      // The outline runs along the top left to right, then back along the bottom.
+      for (std::size_t k = lower.size(); k >= 2; k -= 2)
+        upper.insert(upper.end(), {lower[k - 2], lower[k - 1]});
+      svg.polygon(upper, category_colour[c], "class=\"band\" data-category=\"" +
+                                                 std::string(to_string(static_cast<MemCategory>(c))) + "\"");
+    }
+    svg.line(x(0), y(capacity), x(end), y(capacity), "#d62728", "stroke-dasharray=\"6 4\" class=\"capacity\"");
+    const double peak_x = x(std::min(data.memory.gpu().peak_time, end));
+    svg.line(peak_x, y(peak), peak_x, plot_bottom, "#222", "stroke-dasharray=\"2 3\" class=\"peak\"");
+    svg.text(std::min(peak_x + 4, width - right - 120), y(peak) - 4, "peak " + format_bytes(peak));
+    svg.x_axis(x, plot_bottom, nice_ticks(end, 8), seconds_label, "simulated time");
+    svg.y_axis(y, left, y_ticks, gib_label, "GPU memory");
+    svg.close_group();
+  }
+  if (shown.empty())
+    svg.text(left, 60, "no memory timeline was kept for these ranks");
+  return svg.str();
+}
+
+std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, const StepMetrics& metrics,
+                         const std::vector<RankCoords>& coords) {
+  constexpr double width = 960, left = 190, right = 30, top = 40, row_height = 30, kernel_height = 18;
+  const std::size_t rows = spans.ranks().size();
+  Svg svg(width, top + row_height * static_cast<double>(rows) + 60);
+  const double end = std::max(metrics.step_time_s, 1e-12);
+  const Scale x{0, end, left, width - right};
+  svg.legend(left, 18, {{"forward", phase_colour(Phase::forward)}, {"backward", phase_colour(Phase::backward)},
+                        {"recompute", phase_colour(Phase::recompute)}, {"optimizer", phase_colour(Phase::optimizer)},
+                        {"tp", comm_colour("tp")}, {"dp", comm_colour("dp")}, {"pp", comm_colour("pp")},
+                        {"cp", comm_colour("cp")}, {"idle", "#f0f0f0"}});
+  for (std::size_t row = 0; row < rows; ++row) {
+    const int rank = spans.ranks()[row];
+    const Program& program = workload.program(rank);
+    const double y = top + row_height * static_cast<double>(row);
+    svg.open_group("class=\"row\" data-rank=\"" + std::to_string(rank) + "\"", rank_title(coords, rank));
+    svg.text(left - 6, y + 14, rank_title(coords, rank), "text-anchor=\"end\"");
+    svg.rect(x(0), y, x(end) - x(0), kernel_height, "#f0f0f0");
+    // Consecutive kernels of one micro-batch, chunk and phase form one block, unless a gap
+    // between them would show (a pixel or more).
+    const double invisible_gap = end / (width - left - right);
+    struct Block {
+      double start, end;
+      Phase phase;
+      long long micro_batch, chunk;
+      std::string kind;
+    };
+    std::vector<Block> kernels, transfers;
+    std::vector<Span> ordered = spans.spans(row);
+    std::sort(ordered.begin(), ordered.end(),
+              [](const Span& a, const Span& b) { return a.start != b.start ? a.start < b.start : a.op < b.op; });
+    for (const Span& span : ordered) {
+      const Op& op = program.ops[span.op];
+      if (op.kind == OpKind::alloc || op.kind == OpKind::free || op.kind == OpKind::recv || span.end <= span.start)
+        continue;
+      if (op.kind == OpKind::compute) {
+        const OpLabels labels = labels_of(op.name);
+        if (!kernels.empty() && kernels.back().phase == op.phase && kernels.back().micro_batch == labels.micro_batch &&
+            kernels.back().chunk == labels.chunk && span.start - kernels.back().end < invisible_gap)
+          kernels.back().end = std::max(kernels.back().end, span.end);
+        else
+          kernels.push_back({span.start, span.end, op.phase, labels.micro_batch, labels.chunk, ""});
+        continue;
+      }
+      const std::string kind = comm_kind(op, workload, static_cast<std::size_t>(rank));
+      if (!transfers.empty() && transfers.back().kind == kind && span.start - transfers.back().end < invisible_gap)
+        transfers.back().end = std::max(transfers.back().end, span.end);
+      else
+        transfers.push_back({span.start, span.end, Phase::other, -1, -1, kind});
+    }
+    for (const Block& block : kernels) {
+      const double x0 = x(block.start), w = std::max(0.5, x(block.end) - x0);
+      svg.rect(x0, y, w, kernel_height, phase_colour(block.phase));
+      if (block.micro_batch >= 0 && w >= 8.0 * static_cast<double>(std::to_string(block.micro_batch).size()) + 4)
+        svg.text(x0 + w / 2, y + 13, std::to_string(block.micro_batch),
+                 "text-anchor=\"middle\" fill=\"#fff\" font-size=\"10\"");
+    }
+    for (const Block& block : transfers) {
+      const double x0 = x(block.start);
+      svg.rect(x0, y + kernel_height + 1, std::max(0.5, x(block.end) - x0), 6, comm_colour(block.kind));
+    }
+    svg.close_group();
+  }
+  svg.x_axis(x, top + row_height * static_cast<double>(rows), nice_ticks(end, 10), seconds_label, "simulated time");
+  return svg.str();
+}
+
+std::string breakdown_svg(const StepMetrics& metrics) {
+  constexpr double width = 860, left = 20, bar_width = 820, bar_height = 28;
+  Svg svg(width, 250);
+  const auto bar = [&](double y, const std::string& title,
+                       const std::vector<std::tuple<std::string, double, std::string>>& parts, double total,
+                       const std::string& group) {
+    svg.text(left, y - 8, title, "font-weight=\"bold\"");
+    svg.open_group("class=\"" + group + "\" " + attribute("data-total", total));
+    const Scale x{0, total, left, left + bar_width};
+    double at = 0;
+    std::vector<std::pair<std::string, std::string>> legend;
+    for (const auto& [name, value, colour] : parts) {
+      if (value <= 0)
+        continue;
+      const double x0 = x(at), w = x(at + value) - x0;
+      svg.rect(x0, y, w, bar_height, colour, "data-part=\"" + xml_escape(name) + "\" " + attribute("data-value", value));
+      const std::string share = percent(value, total);
+      if (w > 7.0 * static_cast<double>(share.size()) + 6)
+        svg.text(x0 + w / 2, y + 18, share,
+                 std::string("text-anchor=\"middle\" fill=\"") + (colour == "#f0f0f0" ? "#222" : "#fff") + "\"");
+      legend.emplace_back(name, colour);
+      at += value;
+    }
+    svg.rect(x(0), y, x(total) - x(0), bar_height, "none", "stroke=\"#333\"");
+    svg.close_group();
+    svg.legend(left, y + bar_height + 18, legend);
+  };
+  const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
+  const StepBreakdown& b = critical.breakdown;
+  std::vector<std::tuple<std::string, double, std::string>> time_parts = {
+      {"compute", b.compute_s, phase_colour(Phase::forward)},
+      {"recompute", b.recompute_s, phase_colour(Phase::recompute)},
+      {"optimizer", b.optimizer_s, phase_colour(Phase::optimizer)}};
+  for (const auto& [kind, seconds] : b.exposed_comm_s)
+    time_parts.emplace_back("exposed " + kind, seconds, comm_colour(kind));
+  time_parts.emplace_back("idle (bubble)", b.bubble_s, "#c7c7c7");
+  bar(40, "step time " + format_seconds(metrics.step_time_s) + " on rank " + std::to_string(critical.rank) +
+              " (the last to finish)",
+      time_parts, metrics.step_time_s, "time-bar");
+
+  const RankMetrics& peak_rank = metrics.ranks[metrics.memory.peak_rank];
+  const DeviceMemory& gpu = peak_rank.memory.gpu();
+  std::vector<std::tuple<std::string, double, std::string>> memory_parts;
+  for (int c = 0; c < category_count; ++c)
+    memory_parts.emplace_back(to_string(static_cast<MemCategory>(c)), gpu.at_peak[c], category_colour[c]);
+  const double capacity = metrics.memory.capacity_bytes;
+  memory_parts.emplace_back("free", std::max(0.0, capacity - gpu.peak), "#f0f0f0");
+  bar(150, "memory at peak on rank " + std::to_string(peak_rank.rank) + ": " + format_bytes(gpu.peak) + " of " +
+               format_bytes(capacity),
+      memory_parts, std::max(capacity, gpu.peak), "memory-bar");
+  return svg.str();
+}
+
+std::string report_html(const ReportPage& page) {
+  std::string html =
+      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+      "<title>trainsim: " + xml_escape(page.title) + "</title>\n"
+      "<style>body{font-family:sans-serif;margin:24px;max-width:1000px;color:#222}"
+      "table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left}"
+      ".bottleneck{font-size:1.15em;background:#fff4e0;padding:8px 12px;border-left:4px solid #f28e2b}"
+      "h2{margin-top:28px}</style>\n</head>\n<body>\n"
+      "<h1>trainsim: " + xml_escape(page.title) + "</h1>\n"
+      "<p class=\"bottleneck\">" + xml_escape(page.bottleneck) + "</p>\n<table class=\"summary\">\n";
+  for (const auto& [name, value] : page.facts)
+    html += "<tr><th>" + xml_escape(name) + "</th><td>" + xml_escape(value) + "</td></tr>\n";
+  html += "</table>\n<h2>Where the step time goes</h2>\n" + page.breakdown_svg + "<h2>Pipeline</h2>\n" +
+          page.pipeline_svg + "<h2>Memory over the step</h2>\n" + page.memory_svg + "</body>\n</html>\n";
+  return html;
+}
+
+} // namespace trainsim

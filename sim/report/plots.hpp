@@ -1,0 +1,38 @@
+#pragma once
+// The pictures of a run, as SVG written by trainsim (report/svg): memory over time per rank,
+// the pipeline as a Gantt chart, and where the step time and the peak memory go; and
+// report.html, one self-contained page with the summary and the three plots.
+#include <string>
+#include <vector>
+
+#include "layout/layout.hpp"
+#include "platform/gpu.hpp"
+#include "report/metrics.hpp"
+#include "report/spans.hpp"
+
+namespace trainsim {
+
+// One panel per rank in `ranks` (those with a memory timeline): memory stacked by category
+// over simulated time, the GPU's capacity as a dashed line, the peak marked.
+std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks, const std::vector<GpuInfo>& gpus,
+                       const std::vector<RankCoords>& coords);
+
+// One row per recorded rank: forward, backward, recompute and optimizer kernels, with
+// micro-batch numbers where they fit, transfers by kind in a strip below, idle left blank.
+std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, const StepMetrics& metrics,
+                         const std::vector<RankCoords>& coords);
+
+// The critical rank's step breakdown as one bar, and the peak rank's memory at its peak.
+std::string breakdown_svg(const StepMetrics& metrics);
+
+struct ReportPage {
+  std::string title;                                          // run name
+  std::vector<std::pair<std::string, std::string>> facts;     // scenario and results, in order
+  std::string bottleneck;
+  std::string memory_svg, pipeline_svg, breakdown_svg;
+};
+
+// Well-formed XHTML: inline SVG, inline style, no scripts, fonts or links to fetch.
+std::string report_html(const ReportPage& page);
+
+} // namespace trainsim

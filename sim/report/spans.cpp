@@ -1,0 +1,77 @@
+#include "report/spans.hpp"
+
+#include <cctype>
+
+namespace trainsim {
+
+SpanRecorder::SpanRecorder(const Workload& workload, std::vector<int> ranks)
+    : workload_(workload), ranks_(std::move(ranks)), slot_of_rank_(workload.ranks(), -1) {
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    slot_of_rank_[ranks_[i]] = static_cast<int>(i);
+    started_.emplace_back(workload.program(ranks_[i]).ops.size(), 0.0);
+  }
+  spans_.resize(ranks_.size());
+}
+
+void SpanRecorder::op_started(int rank, OpId op, double time) {
+  const int slot = slot_of_rank_[rank];
+  if (slot >= 0)
+    started_[slot][op] = time;
+}
+
+void SpanRecorder::op_finished(int rank, OpId op, double time) {
+  const int slot = slot_of_rank_[rank];
+  if (slot >= 0)
+    spans_[slot].push_back({op, started_[slot][op], time});
+}
+
+void SpanRecorder::op_transferred(int rank, OpId op, double start, double) {
+  // A send or collective spans the wait for its peers; the chart shows when data moved.
+  const int slot = slot_of_rank_[rank];
+  if (slot >= 0)
+    started_[slot][op] = start;
+}
+
+void ObserverFanout::op_started(int rank, OpId op, double time) {
+  for (ReplayObserver* observer : observers_)
+    observer->op_started(rank, op, time);
+}
+
+void ObserverFanout::op_finished(int rank, OpId op, double time) {
+  for (ReplayObserver* observer : observers_)
+    observer->op_finished(rank, op, time);
+}
+
+void ObserverFanout::op_transferred(int rank, OpId op, double start, double end) {
+  for (ReplayObserver* observer : observers_)
+    observer->op_transferred(rank, op, start, end);
+}
+
+OpLabels labels_of(const std::string& name) {
+  OpLabels labels;
+  std::size_t begin = 0;
+  while (begin <= name.size()) {
+    const std::size_t dot = name.find('.', begin);
+    const std::string part = name.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
+    const auto number_after = [&](std::size_t prefix) -> long long {
+      if (part.size() <= prefix || part.size() > prefix + 12)
+        return -1;
+      for (std::size_t i = prefix; i < part.size(); ++i)
+        if (!std::isdigit(static_cast<unsigned char>(part[i])))
+          return -1;
+      return std::stoll(part.substr(prefix));
+    };
+    if (part.rfind("mb", 0) == 0 && number_after(2) >= 0)
+      labels.micro_batch = number_after(2);
+    else if (part.rfind('L', 0) == 0 && number_after(1) >= 0)
+      labels.layer = number_after(1);
+    else if (part.rfind('c', 0) == 0 && number_after(1) >= 0)
+      labels.chunk = number_after(1);
+    if (dot == std::string::npos)
+      break;
+    begin = dot + 1;
+  }
+  return labels;
+}
+
+} // namespace trainsim

@@ -1,0 +1,58 @@
+#pragma once
+// What the chosen ranks did and when: every op's span on its stream, recorded during the
+// replay for the trace file and the pipeline chart. Only a few ranks are recorded (one per
+// pipeline stage by default), so large runs stay small.
+#include <string>
+#include <vector>
+
+#include "engine/observer.hpp"
+#include "program/program.hpp"
+
+namespace trainsim {
+
+struct Span {
+  OpId op = 0;
+  double start = 0;
+  double end = 0;
+};
+
+class SpanRecorder : public ReplayObserver {
+public:
+  SpanRecorder(const Workload& workload, std::vector<int> ranks);
+  void op_started(int rank, OpId op, double time) override;
+  void op_finished(int rank, OpId op, double time) override;
+  void op_transferred(int rank, OpId op, double start, double end) override;
+
+  const std::vector<int>& ranks() const { return ranks_; }
+  // Spans of ranks()[i], in the order the ops finished.
+  const std::vector<Span>& spans(std::size_t i) const { return spans_[i]; }
+
+private:
+  const Workload& workload_;
+  std::vector<int> ranks_;
+  std::vector<int> slot_of_rank_;            // index into ranks_, or -1
+  std::vector<std::vector<double>> started_;  // per recorded rank, per op
+  std::vector<std::vector<Span>> spans_;
+};
+
+// Sends each event to every observer, in order.
+class ObserverFanout : public ReplayObserver {
+public:
+  explicit ObserverFanout(std::vector<ReplayObserver*> observers) : observers_(std::move(observers)) {}
+  void op_started(int rank, OpId op, double time) override;
+  void op_finished(int rank, OpId op, double time) override;
+  void op_transferred(int rank, OpId op, double start, double end) override;
+
+private:
+  std::vector<ReplayObserver*> observers_;
+};
+
+// The micro-batch, chunk and layer an op's name gives ("L3.fwd.mb2.c1.attn"); -1 when absent.
+struct OpLabels {
+  long long layer = -1;
+  long long micro_batch = -1;
+  long long chunk = -1;
+};
+OpLabels labels_of(const std::string& name);
+
+} // namespace trainsim

@@ -1,0 +1,57 @@
+#pragma once
+// A small SVG writer for trainsim's plots: shapes, text and axes with readable ticks. It
+// writes well-formed XML (every attribute quoted, text escaped), so plots embed as-is in
+// the HTML report.
+#include <string>
+#include <vector>
+
+namespace trainsim {
+
+// Text safe inside XML elements and attribute values.
+std::string xml_escape(const std::string& text);
+
+// Tick values for an axis from 0 to `max`: 1, 2 or 5 times a power of ten apart, at most
+// `count` + 1 of them, the last at or above `max`.
+std::vector<double> nice_ticks(double max, int count);
+
+// A linear map from data to pixels.
+struct Scale {
+  double data_min = 0, data_max = 1;
+  double pixel_min = 0, pixel_max = 1;
+  double operator()(double value) const;
+};
+
+class Svg {
+public:
+  Svg(double width, double height);
+
+  void rect(double x, double y, double width, double height, const std::string& fill,
+            const std::string& extra = "");
+  void line(double x1, double y1, double x2, double y2, const std::string& stroke, const std::string& extra = "");
+  // A closed shape through the points (x0, y0, x1, y1, ...).
+  void polygon(const std::vector<double>& points, const std::string& fill, const std::string& extra = "");
+  void text(double x, double y, const std::string& text, const std::string& extra = "");
+  // A tooltip for the shape written just before it is not part of SVG 1.1 shapes; `open_group`
+  // with a <title> gives one to a group of shapes.
+  void open_group(const std::string& attributes, const std::string& title = "");
+  void close_group();
+  // Axes with ticks and labels: x along the bottom of the plot area, y along its left side.
+  void x_axis(const Scale& x, double y_pixel, const std::vector<double>& ticks,
+              std::string (*label)(double), const std::string& title);
+  void y_axis(const Scale& y, double x_pixel, const std::vector<double>& ticks,
+              std::string (*label)(double), const std::string& title);
+  // A row of coloured squares with names.
+  void legend(double x, double y, const std::vector<std::pair<std::string, std::string>>& entries);
+
+  std::string str() const;
+
+private:
+  double width_, height_;
+  std::string body_;
+};
+
+// Axis labels: seconds as "1.5 s" / "250 ms", bytes as "40 GiB".
+std::string seconds_label(double seconds);
+std::string gib_label(double bytes);
+
+} // namespace trainsim

@@ -1,0 +1,81 @@
+// The pure pieces of the report: the SVG writer's helpers, op labels and the bottleneck line.
+#include <doctest/doctest.h>
+
+#include "report/spans.hpp"
+#include "report/svg.hpp"
+#include "report/writers.hpp"
+
+using namespace trainsim;
+
+TEST_CASE("axis ticks are 1, 2 or 5 times a power of ten and reach the maximum") {
+  // 0..93 in about 5 steps: 93 / 5 = 18.6, the next of 10, 20, 50 is 20: 0, 20, ..., 100.
+  CHECK(nice_ticks(93, 5) == std::vector<double>{0, 20, 40, 60, 80, 100});
+  // 3.483 s in 8 steps: 0.435 -> 0.5, and 3.5 is the first multiple at or above 3.483.
+  const auto seconds = nice_ticks(3.483, 8);
+  CHECK(seconds.size() == 8);
+  CHECK(seconds[1] == doctest::Approx(0.5));
+  CHECK(seconds.back() == doctest::Approx(3.5));
+  CHECK(nice_ticks(80, 5).back() == 80);  // an exact multiple is its own last tick
+  CHECK(nice_ticks(0, 5) == std::vector<double>{0, 1});
+}
+
+TEST_CASE("a scale maps data to pixels, y downwards included") {
+  const Scale y{0, 100, 200, 20};  // 0 at the bottom (pixel 200), 100 at the top (pixel 20)
+  CHECK(y(0) == 200);
+  CHECK(y(100) == 20);
+  CHECK(y(50) == 110);
+}
+
+TEST_CASE("text in SVG is escaped, and the document is one svg element") {
+  CHECK(xml_escape("a<b & \"c\" 'd'>") == "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;");
+  Svg svg(100, 50);
+  svg.text(1, 2, "L0 & <attn>");
+  const std::string text = svg.str();
+  CHECK(text.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  CHECK(text.find("L0 &amp; &lt;attn&gt;") != std::string::npos);
+  CHECK(text.find("</svg>") == text.size() - 7);
+}
+
+TEST_CASE("op names give their layer, micro-batch and chunk") {
+  const OpLabels attention = labels_of("L12.fwd.mb3.c1.attn.sp-allgather");
+  CHECK(attention.layer == 12);
+  CHECK(attention.micro_batch == 3);
+  CHECK(attention.chunk == 1);
+  const OpLabels embedding = labels_of("embedding.bwd.mb0");
+  CHECK(embedding.layer == -1);
+  CHECK(embedding.micro_batch == 0);
+  CHECK(embedding.chunk == -1);
+  CHECK(labels_of("grad-allreduce.c0").chunk == 0);
+  CHECK(labels_of("optimizer.step").micro_batch == -1);
+  CHECK(labels_of("Lx.mbq.cat").layer == -1);  // not numbers
+}
+
+namespace {
+
+StepMetrics one_rank(double step, double compute, double exposed_tp, double bubble) {
+  StepMetrics metrics;
+  metrics.step_time_s = step;
+  RankMetrics rank;
+  rank.breakdown.compute_s = compute;
+  rank.breakdown.exposed_comm_s["tp"] = exposed_tp;
+  rank.breakdown.bubble_s = bubble;
+  metrics.ranks.push_back(rank);
+  return metrics;
+}
+
+} // namespace
+
+TEST_CASE("the bottleneck line names what limits the step") {
+  // 9 of 10 s computing: compute-bound; of the rest, 0.6 s exposed tp beats 0.4 s idle.
+  CHECK(bottleneck_line(one_rank(10, 9, 0.6, 0.4)) ==
+        "compute-bound: 90.0% of the step computes; the largest overhead is exposed tp communication, 6.0% (rank 0)");
+  // 5 s computing, 3 s exposed tp, 2 s idle: tensor-parallel communication is the bound.
+  CHECK(bottleneck_line(one_rank(10, 5, 3, 2)) ==
+        "tp-communication-bound: 30.0% of the step is exposed tp communication, computing 50.0% (rank 0)");
+  CHECK(bottleneck_line(one_rank(10, 5, 1, 4)).rfind("idle-bound: 40.0%", 0) == 0);
+  StepMetrics overflow = one_rank(10, 9, 0, 1);
+  overflow.memory.fits = false;
+  overflow.memory.capacity_bytes = 80.0 * 1024 * 1024 * 1024;
+  overflow.ranks[0].memory.devices[0].peak = 90.0 * 1024 * 1024 * 1024;
+  CHECK(bottleneck_line(overflow).rfind("does not fit: rank 0 needs 90.00 GiB of 80.00 GiB; compute-bound", 0) == 0);
+}
