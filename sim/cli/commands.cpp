@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <iostream>
+
+#include <unistd.h>
 #include <map>
 #include <optional>
 
@@ -143,7 +145,22 @@ PreparedScenario prepare(const std::string& scenario_file, const CommonOptions& 
   if (options.show_config)
     return prepared;
   prepared.context = std::make_unique<SimulationContext>(options.simulation);
-  prepared.platform_gpus = prepared.context->load_platform(scenario.platform_file);
+  if (scenario.cluster) {
+    // A described cluster goes through the same loader as a platform file.
+    const fs::path generated =
+        fs::temp_directory_path() / ("trainsim-" + std::to_string(::getpid()) + "-platform.xml");
+    write_file_atomically(generated, platform_xml(*scenario.cluster));
+    try {
+      prepared.platform_gpus = prepared.context->load_platform(generated);
+    } catch (...) {
+      fs::remove(generated);
+      throw;
+    }
+    fs::remove(generated);
+    prepared.scenario.platform_file = "generated cluster (" + describe(*scenario.cluster) + ")";
+  } else {
+    prepared.platform_gpus = prepared.context->load_platform(scenario.platform_file);
+  }
   build_programs(prepared);
   return prepared;
 }
@@ -164,7 +181,7 @@ void build_programs(PreparedScenario& prepared) {
   validate_workload(prepared.workload, scenario.file.string());
   RunInfo& run = prepared.run;
   run.name = scenario.name;
-  run.platform = scenario.platform_file.filename().string();
+  run.platform = scenario.cluster ? "generated " + describe(*scenario.cluster) : scenario.platform_file.filename().string();
   run.settings = scenario.settings;
   run.layout = "dp=" + std::to_string(scenario.dp) + " tp=" + std::to_string(scenario.tp) +
                (scenario.sp ? "+sp" : "") + " pp=" + std::to_string(scenario.pp) +
@@ -303,7 +320,8 @@ void print_usage(std::ostream& out) {
                "                     and the report (report.html, trace.json, SVG plots)\n"
                "  memory SCENARIO    memory per rank from program order, no simulation\n"
                "  trace SCENARIO     write the per-rank programs as trace files (docs/trace-format.md)\n"
-               "  replay DIR         simulate trace files on a platform (--platform FILE)\n\n"
+               "  replay DIR         simulate trace files on a platform (--platform FILE)\n"
+               "  platform           write the SimGrid platform of a described cluster (--gpu, --nodes, ... -o FILE)\n\n"
                "Every command takes --help, --log-level, --sg-log and --sg-cfg. Exit status: 0 done,\n"
                "2 input error (one line naming the file and key), 3 internal error.\n";
 }
@@ -397,9 +415,54 @@ int trace_command(const std::vector<std::string>& arguments) {
   const fs::path out =
       options.out.empty() ? fs::path("results") / prepared.scenario.name / "trace" : fs::path(options.out);
   write_trace(prepared.workload, out);
+  std::string platform = prepared.scenario.platform_file.filename().string();
+  if (prepared.scenario.cluster) {
+    // A described cluster has no file: the trace carries it, so that the replay finds the same platform.
+    platform = (out / "platform.xml").string();
+    write_file_atomically(platform, platform_xml(*prepared.scenario.cluster));
+  }
   std::cout << "trainsim: wrote " << prepared.workload.ranks() << " ranks' programs to " << out.string()
-            << " (replay with: trainsim replay " << out.string() << " --platform "
-            << prepared.scenario.platform_file.filename().string() << ")\n";
+            << " (replay with: trainsim replay " << out.string() << " --platform " << platform << ")\n";
+  return 0;
+}
+
+int platform_command(const std::vector<std::string>& arguments) {
+  CommonOptions options;
+  std::string out;
+  // Each option is a platform.* scenario key; values are checked by the scenario parser.
+  const std::vector<std::pair<std::string, std::string>> keys = {
+      {"gpu", "GPU from the catalog: a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200, b200, mi300x, rtx4090, v100-32gb"},
+      {"nodes", "number of nodes (default 1)"},
+      {"gpus-per-node", "GPUs per node (default 8)"},
+      {"fabric", "nvswitch | nvlink-pairs | mesh | pcie (default: the GPU's usual)"},
+      {"nics-per-node", "NICs per node (default: one per GPU on NVSwitch)"},
+      {"nic-speed", "NIC speed, e.g. 400Gbps (default: the GPU generation's usual)"},
+      {"topology", "single-switch | fat-tree (default single-switch)"},
+      {"nodes-per-leaf", "fat tree: nodes per leaf switch"},
+      {"oversubscription", "fat tree: leaf downlink / uplink bandwidth (default 1)"},
+      {"pcie-gen", "PCIe generation 3 to 6 (default: the GPU's usual)"},
+      {"nvme-per-node", "NVMe drives per node (default 0)"}};
+  std::map<std::string, std::string> values;
+  po::options_description visible("Options");
+  for (const auto& [name, help] : keys)
+    visible.add_options()(name.c_str(), po::value(&values[name]), help.c_str());
+  visible.add_options()("out,o", po::value(&out)->required(), "the platform XML file to write");
+  visible.add(common_options(options));
+  if (!parse_arguments("platform", arguments, visible, visible, po::positional_options_description(),
+                       "trainsim platform --gpu GPU [--nodes N ...] -o FILE", options, false))
+    return 0;
+  std::map<std::string, std::pair<std::string, std::string>> given;
+  for (const auto& [name, value] : values) {
+    if (value.empty())
+      continue;
+    std::string key = name;
+    std::replace(key.begin(), key.end(), '-', '_');
+    given["platform." + key] = {value, "--" + name + " " + value};
+  }
+  const ClusterSpec cluster = parse_cluster(given);
+  write_file_atomically(out, platform_xml(cluster));
+  std::cout << "trainsim: wrote " << out << ": " << describe(cluster) << ", " << cluster.nodes * cluster.gpus_per_node
+            << " GPUs\n";
   return 0;
 }
 

@@ -31,7 +31,18 @@ const std::vector<OptionSpec>& option_specs() {
       {"model.name", "", "model file in models/ (without .json), e.g. llama2-7b"},
       {"model.path", "", "path to any Hugging Face config.json (instead of name)"},
       {"model.vocab_multiple", "128", "pad the vocabulary to a multiple of this (Megatron: 128)"},
-      {"platform.file", "", "SimGrid platform XML, a path or a file in platforms/"},
+      {"platform.file", "", "SimGrid platform XML, a path or a file in platforms/ (or describe the cluster with gpu, nodes, ...)"},
+      {"platform.gpu", "", "a described cluster's GPU: a100-40gb | a100-80gb | h100-sxm | h100-pcie | h200 | b200 | mi300x | rtx4090 | v100-32gb"},
+      {"platform.nodes", "1", "described cluster: number of nodes"},
+      {"platform.gpus_per_node", "8", "described cluster: GPUs per node"},
+      {"platform.fabric", "auto", "described cluster: GPUs joined by nvswitch | nvlink-pairs | mesh | pcie (auto: the GPU's usual)"},
+      {"platform.nics_per_node", "auto", "described cluster: NICs per node (auto: one per GPU, one per pair with nvlink-pairs, one with pcie)"},
+      {"platform.nic_speed", "auto", "described cluster: NIC speed, e.g. 400Gbps (auto: the GPU generation's usual)"},
+      {"platform.topology", "single-switch", "described cluster: network between nodes: single-switch | fat-tree"},
+      {"platform.nodes_per_leaf", "auto", "fat tree: nodes under one leaf switch (auto: 32 NIC ports' worth)"},
+      {"platform.oversubscription", "1", "fat tree: leaf downlink to uplink bandwidth ratio, >= 1"},
+      {"platform.pcie_gen", "auto", "described cluster: PCIe generation 3 to 6 (auto: the GPU's usual)"},
+      {"platform.nvme_per_node", "0", "described cluster: NVMe drives per node"},
       {"parallel.dp", "1", "data-parallel degree (number of model replicas)"},
       {"parallel.tp", "1", "tensor-parallel degree (Megatron column/row-parallel layers)"},
       {"parallel.pp", "1", "pipeline stages"},
@@ -67,6 +78,7 @@ const std::vector<OptionSpec>& option_specs() {
 struct RawValue {
   std::string value;
   std::string where;  // "file:line" or "--set key=value"
+  bool given = true;  // false: the default
 };
 
 int line_of_key(const std::string& text, const std::string& dotted_key) {
@@ -161,6 +173,7 @@ public:
   }
 
   const RawValue& raw(const std::string& key) const { return values_.at(key); }
+  bool given(const std::string& key) const { return values_.at(key).given; }
 
 private:
   std::map<std::string, RawValue> values_;
@@ -194,16 +207,68 @@ std::map<std::string, RawValue> read_values(const std::string& text, const fs::p
     if (!is_known_key(key))
       throw InputError("--set " + assignment + ": unknown key '" + key + "'; accepted: " + accepted_keys());
     values[key] = {trim(assignment.substr(equals + 1)), "--set " + assignment};
-    // Naming a model on the command line replaces the file's model, whichever way the file named it.
+    // Naming a model on the command line replaces the file's model, whichever way the file named it;
+    // likewise a platform file replaces a described cluster and a GPU a platform file.
     if (key == "model.name")
       values.erase("model.path");
     if (key == "model.path")
       values.erase("model.name");
+    if (key == "platform.gpu")
+      values.erase("platform.file");
+    if (key == "platform.file")
+      for (auto it = values.begin(); it != values.end();)
+        it = it->first.rfind("platform.", 0) == 0 && it->first != "platform.file" ? values.erase(it) : std::next(it);
   }
   for (const auto& spec : option_specs())
     if (!values.count(spec.key))
-      values[spec.key] = {spec.default_value, file.string() + " (default of " + spec.key + ")"};
+      values[spec.key] = {spec.default_value, file.string() + " (default of " + spec.key + ")", false};
   return values;
+}
+
+// What the platform.* keys other than file describe.
+ClusterSpec cluster_from(const ValueReader& values) {
+  ClusterSpec cluster;
+  cluster.gpu = find_gpu(values.text("platform.gpu"), values.raw("platform.gpu").where + ": platform.gpu");
+  const GpuSpec& gpu = cluster.gpu;
+  cluster.nodes = static_cast<int>(values.integer("platform.nodes", 1, 512));
+  cluster.gpus_per_node = static_cast<int>(values.integer("platform.gpus_per_node", 1, 16));
+  const std::vector<std::pair<std::string, Fabric>> fabrics = {{"nvswitch", Fabric::nvswitch},
+                                                               {"nvlink-pairs", Fabric::nvlink_pairs},
+                                                               {"mesh", Fabric::mesh},
+                                                               {"pcie", Fabric::pcie}};
+  if (values.text("platform.fabric") == "auto") {
+    for (const auto& [name, fabric] : fabrics)
+      if (name == gpu.fabric)
+        cluster.fabric = fabric;
+  } else {
+    cluster.fabric = values.choice<Fabric>("platform.fabric", fabrics);
+  }
+  if (cluster.fabric != Fabric::pcie && gpu.gpu_link <= 0)
+    values.fail("platform.fabric", gpu.model + " has no GPU-to-GPU links; accepted: pcie");
+  if (values.text("platform.nics_per_node") == "auto")
+    cluster.nics_per_node = cluster.fabric == Fabric::pcie           ? 1
+                            : cluster.fabric == Fabric::nvlink_pairs ? std::max(1, cluster.gpus_per_node / 2)
+                                                                     : cluster.gpus_per_node;
+  else
+    cluster.nics_per_node = static_cast<int>(values.integer("platform.nics_per_node", 1, 32));
+  cluster.nic_speed = values.text("platform.nic_speed") == "auto"
+                          ? gpu.nic_speed
+                          : values.quantity("platform.nic_speed", parse_bandwidth);
+  if (!(cluster.nic_speed > 0))
+    values.fail("platform.nic_speed", "must be positive; accepted: a speed such as 400Gbps or 50GBps");
+  cluster.topology = values.choice<Topology>("platform.topology", {{"single-switch", Topology::single_switch},
+                                                                  {"fat-tree", Topology::fat_tree}});
+  cluster.nodes_per_leaf = values.text("platform.nodes_per_leaf") == "auto"
+                               ? std::max(1, 32 / cluster.nics_per_node)
+                               : static_cast<int>(values.integer("platform.nodes_per_leaf", 1, 512));
+  cluster.oversubscription = values.quantity("platform.oversubscription", parse_count);
+  if (!(cluster.oversubscription >= 1 && cluster.oversubscription <= 64))
+    values.fail("platform.oversubscription", "out of range; accepted: 1 (non-blocking) to 64");
+  cluster.pcie_gen = values.text("platform.pcie_gen") == "auto"
+                         ? gpu.pcie_gen
+                         : static_cast<int>(values.integer("platform.pcie_gen", 3, 6));
+  cluster.nvme_per_node = static_cast<int>(values.integer("platform.nvme_per_node", 0, 32));
+  return cluster;
 }
 
 std::string list_folder(const fs::path& folder, const std::string& extension) {
@@ -340,11 +405,26 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
                                             values.raw("model.path").where + ": model.path");
   scenario.vocab_multiple = values.integer("model.vocab_multiple", 1, 1 << 20);
 
-  if (values.text("platform.file").empty())
-    throw InputError(file.string() + ": [platform] file is required; available: " +
-                     list_folder(data_dir() / "platforms", ".xml"));
-  scenario.platform_file = resolve_data_file(values.text("platform.file"), "platforms", ".xml", scenario_dir,
-                                             values.raw("platform.file").where + ": platform.file");
+  const bool has_file = !values.text("platform.file").empty(), described = !values.text("platform.gpu").empty();
+  if (has_file && described)
+    throw InputError(values.raw("platform.gpu").where + ": give either platform.file (" +
+                     values.text("platform.file") + ") or a described cluster (platform.gpu = " +
+                     values.text("platform.gpu") + "), not both");
+  if (!has_file && !described)
+    throw InputError(file.string() + ": [platform] needs file (one of: " + list_folder(data_dir() / "platforms", ".xml") +
+                     ") or a described cluster (gpu = h100-sxm, nodes = 2, ...)");
+  if (has_file) {
+    for (const auto& spec : option_specs()) {
+      const std::string key = spec.key;
+      if (key.rfind("platform.", 0) == 0 && key != "platform.file" && values.given(key))
+        throw InputError(values.raw(key).where + ": " + key + " describes a generated cluster and needs platform.gpu "
+                         "instead of platform.file");
+    }
+    scenario.platform_file = resolve_data_file(values.text("platform.file"), "platforms", ".xml", scenario_dir,
+                                               values.raw("platform.file").where + ": platform.file");
+  } else {
+    scenario.cluster = cluster_from(values);
+  }
 
   scenario.dp = static_cast<int>(values.integer("parallel.dp", 1, max_ranks));
   scenario.tp = static_cast<int>(values.integer("parallel.tp", 1, 1024));
@@ -481,6 +561,23 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   scenario.settings["comm.grad_sync"] = to_string(scenario.grad_sync);
   scenario.settings["parallel.schedule"] = to_string(scenario.schedule);
   return scenario;
+}
+
+ClusterSpec parse_cluster(const std::map<std::string, std::pair<std::string, std::string>>& given) {
+  std::map<std::string, RawValue> values;
+  for (const auto& [key, value] : given)
+    values[key] = {value.first, value.second, true};
+  for (const auto& spec : option_specs())
+    if (std::string(spec.key).rfind("platform.", 0) == 0 && !values.count(spec.key))
+      values[spec.key] = {spec.default_value, std::string("default of ") + spec.key, false};
+  if (values.at("platform.gpu").value.empty())
+    throw InputError("--gpu is required; accepted: " + [] {
+      std::string list;
+      for (const GpuSpec& gpu : gpu_catalog())
+        list += (list.empty() ? "" : ", ") + gpu.key;
+      return list;
+    }());
+  return cluster_from(ValueReader(std::move(values)));
 }
 
 } // namespace trainsim

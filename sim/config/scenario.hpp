@@ -5,11 +5,14 @@
 // see sensible values. Every problem is an InputError naming the file, line or key.
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include <boost/program_options/options_description.hpp>
+
+#include "cluster/cluster.hpp"
 
 namespace trainsim {
 
@@ -42,7 +45,8 @@ struct Scenario {
   std::filesystem::path model_file;   // a Hugging Face config.json
   long long vocab_multiple = 128;     // vocabulary padded to a multiple of this (Megatron's default)
 
-  std::filesystem::path platform_file;
+  std::filesystem::path platform_file;  // a platform XML, or empty when the cluster is described
+  std::optional<ClusterSpec> cluster;   // platform.gpu and friends: the platform is generated
 
   int dp = 1;
   int tp = 1;                         // tensor parallelism (Megatron)
@@ -90,6 +94,10 @@ Scenario load_scenario(const std::filesystem::path& file, const std::vector<std:
 // The same from the file's text; `file` names it in errors and anchors relative paths.
 Scenario parse_scenario(const std::string& text, const std::filesystem::path& file,
                         const std::vector<std::string>& overrides);
+
+// A cluster from platform.* keys given outside a scenario (trainsim platform's options):
+// `given` maps keys such as "platform.gpu" to (value, where it was given).
+ClusterSpec parse_cluster(const std::map<std::string, std::pair<std::string, std::string>>& given);
 
 // Where models/, platforms/ and scenarios/ live: $TRAINSIM_DATA, else the source tree.
 std::filesystem::path data_dir();

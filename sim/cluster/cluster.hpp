@@ -1,0 +1,58 @@
+#pragma once
+// Clusters described, not drawn: a GPU from the catalog, how many per node, how they are
+// joined inside a node (NVSwitch, NVLink pairs, a full mesh, PCIe only), how many nodes,
+// their NICs and the network between them, the PCIe generation and NVMe drives. The
+// generator writes the SimGrid platform XML that a hand-written platform would be, so both
+// go through one loader. Pure: no SimGrid.
+#include <string>
+#include <vector>
+
+namespace trainsim {
+
+// One catalog entry: published dense peaks (FLOP/s), memory and links of a GPU.
+struct GpuSpec {
+  std::string key;            // what scenarios name it by: a100-80gb, h100-sxm, ...
+  std::string model;          // the `gpu` property: A100-SXM4-80GB
+  double peak_fp32 = 0, peak_tf32 = 0, peak_fp16 = 0, peak_bf16 = 0, peak_fp8 = 0;
+  double hbm_capacity = 0;    // bytes
+  double hbm_bandwidth = 0;   // bytes/s
+  double gpu_link = 0;        // bytes/s per direction to the node fabric (NVLink / Infinity Fabric), 0: none
+  std::string fabric;         // usual intra-node fabric: nvswitch, nvlink-pairs, mesh, pcie
+  int pcie_gen = 4;
+  double nic_speed = 0;       // bytes/s per direction of the NIC such nodes usually carry
+  std::string source;         // where the numbers come from
+};
+
+const std::vector<GpuSpec>& gpu_catalog();
+// Throws InputError naming `where` and the accepted keys.
+const GpuSpec& find_gpu(const std::string& key, const std::string& where);
+
+enum class Fabric { nvswitch, nvlink_pairs, mesh, pcie };
+enum class Topology { single_switch, fat_tree };
+
+struct ClusterSpec {
+  GpuSpec gpu;
+  int gpus_per_node = 8;
+  int nodes = 1;
+  Fabric fabric = Fabric::nvswitch;
+  int nics_per_node = 8;
+  double nic_speed = 25e9;          // bytes/s per direction
+  Topology topology = Topology::single_switch;
+  int nodes_per_leaf = 4;           // fat tree: nodes under one leaf switch
+  double oversubscription = 1;      // fat tree: leaf downlink / uplink bandwidth
+  int pcie_gen = 4;
+  int gpus_per_pcie_switch = 2;     // GPUs (with their NICs and drives) behind one PCIe switch
+  int nvme_per_node = 0;
+};
+
+const char* to_string(Fabric fabric);
+const char* to_string(Topology topology);
+// PCIe x16 bandwidth per direction of a generation (3: 16 GB/s ... 6: 128 GB/s, after encoding).
+double pcie_x16_bandwidth(int generation);
+
+// The platform file, with a comment saying what was asked for.
+std::string platform_xml(const ClusterSpec& cluster);
+// "2 x 8 H100-SXM5-80GB, NVSwitch, single switch": for reports.
+std::string describe(const ClusterSpec& cluster);
+
+} // namespace trainsim

@@ -1,0 +1,102 @@
+// Generated platforms load and route as the hardware description says: hand-derived transfer
+// times over NVLink, the rail NICs and an oversubscribed fat tree, and the same step as the
+// hand-written DGX A100 platform.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "cli.hpp"
+
+using namespace trainsim::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A trace where `from[i]` sends `bytes` to `to[i]`, all at once; other ranks idle.
+fs::path transfers(const std::string& name, int ranks, const std::vector<std::pair<int, int>>& pairs, double bytes) {
+  const fs::path dir = fresh_dir(name + "_trace");
+  std::ofstream meta(dir / "workload.txt");
+  meta << "format 1\nranks " << ranks << '\n';
+  std::vector<std::string> programs(static_cast<std::size_t>(ranks));
+  for (const auto& [from, to] : pairs) {
+    programs[from] += std::to_string(std::count(programs[from].begin(), programs[from].end(), '\n')) + " send peer=" +
+                      std::to_string(to) + " bytes=" + std::to_string(bytes) + "\n";
+    programs[to] += std::to_string(std::count(programs[to].begin(), programs[to].end(), '\n')) + " recv peer=" +
+                    std::to_string(from) + " bytes=" + std::to_string(bytes) + "\n";
+  }
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::string file = "p" + std::to_string(rank) + ".trace";
+    std::ofstream(dir / file) << programs[rank];
+    meta << "program " << file << ' ' << rank << '\n';
+  }
+  return dir;
+}
+
+double replay_time(const std::string& name, const fs::path& trace, const fs::path& platform) {
+  const CliResult result =
+      run_trainsim(name, "replay " + trace.string() + " --platform " + platform.string() + " --out out --no-report");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  return read_json(result.dir / "out/summary.json")["step_time_s"].get<double>();
+}
+
+fs::path generate(const std::string& name, const std::string& options) {
+  const fs::path file = fresh_dir(name + "_platform") / "cluster.xml";
+  const CliResult result = run_trainsim(name + "_gen", "platform " + options + " -o " + file.string());
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  CHECK(result.out.find("wrote") != std::string::npos);
+  return file;
+}
+
+} // namespace
+
+TEST_CASE("a generated cluster routes GPUs over NVLink inside a node and over their rail NICs between nodes") {
+  const fs::path platform = generate("routes", "--gpu a100-80gb --nodes 2");
+  // 25 GB from GPU 0 to GPU 1 of the same node: NVLink 3, 300 GB/s per direction, two 1 us hops.
+  CHECK(replay_time("nvlink", transfers("nvlink", 16, {{0, 1}}, 25e9), platform) ==
+        doctest::Approx(25e9 / 300e9 + 2e-6).epsilon(1e-6));
+  // To GPU 0 of the other node: the 200 Gb/s (25 GB/s) NICs bound it; latency: PCIe 0.5 us, NIC 1 us,
+  // switch 0.5 us, NIC 1 us, PCIe 0.5 us.
+  CHECK(replay_time("rail", transfers("rail", 16, {{0, 8}}, 25e9), platform) ==
+        doctest::Approx(1.0 + 3.5e-6).epsilon(1e-6));
+}
+
+TEST_CASE("an oversubscribed fat tree slows traffic between leaves, not inside one") {
+  // 4 nodes, 2 per leaf, uplinks at a quarter of the leaf's NIC bandwidth: 2 x 8 x 25 GB/s / 4 = 100 GB/s.
+  const fs::path platform =
+      generate("fattree", "--gpu a100-80gb --nodes 4 --topology fat-tree --nodes-per-leaf 2 --oversubscription 4");
+  std::vector<std::pair<int, int>> same_leaf, across;
+  for (int g = 0; g < 8; ++g) {
+    same_leaf.emplace_back(g, 8 + g);  // node 0 -> node 1, one leaf
+    across.emplace_back(g, 16 + g);    // node 0 -> node 2, through the spine
+  }
+  // Inside a leaf each GPU has its 25 GB/s NIC: 25 GB in 1 s. Across leaves 8 flows share the
+  // 100 GB/s uplink: 12.5 GB/s each, 2 s.
+  CHECK(replay_time("leaf", transfers("leaf", 32, same_leaf, 25e9), platform) == doctest::Approx(1.0).epsilon(1e-4));
+  CHECK(replay_time("spine", transfers("spine", 32, across, 25e9), platform) == doctest::Approx(2.0).epsilon(1e-4));
+}
+
+TEST_CASE("a described DGX A100 pair simulates the default scenario like the hand-written platform") {
+  const std::string scenario = project_file("scenarios/default.ini");
+  const CliResult file = run_trainsim("described_file", "run " + scenario + " --out out --no-report");
+  const CliResult described = run_trainsim(
+      "described_keys", "run " + scenario + " --out out --no-report --set platform.gpu=a100-80gb --set platform.nodes=2");
+  REQUIRE_MESSAGE(file.status == 0, file.err);
+  REQUIRE_MESSAGE(described.status == 0, described.err);
+  const json a = read_json(file.dir / "out/summary.json"), b = read_json(described.dir / "out/summary.json");
+  CHECK(b["step_time_s"].get<double>() == doctest::Approx(a["step_time_s"].get<double>()).epsilon(1e-9));
+  CHECK(b["time"]["comm"]["dp"]["total_s"].get<double>() ==
+        doctest::Approx(a["time"]["comm"]["dp"]["total_s"].get<double>()).epsilon(1e-6));
+  CHECK(b["platform"]["file"].get<std::string>().find("generated 2 x 8 A100-SXM4-80GB") == 0);
+}
+
+TEST_CASE("bad cluster descriptions get one line and status 2") {
+  const CliResult unknown = run_trainsim("platform_bad_gpu", "platform --gpu h100x -o x.xml");
+  CHECK(unknown.status == 2);
+  CHECK(unknown.err.find("unknown GPU 'h100x'; accepted:") != std::string::npos);
+  CHECK(!fs::exists(unknown.dir / "x.xml"));
+  const CliResult both = run_trainsim("platform_both", "run " + project_file("scenarios/default.ini") +
+                                                            " --set platform.nodes=4 --out out");
+  CHECK(both.status == 2);
+  CHECK(both.err.find("needs platform.gpu instead of platform.file") != std::string::npos);
+}

@@ -1,0 +1,131 @@
+// Described clusters: the GPU catalog, PCIe bandwidths and the structure of the generated
+// platform XML (read back with an XML parser).
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include <boost/property_tree/ptree.hpp>
+#include <boost/property_tree/xml_parser.hpp>
+
+#include "cluster/cluster.hpp"
+#include "common/error.hpp"
+#include "config/scenario.hpp"
+#include "test_support.hpp"
+
+using namespace trainsim;
+namespace pt = boost::property_tree;
+
+namespace {
+
+pt::ptree parse(const std::string& xml) {
+  pt::ptree tree;
+  std::istringstream in(xml);
+  pt::read_xml(in, tree);
+  return tree;
+}
+
+int count(const pt::ptree& tree, const std::string& name) {
+  int found = 0;
+  for (const auto& [key, child] : tree)
+    found += (key == name) + count(child, name);
+  return found;
+}
+
+ClusterSpec cluster(const std::map<std::string, std::string>& keys) {
+  std::map<std::string, std::pair<std::string, std::string>> given;
+  for (const auto& [key, value] : keys)
+    given["platform." + key] = {value, "--" + key};
+  return parse_cluster(given);
+}
+
+std::string error_of(const std::map<std::string, std::string>& keys) {
+  try {
+    cluster(keys);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  FAIL("accepted");
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("PCIe x16 carries 16 lanes at 8, 16, 32 GT/s with 128b/130b encoding") {
+  CHECK(pcie_x16_bandwidth(3) == doctest::Approx(16 * 8e9 / 8 * 128 / 130));   // 15.75 GB/s
+  CHECK(pcie_x16_bandwidth(4) == doctest::Approx(16 * 16e9 / 8 * 128 / 130));  // 31.5 GB/s
+  CHECK(pcie_x16_bandwidth(5) == doctest::Approx(16 * 32e9 / 8 * 128 / 130));  // 63 GB/s
+}
+
+TEST_CASE("every catalog GPU has its peaks, memory and a usable fabric") {
+  for (const GpuSpec& gpu : gpu_catalog()) {
+    CAPTURE(gpu.key);
+    CHECK(gpu.peak_fp32 > 0);
+    CHECK(gpu.peak_bf16 >= gpu.peak_fp32);
+    CHECK(gpu.peak_fp16 >= gpu.peak_tf32);
+    CHECK(gpu.hbm_capacity > 16e9);
+    CHECK(gpu.hbm_bandwidth > 500e9);
+    CHECK((gpu.fabric == "pcie" || gpu.gpu_link > 0));
+    CHECK(!gpu.source.empty());
+  }
+  // Spot checks against the datasheets: H100 SXM 989 TFLOP/s bf16 dense, 3.35 TB/s; MI300X 192 GB.
+  CHECK(find_gpu("h100-sxm", "t").peak_bf16 == 989e12);
+  CHECK(find_gpu("h100-sxm", "t").hbm_bandwidth == 3350e9);
+  CHECK(find_gpu("mi300x", "t").hbm_capacity == 192e9);
+  CHECK(find_gpu("a100-80gb", "t").peak_fp8 == 0);
+}
+
+TEST_CASE("the generated platform has the hosts, links, disks and routes asked for") {
+  // 3 nodes of 8 A100s on NVSwitch, 8 NICs each, 2 drives per node, one switch between nodes.
+  const ClusterSpec spec = cluster({{"gpu", "a100-80gb"}, {"nodes", "3"}, {"nvme_per_node", "2"}});
+  const pt::ptree xml = parse(platform_xml(spec));
+  CHECK(count(xml, "host") == 3 * (8 + 1));  // GPUs and one CPU per node
+  CHECK(count(xml, "disk") == 3 * 2);
+  // Per node: 8 PCIe links to the GPUs, 4 switch uplinks (2 GPUs per switch), 8 NICs, 8 NVLinks; then the fabric.
+  CHECK(count(xml, "link") == 3 * (8 + 4 + 8 + 8) + 1);
+  // Per node: 28 GPU pairs, 8 routes to the gateway, 8 to the CPU, 1 CPU to the gateway; 3 node pairs.
+  CHECK(count(xml, "route") == 3 * (28 + 8 + 8 + 1));
+  CHECK(count(xml, "zoneRoute") == 3);
+  CHECK(count(xml, "zone") == 1 + 3);
+}
+
+TEST_CASE("fabrics: GPU pairs over a bridge or PCIe, a full mesh, PCIe only") {
+  const pt::ptree pairs = parse(platform_xml(cluster({{"gpu", "h100-pcie"}, {"gpus_per_node", "4"}})));
+  CHECK(count(pairs, "link") == 4 + 2 + 2 + 2);  // PCIe, switch uplinks, 2 NICs (one per pair), 2 bridges
+  const pt::ptree mesh = parse(platform_xml(cluster({{"gpu", "mi300x"}})));
+  CHECK(count(mesh, "link") == 8 + 4 + 8 + 28);  // 28 GPU-to-GPU links
+  const pt::ptree pcie = parse(platform_xml(cluster({{"gpu", "rtx4090"}, {"gpus_per_node", "4"}, {"nvme_per_node", "1"}})));
+  CHECK(count(pcie, "link") == 4 + 2 + 1);  // no GPU-to-GPU links, one NIC
+  CHECK(count(pcie, "disk") == 1);
+}
+
+TEST_CASE("a fat tree adds leaf switches with oversubscribed uplinks and a spine") {
+  const ClusterSpec spec =
+      cluster({{"gpu", "h100-sxm"}, {"nodes", "4"}, {"topology", "fat-tree"}, {"nodes_per_leaf", "2"}, {"oversubscription", "4"}});
+  CHECK(spec.oversubscription == 4);
+  const std::string xml = platform_xml(spec);
+  // Leaf uplink: 2 nodes x 8 NICs x 50 GB/s / 4 = 200 GB/s.
+  CHECK(xml.find("<link id=\"leaf0-up\" bandwidth=\"200GBps\"") != std::string::npos);
+  CHECK(count(parse(xml), "zoneRoute") == 6);
+}
+
+TEST_CASE("described clusters are checked like every other input") {
+  CHECK(error_of({{"gpu", "h100x"}}).find("--gpu: platform.gpu: unknown GPU 'h100x'; accepted: a100-40gb") != std::string::npos);
+  CHECK(error_of({{"gpu", "rtx4090"}, {"fabric", "nvswitch"}}).find("has no GPU-to-GPU links") != std::string::npos);
+  CHECK(error_of({{"gpu", "h100-sxm"}, {"nodes", "0"}}).find("out of range") != std::string::npos);
+  CHECK(error_of({{"gpu", "h100-sxm"}, {"oversubscription", "0.5"}}).find("1 (non-blocking) to 64") != std::string::npos);
+  CHECK(error_of({{"nodes", "2"}}).find("--gpu is required") != std::string::npos);
+}
+
+TEST_CASE("a scenario names a platform file or describes its cluster, not both") {
+  const auto file = test::write_temp_file("cluster.ini", test::tiny_scenario_ini);
+  const Scenario described = load_scenario(file, {"platform.gpu=h100-sxm", "platform.nodes=2"});
+  REQUIRE(described.cluster);
+  CHECK(described.cluster->nodes == 2);
+  CHECK(described.cluster->nic_speed == 50e9);  // 400 Gb/s, the H100 generation's NICs
+  CHECK(described.platform_file.empty());
+  // --set platform.file replaces a described cluster; a cluster key next to a file is refused.
+  CHECK_FALSE(load_scenario(file, {"platform.gpu=h100-sxm", "platform.file=dgx-a100.xml"}).cluster);
+  CHECK_THROWS_WITH_AS(load_scenario(file, {"platform.nodes=2"}),
+                       doctest::Contains("platform.nodes describes a generated cluster and needs platform.gpu"),
+                       InputError);
+}
