@@ -1,4 +1,5 @@
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 
 #include <algorithm>
 #include <iostream>
@@ -35,29 +36,7 @@ namespace fs = std::filesystem;
 namespace trainsim::cli {
 namespace {
 
-struct CommonOptions {
-  std::string log_level = "warn";
-  bool no_report = false;      // run, replay: skip trace.json, the SVG plots and report.html
-  std::string trace_ranks;     // run, replay: ranks in trace.json and the plots; empty: one per stage
-  SimulationOptions simulation;
-  std::vector<std::string> overrides;
-  std::string out;
-  std::string compare;
-  bool show_config = false;
-  bool help = false;
-};
 
-po::options_description common_options(CommonOptions& options) {
-  po::options_description description("Logging and SimGrid");
-  description.add_options()("help,h", po::bool_switch(&options.help), "show this help")(
-      "log-level", po::value(&options.log_level)->default_value("warn"),
-      "trainsim log level: trace, debug, info, warn, error, off")(
-      "sg-log", po::value(&options.simulation.sg_log)->composing(),
-      "SimGrid log setting passed through, e.g. root.thres:info (repeatable)")(
-      "sg-cfg", po::value(&options.simulation.sg_cfg)->composing(),
-      "SimGrid configuration key:value applied after trainsim's network defaults (repeatable)");
-  return description;
-}
 
 po::options_description scenario_command_options(CommonOptions& options, const char* out_help, bool with_compare) {
   po::options_description description("Options");
@@ -80,40 +59,7 @@ po::options_description report_options(CommonOptions& options) {
   return description;
 }
 
-void configure_logging(const std::string& level_name) {
-  const auto level = spdlog::level::from_str(level_name);
-  if (level == spdlog::level::off && level_name != "off")
-    throw InputError("--log-level " + level_name + ": accepted: trace, debug, info, warn, error, off");
-  auto logger = spdlog::stderr_color_mt("trainsim");
-  logger->set_pattern("[trainsim %l] %v");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(level);
-}
 
-// Parses a command's arguments; returns false when help was printed.
-bool parse_arguments(const std::string& command, const std::vector<std::string>& arguments,
-                     const po::options_description& visible, const po::options_description& all,
-                     const po::positional_options_description& positional, const std::string& usage,
-                     CommonOptions& common, bool show_scenario_keys) {
-  po::variables_map values;
-  try {
-    po::store(po::command_line_parser(arguments).options(all).positional(positional).run(), values);
-    common.help = values.count("help") && values["help"].as<bool>();
-    if (!common.help)
-      po::notify(values);
-  } catch (const po::error& error) {
-    throw InputError("trainsim " + command + ": " + describe_option_error(error) + "; see trainsim " + command +
-                     " --help");
-  }
-  if (common.help) {
-    std::cout << "Usage: " << usage << "\n\n" << visible << '\n';
-    if (show_scenario_keys)
-      print_scenario_keys(std::cout);
-    return false;
-  }
-  configure_logging(common.log_level);
-  return true;
-}
 
 struct PreparedScenario {
   Scenario scenario;
@@ -321,7 +267,8 @@ void print_usage(std::ostream& out) {
                "  memory SCENARIO    memory per rank from program order, no simulation\n"
                "  trace SCENARIO     write the per-rank programs as trace files (docs/trace-format.md)\n"
                "  replay DIR         simulate trace files on a platform (--platform FILE)\n"
-               "  platform           write the SimGrid platform of a described cluster (--gpu, --nodes, ... -o FILE)\n\n"
+               "  platform           write the SimGrid platform of a described cluster (--gpu, --nodes, ... -o FILE)\n"
+               "  sweep SCENARIO     simulate every combination of --vary KEY=V1,V2,... in parallel worker processes\n\n"
                "Every command takes --help, --log-level, --sg-log and --sg-cfg. Exit status: 0 done,\n"
                "2 input error (one line naming the file and key), 3 internal error.\n";
 }

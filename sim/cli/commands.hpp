@@ -12,6 +12,7 @@ int memory_command(const std::vector<std::string>& arguments);
 int trace_command(const std::vector<std::string>& arguments);
 int replay_command(const std::vector<std::string>& arguments);
 int platform_command(const std::vector<std::string>& arguments);
+int sweep_command(const std::vector<std::string>& arguments);
 void print_usage(std::ostream& out);
 
 } // namespace trainsim::cli

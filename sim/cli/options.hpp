@@ -1,0 +1,34 @@
+#pragma once
+// What every command shares: logging and SimGrid options, and parsing a command's arguments
+// with Boost.Program_options into one-line input errors.
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "platform/platform_loader.hpp"
+
+namespace trainsim::cli {
+
+struct CommonOptions {
+  std::string log_level = "warn";
+  bool no_report = false;      // run, replay: skip trace.json, the SVG plots and report.html
+  std::string trace_ranks;     // run, replay: ranks in trace.json and the plots; empty: one per stage
+  SimulationOptions simulation;
+  std::vector<std::string> overrides;
+  std::string out;
+  std::string compare;
+  bool show_config = false;
+  bool help = false;
+};
+
+boost::program_options::options_description common_options(CommonOptions& options);
+
+// Parses a command's arguments; returns false when help was printed. Sets up logging.
+bool parse_arguments(const std::string& command, const std::vector<std::string>& arguments,
+                     const boost::program_options::options_description& visible,
+                     const boost::program_options::options_description& all,
+                     const boost::program_options::positional_options_description& positional,
+                     const std::string& usage, CommonOptions& common, bool show_scenario_keys);
+
+} // namespace trainsim::cli

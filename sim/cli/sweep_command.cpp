@@ -1,0 +1,328 @@
+// trainsim sweep: each configuration in its own worker process (SimGrid holds one simulation
+// per process), -j at a time; a row appended to the CSV and JSON-lines files as each finishes.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "sweep/sweep.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace trainsim::cli {
+namespace {
+
+struct Worker {
+  SweepConfig config;
+  pid_t pid = -1;
+  fs::path dir;                       // its output directory and stderr file
+  Clock::time_point started;
+  bool timed_out = false;
+};
+
+std::string self_executable() {
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  if (error)
+    throw std::runtime_error("cannot find the trainsim executable (/proc/self/exe): " + error.message());
+  return self.string();
+}
+
+pid_t spawn(const std::vector<std::string>& arguments, const fs::path& err_file) {
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(null, STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    std::vector<char*> argv;
+    for (const std::string& argument : arguments)
+      argv.push_back(const_cast<char*>(argument.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The line a failed worker left: trainsim's "error: ..." line, else its last line.
+std::string reason_from(const fs::path& err_file) {
+  std::ifstream in(err_file);
+  std::string line, last, error;
+  while (std::getline(in, line)) {
+    if (!trim(line).empty())
+      last = trim(line);
+    const auto at = line.find("trainsim: error: ");
+    if (at != std::string::npos)
+      error = trim(line.substr(at + 17));
+  }
+  return error.empty() ? last : error;
+}
+
+SweepRow finish(const Worker& worker, int status) {
+  SweepRow row;
+  row.index = worker.config.index;
+  row.settings = worker.config.settings;
+  const fs::path err_file = worker.dir / "stderr.txt";
+  if (worker.timed_out) {
+    row.status = "failed";
+    row.reason = "time limit reached";
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    try {
+      std::ifstream in(worker.dir / "out" / "summary.json");
+      row = row_from_summary(worker.config, nlohmann::json::parse(in));
+    } catch (const std::exception& error) {
+      row.status = "failed";
+      row.reason = std::string("unreadable summary.json: ") + error.what();
+    }
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+    row.status = "invalid";
+    row.reason = reason_from(err_file);
+  } else {
+    row.status = "failed";
+    const std::string why = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                                : "exit status " + std::to_string(WEXITSTATUS(status));
+    const std::string detail = reason_from(err_file);
+    row.reason = why + (detail.empty() ? "" : ": " + detail);
+  }
+  std::error_code ignored;
+  fs::remove_all(worker.dir, ignored);
+  return row;
+}
+
+std::string duration(double seconds) {
+  if (!std::isfinite(seconds))
+    return "?";
+  const long long s = std::llround(seconds);
+  if (s >= 3600)
+    return std::to_string(s / 3600) + "h" + std::to_string(s % 3600 / 60) + "m";
+  if (s >= 60)
+    return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
+  return std::to_string(s) + "s";
+}
+
+class Progress {
+public:
+  Progress(std::size_t total) : total_(total), terminal_(::isatty(STDERR_FILENO) != 0), start_(Clock::now()) {}
+
+  void update(std::size_t done, std::size_t failed) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
+    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : INFINITY;
+    const std::string numbers = std::to_string(done) + "/" + std::to_string(total_) + " (" +
+                                std::to_string(failed) + " invalid or failed), " + format_double(std::round(rate * 100) / 100) +
+                                "/s, ETA " + duration(eta);
+    if (terminal_) {
+      constexpr int width = 30;
+      const int filled = total_ ? static_cast<int>(width * done / total_) : width;
+      std::cerr << "\r[" << std::string(static_cast<std::size_t>(filled), '#')
+                << std::string(static_cast<std::size_t>(width - filled), '.') << "] " << numbers << "   " << std::flush;
+      if (done == total_)
+        std::cerr << '\n';
+      return;
+    }
+    // Plain lines: every 10 % and at least every 30 s.
+    const auto decile = total_ ? done * 10 / total_ : 10;
+    if (done == total_ || decile != last_decile_ || elapsed - last_line_ >= 30) {
+      std::cerr << "sweep: " << numbers << '\n';
+      last_decile_ = decile;
+      last_line_ = elapsed;
+    }
+  }
+
+private:
+  std::size_t total_;
+  bool terminal_;
+  Clock::time_point start_;
+  std::size_t last_decile_ = 0;
+  double last_line_ = 0;
+};
+
+int merge(const std::vector<std::string>& arguments) {
+  CommonOptions options;
+  std::vector<std::string> inputs;
+  po::options_description visible("Options");
+  visible.add_options()("out,o", po::value(&options.out)->required(), "merged CSV (the JSON-lines file goes beside it)");
+  visible.add(common_options(options));
+  po::options_description all = visible;
+  all.add_options()("inputs", po::value(&inputs)->required(), "the shards' JSON-lines files");
+  po::positional_options_description positional;
+  positional.add("inputs", -1);
+  if (!parse_arguments("sweep merge", arguments, visible, all, positional,
+                       "trainsim sweep merge SHARD.jsonl... -o MERGED.csv", options, false))
+    return 0;
+  std::map<std::size_t, SweepRow> by_index;
+  for (const std::string& input : inputs)
+    for (SweepRow& row : read_rows(input)) {
+      const auto [it, fresh] = by_index.emplace(row.index, row);
+      if (!fresh && it->second.label() != row.label())
+        throw InputError(input + ": configuration " + std::to_string(row.index) + " is '" + row.label() +
+                         "' here but '" + it->second.label() + "' in an earlier input; the shards come from different sweeps");
+    }
+  std::vector<SweepRow> rows;
+  for (auto& [index, row] : by_index)
+    rows.push_back(std::move(row));
+  write_rows(options.out, jsonl_beside(options.out), rows);
+  std::cout << "trainsim: merged " << rows.size() << " configurations from " << inputs.size() << " file(s) into "
+            << options.out << " and " << jsonl_beside(options.out).string() << '\n';
+  return 0;
+}
+
+} // namespace
+
+int sweep_command(const std::vector<std::string>& arguments) {
+  if (!arguments.empty() && arguments.front() == "merge")
+    return merge(std::vector<std::string>(arguments.begin() + 1, arguments.end()));
+  CommonOptions options;
+  std::string scenario, shard_text = "1/1";
+  std::vector<std::string> varied;
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  double timeout = 0;
+  bool resume = false;
+  po::options_description visible("Options");
+  visible.add_options()("vary", po::value(&varied)->composing()->required(),
+                        "KEY=V1,V2,...: a scenario key and its values (repeatable; the product is swept)")(
+      "set", po::value(&options.overrides)->composing(), "a fixed override for every configuration: section.key=value")(
+      "jobs,j", po::value(&jobs)->default_value(jobs), "worker processes at a time (default: the number of cores)")(
+      "shard", po::value(&shard_text)->default_value("1/1"), "K/N: run the K-th of N deterministic parts of the sweep")(
+      "timeout", po::value(&timeout)->default_value(0), "seconds a configuration may take; 0: no limit")(
+      "out,o", po::value(&options.out), "results CSV, JSON-lines beside it (default: results/sweep-<scenario>.csv)")(
+      "resume", po::bool_switch(&resume), "keep the rows already in the output files and run only the others");
+  visible.add(common_options(options));
+  po::options_description all = visible;
+  all.add_options()("scenario", po::value(&scenario)->required(), "scenario INI file");
+  po::positional_options_description positional;
+  positional.add("scenario", 1);
+  if (!parse_arguments("sweep", arguments, visible, all, positional,
+                       "trainsim sweep SCENARIO --vary KEY=V1,V2 [--vary ...] [-j N] [--shard K/N] [--out FILE.csv] [--resume]\n"
+                       "       trainsim sweep merge SHARD.jsonl... -o MERGED.csv",
+                       options, false))
+    return 0;
+  if (jobs < 1 || jobs > 1024)
+    throw InputError("--jobs " + std::to_string(jobs) + ": accepted: 1 to 1024");
+  if (!(timeout >= 0))
+    throw InputError("--timeout: accepted: seconds >= 0");
+  if (!fs::is_regular_file(scenario))
+    throw InputError(scenario + ": no such scenario file");
+  std::vector<Variation> variations;
+  for (const std::string& text : varied)
+    variations.push_back(parse_variation(text));
+  const Shard shard = parse_shard(shard_text);
+  const fs::path csv = options.out.empty() ? fs::path("results") / ("sweep-" + fs::path(scenario).stem().string() + ".csv")
+                                           : fs::path(options.out);
+  const fs::path jsonl = jsonl_beside(csv);
+
+  std::vector<SweepRow> rows;
+  std::set<std::string> done;
+  if (fs::exists(jsonl) || fs::exists(csv)) {
+    if (!resume)
+      throw InputError(csv.string() + ": results already exist; --resume continues that sweep, or choose another --out");
+    if (fs::exists(jsonl))
+      rows = read_rows(jsonl);
+    for (const SweepRow& row : rows)
+      done.insert(row.label());
+  }
+  std::vector<SweepConfig> todo;
+  std::size_t in_shard = 0;
+  for (SweepConfig& config : expand(variations)) {
+    if (!shard.holds(config.index))
+      continue;
+    ++in_shard;
+    if (!done.count(config.label()))
+      todo.push_back(std::move(config));
+  }
+  fs::create_directories(csv.parent_path().empty() ? fs::path(".") : csv.parent_path());
+  // Rows go to disk as soon as they exist: a killed sweep keeps every finished configuration.
+  write_rows(csv, jsonl, rows);
+  std::ofstream csv_out(csv, std::ios::app), jsonl_out(jsonl, std::ios::app);
+  if (!csv_out || !jsonl_out)
+    throw InputError(csv.string() + ": cannot write the results");
+  std::cerr << "trainsim: sweep of " << in_shard << " configurations" << (shard.count > 1 ? " (shard " + shard_text + ")" : "")
+            << ", " << todo.size() << " to run, " << jobs << " at a time\n";
+
+  char scratch_template[] = "/tmp/trainsim-sweep-XXXXXX";
+  const char* scratch = ::mkdtemp(scratch_template);
+  if (!scratch)
+    throw std::runtime_error("cannot create a scratch directory in /tmp");
+  const std::string self = self_executable();
+  Progress progress(todo.size());
+  std::map<pid_t, Worker> running;
+  std::size_t next = 0, finished = 0, unsuccessful = 0;
+  while (next < todo.size() || !running.empty()) {
+    while (next < todo.size() && running.size() < static_cast<std::size_t>(jobs)) {
+      Worker worker;
+      worker.config = todo[next++];
+      worker.dir = fs::path(scratch) / std::to_string(worker.config.index);
+      fs::create_directories(worker.dir);
+      std::vector<std::string> command = {self, "run", scenario, "--out", (worker.dir / "out").string(), "--no-report",
+                                          "--log-level", "error"};
+      for (const std::string& fixed : options.overrides)
+        command.insert(command.end(), {"--set", fixed});
+      for (const auto& [key, value] : worker.config.settings)
+        command.insert(command.end(), {"--set", key + "=" + value});
+      for (const std::string& setting : options.simulation.sg_cfg)
+        command.insert(command.end(), {"--sg-cfg", setting});
+      worker.started = Clock::now();
+      worker.pid = spawn(command, worker.dir / "stderr.txt");
+      running.emplace(worker.pid, std::move(worker));
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      if (timeout > 0)
+        for (auto& [id, worker] : running)
+          if (!worker.timed_out && std::chrono::duration<double>(Clock::now() - worker.started).count() > timeout) {
+            worker.timed_out = true;
+            ::kill(id, SIGKILL);
+          }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    const auto it = running.find(pid);
+    if (it == running.end())
+      continue;
+    SweepRow row = finish(it->second, status);
+    running.erase(it);
+    csv_out << csv_line(row) << std::flush;
+    jsonl_out << to_json(row).dump() << '\n' << std::flush;
+    unsuccessful += row.status != "ok";
+    rows.push_back(std::move(row));
+    progress.update(++finished, unsuccessful);
+  }
+  std::error_code ignored;
+  fs::remove_all(scratch, ignored);
+  csv_out.close();
+  jsonl_out.close();
+  // Complete: the same rows, sorted, so that a sweep's files do not depend on finishing order.
+  write_rows(csv, jsonl, rows);
+  std::size_t ok = 0, invalid = 0, failed = 0, fit = 0;
+  for (const SweepRow& row : rows) {
+    ok += row.status == "ok";
+    invalid += row.status == "invalid";
+    failed += row.status == "failed";
+    fit += row.status == "ok" && row.fits;
+  }
+  std::cout << "trainsim: " << rows.size() << " configurations: " << ok << " simulated (" << fit << " fit), " << invalid
+            << " invalid, " << failed << " failed; results in " << csv.string() << " and " << jsonl.string() << '\n';
+  return 0;
+}
+
+} // namespace trainsim::cli

@@ -1,0 +1,207 @@
+#include "sweep/sweep.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "common/files.hpp"
+#include "common/text.hpp"
+
+using nlohmann::json;
+
+namespace trainsim {
+namespace {
+
+std::string label_of(const Settings& settings) {
+  std::string label;
+  for (const auto& [key, value] : settings)
+    label += (label.empty() ? "" : " ") + key + "=" + value;
+  return label;
+}
+
+// A CSV field: quoted when it holds a separator, a quote or a line break.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos)
+    return text;
+  std::string quoted = "\"";
+  for (char c : text)
+    quoted += c == '"' ? std::string("\"\"") : std::string(1, c == '\n' ? ' ' : c);
+  return quoted + "\"";
+}
+
+constexpr std::size_t max_configurations = 1'000'000;
+
+} // namespace
+
+Variation parse_variation(const std::string& text) {
+  const auto equals = text.find('=');
+  const std::string key = trim(text.substr(0, equals == std::string::npos ? text.size() : equals));
+  if (equals == std::string::npos || key.find('.') == std::string::npos)
+    throw InputError("--vary " + text + ": expected section.key=value1,value2,..., e.g. --vary parallel.dp=1,2,4");
+  Variation variation{key, {}};
+  for (const std::string& value : split(text.substr(equals + 1), ',')) {
+    const std::string trimmed = trim(value);
+    if (trimmed.empty())
+      throw InputError("--vary " + text + ": an empty value; accepted: comma-separated values");
+    if (std::find(variation.values.begin(), variation.values.end(), trimmed) != variation.values.end())
+      throw InputError("--vary " + text + ": value '" + trimmed + "' is listed twice");
+    variation.values.push_back(trimmed);
+  }
+  return variation;
+}
+
+std::string SweepConfig::label() const { return label_of(settings); }
+std::string SweepRow::label() const { return label_of(settings); }
+
+std::vector<SweepConfig> expand(const std::vector<Variation>& variations) {
+  std::size_t total = 1;
+  for (std::size_t v = 0; v < variations.size(); ++v) {
+    for (std::size_t w = 0; w < v; ++w)
+      if (variations[w].key == variations[v].key)
+        throw InputError("--vary " + variations[v].key + " is given twice; list all its values in one --vary");
+    total *= variations[v].values.size();
+    if (total > max_configurations)
+      throw InputError("the varied keys make more than " + std::to_string(max_configurations) +
+                       " configurations; accepted: at most that many (split the sweep)");
+  }
+  std::vector<SweepConfig> configs;
+  configs.reserve(total);
+  for (std::size_t index = 0; index < total; ++index) {
+    SweepConfig config;
+    config.index = index;
+    std::size_t rest = index;
+    config.settings.resize(variations.size());
+    for (std::size_t v = variations.size(); v-- > 0;) {
+      const auto& values = variations[v].values;
+      config.settings[v] = {variations[v].key, values[rest % values.size()]};
+      rest /= values.size();
+    }
+    configs.push_back(std::move(config));
+  }
+  return configs;
+}
+
+Shard parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  long long index = 0, count = 0;
+  if (slash == std::string::npos || !parse_integer(text.substr(0, slash), index) ||
+      !parse_integer(text.substr(slash + 1), count) || count < 1 || count > 100000 || index < 1 || index > count)
+    throw InputError("--shard " + text + ": expected K/N with 1 <= K <= N, e.g. --shard 3/8");
+  return {static_cast<int>(index), static_cast<int>(count)};
+}
+
+SweepRow row_from_summary(const SweepConfig& config, const json& summary) {
+  SweepRow row;
+  row.index = config.index;
+  row.settings = config.settings;
+  row.status = "ok";
+  row.step_time_s = summary.at("step_time_s").get<double>();
+  row.tokens_per_s = summary.value("tokens_per_s", 0.0);
+  row.mfu = summary.value("mfu", 0.0);
+  const json& memory = summary.at("memory");
+  row.peak_bytes = memory.at("peak_bytes").get<double>();
+  row.capacity_bytes = memory.at("capacity_bytes").get<double>();
+  row.fits = memory.at("fits").get<bool>();
+  row.bottleneck = summary.value("bottleneck", "");
+  return row;
+}
+
+json to_json(const SweepRow& row) {
+  json settings = json::array();
+  for (const auto& [key, value] : row.settings)
+    settings.push_back({key, value});
+  json out = {{"index", row.index}, {"settings", settings}, {"status", row.status}};
+  if (row.status == "ok") {
+    out["step_time_s"] = row.step_time_s;
+    out["tokens_per_s"] = row.tokens_per_s;
+    out["mfu"] = row.mfu;
+    out["peak_bytes"] = row.peak_bytes;
+    out["capacity_bytes"] = row.capacity_bytes;
+    out["fits"] = row.fits;
+    out["bottleneck"] = row.bottleneck;
+  } else {
+    out["reason"] = row.reason;
+  }
+  return out;
+}
+
+SweepRow row_from_json(const json& in) {
+  SweepRow row;
+  row.index = in.at("index").get<std::size_t>();
+  for (const json& pair : in.at("settings"))
+    row.settings.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());
+  row.status = in.at("status").get<std::string>();
+  if (row.status == "ok") {
+    row.step_time_s = in.at("step_time_s").get<double>();
+    row.tokens_per_s = in.at("tokens_per_s").get<double>();
+    row.mfu = in.at("mfu").get<double>();
+    row.peak_bytes = in.at("peak_bytes").get<double>();
+    row.capacity_bytes = in.at("capacity_bytes").get<double>();
+    row.fits = in.at("fits").get<bool>();
+    row.bottleneck = in.at("bottleneck").get<std::string>();
+  } else {
+    row.reason = in.at("reason").get<std::string>();
+  }
+  return row;
+}
+
+std::string csv_header(const Settings& keys) {
+  std::string header = "index,status";
+  for (const auto& [key, value] : keys)
+    header += "," + csv_field(key);
+  return header + ",step_time_s,tokens_per_s,mfu,peak_bytes,capacity_bytes,fits,bottleneck,reason\n";
+}
+
+std::string csv_line(const SweepRow& row) {
+  std::string line = std::to_string(row.index) + "," + row.status;
+  for (const auto& [key, value] : row.settings)
+    line += "," + csv_field(value);
+  if (row.status == "ok")
+    line += "," + format_double(row.step_time_s) + "," + format_double(row.tokens_per_s) + "," + format_double(row.mfu) +
+            "," + format_double(row.peak_bytes) + "," + format_double(row.capacity_bytes) + "," +
+            (row.fits ? "true" : "false") + "," + csv_field(row.bottleneck) + ",";
+  else
+    line += ",,,,,,,," + csv_field(row.reason);
+  return line + "\n";
+}
+
+std::vector<SweepRow> read_rows(const std::filesystem::path& jsonl) {
+  std::ifstream in(jsonl);
+  if (!in)
+    throw InputError(jsonl.string() + ": cannot read the sweep results");
+  std::vector<SweepRow> rows;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (trim(line).empty())
+      continue;
+    try {
+      rows.push_back(row_from_json(json::parse(line)));
+    } catch (const json::exception& error) {
+      if (in.peek() == std::char_traits<char>::eof() && !in.bad())
+        break;  // a row cut short when the sweep was killed
+      throw InputError(jsonl.string() + ":" + std::to_string(number) + ": not a sweep result row (" + error.what() + ")");
+    }
+  }
+  return rows;
+}
+
+std::filesystem::path jsonl_beside(const std::filesystem::path& csv) {
+  std::filesystem::path jsonl = csv;
+  return jsonl.replace_extension(".jsonl");
+}
+
+void write_rows(const std::filesystem::path& csv, const std::filesystem::path& jsonl, std::vector<SweepRow> rows) {
+  std::sort(rows.begin(), rows.end(), [](const SweepRow& a, const SweepRow& b) { return a.index < b.index; });
+  std::string csv_text = csv_header(rows.empty() ? Settings{} : rows.front().settings), json_text;
+  for (const SweepRow& row : rows) {
+    csv_text += csv_line(row);
+    json_text += to_json(row).dump() + "\n";
+  }
+  write_file_atomically(csv, csv_text);
+  write_file_atomically(jsonl, json_text);
+}
+
+} // namespace trainsim

@@ -1,0 +1,70 @@
+#pragma once
+// Sweeps: the cartesian product of varied scenario keys, split into shards, and the rows
+// each finished configuration leaves (CSV and JSON-lines). Pure: the processes that run the
+// configurations are the CLI's business.
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace trainsim {
+
+struct Variation {
+  std::string key;                  // a scenario key, e.g. parallel.dp
+  std::vector<std::string> values;
+};
+// "parallel.dp=1,2,4" (as given to --vary); InputError naming the option otherwise.
+Variation parse_variation(const std::string& text);
+
+using Settings = std::vector<std::pair<std::string, std::string>>;
+
+struct SweepConfig {
+  std::size_t index = 0;            // position in the full product, the same on every machine
+  Settings settings;                // one value per varied key, in --vary order
+  std::string label() const;        // "parallel.dp=2 memory.zero=1": identifies it across runs
+};
+
+// The product, the last key varying fastest.
+std::vector<SweepConfig> expand(const std::vector<Variation>& variations);
+
+// --shard K/N: configurations whose index % N == K - 1.
+struct Shard {
+  int index = 1;
+  int count = 1;
+  bool holds(std::size_t config) const { return static_cast<int>(config % static_cast<std::size_t>(count)) == index - 1; }
+};
+Shard parse_shard(const std::string& text);
+
+// What one configuration gave: ok (simulated), invalid (the scenario refused it, with the
+// reason) or failed (the worker crashed or ran out of time, with the reason).
+struct SweepRow {
+  std::size_t index = 0;
+  Settings settings;
+  std::string status;
+  std::string reason;
+  double step_time_s = 0, tokens_per_s = 0, mfu = 0, peak_bytes = 0, capacity_bytes = 0;
+  bool fits = false;
+  std::string bottleneck;
+
+  std::string label() const;
+};
+
+// The row of a simulated configuration, from its summary.json.
+SweepRow row_from_summary(const SweepConfig& config, const nlohmann::json& summary);
+
+nlohmann::json to_json(const SweepRow& row);
+SweepRow row_from_json(const nlohmann::json& json);
+std::string csv_header(const Settings& keys_of_first_row);
+std::string csv_line(const SweepRow& row);
+
+// Rows of a JSON-lines file; a last line cut short by a kill is ignored. InputError for a
+// file that is not a sweep's.
+std::vector<SweepRow> read_rows(const std::filesystem::path& jsonl);
+// Both files, rows sorted by index.
+void write_rows(const std::filesystem::path& csv, const std::filesystem::path& jsonl, std::vector<SweepRow> rows);
+// The JSON-lines file beside a CSV: sweep.csv -> sweep.jsonl.
+std::filesystem::path jsonl_beside(const std::filesystem::path& csv);
+
+} // namespace trainsim
