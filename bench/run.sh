@@ -4,6 +4,7 @@
 #
 #   bash bench/run.sh [repetitions]   small scenarios, median of `repetitions` runs (default 5)
 #   bash bench/run.sh --scale         GPT-3 175B on 64, 256 and 1,024 GPUs, both fidelities
+#   bash bench/run.sh --planning      a 256-configuration sweep and the plan for Llama 3 70B
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/with-build.sh"
 
@@ -18,6 +19,25 @@ measure() {
   awk -v w="$wall" -v r="$rss" -v o="$ops" -v t="$replay" \
     'BEGIN {printf "wall %.2f s, peak RSS %.0f MiB, %d ops replayed in %.2f s (%.0f ops/s)", w, r / 1024, o, t, o / t}'
 }
+
+if [ "${1:-}" = "--planning" ]; then
+  # A sweep of 256 configurations of Llama 3 8B on up to 64 GPUs (two GPU types), then the plan
+  # for Llama 3 70B on 64 to 256 H100s.
+  start=$(date +%s.%N)
+  "$build/trainsim" sweep scenarios/llama3-8b-zero1.ini --set platform.gpu=h100-sxm --set platform.nodes=8 \
+    --set parallel.dp=8 --set training.global_batch=64 --set comm.fidelity=fast \
+    --vary platform.gpu=a100-80gb,h100-sxm --vary parallel.tp=1,2,4,8 --vary parallel.pp=1,2 \
+    --vary memory.zero=0,1,2,3 --vary memory.recompute=none,selective,full,every:2 -o "$out/sweep.csv" 2> /dev/null | tail -1
+  end=$(date +%s.%N)
+  awk -v a="$start" -v b="$end" 'BEGIN {printf "sweep of 256 configurations: %.1f s (%.2f configurations/s)\n", b - a, 256 / (b - a)}'
+  start=$(date +%s.%N)
+  "$build/trainsim" plan --model llama3-70b --gpu h100-sxm --gpus 64..256 --global-batch 512 --seq-len 4096 \
+    -o "$out/plan" 2> "$out/plan.err" | head -8
+  grep "memory check" "$out/plan.err"
+  end=$(date +%s.%N)
+  awk -v a="$start" -v b="$end" 'BEGIN {printf "plan of llama3-70b on 64-256 H100s: %.1f s\n", b - a}'
+  exit 0
+fi
 
 if [ "${1:-}" = "--scale" ]; then
   gpt3=scenarios/gpt3-175b-1024.ini

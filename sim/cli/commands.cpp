@@ -268,7 +268,8 @@ void print_usage(std::ostream& out) {
                "  trace SCENARIO     write the per-rank programs as trace files (docs/trace-format.md)\n"
                "  replay DIR         simulate trace files on a platform (--platform FILE)\n"
                "  platform           write the SimGrid platform of a described cluster (--gpu, --nodes, ... -o FILE)\n"
-               "  sweep SCENARIO     simulate every combination of --vary KEY=V1,V2,... in parallel worker processes\n\n"
+               "  sweep SCENARIO     simulate every combination of --vary KEY=V1,V2,... in parallel worker processes\n"
+               "  plan               the fastest strategy that fits: --model M (--platform FILE | --gpu G ...) [--gpus N..M]\n\n"
                "Every command takes --help, --log-level, --sg-log and --sg-cfg. Exit status: 0 done,\n"
                "2 input error (one line naming the file and key), 3 internal error.\n";
 }
@@ -376,36 +377,14 @@ int trace_command(const std::vector<std::string>& arguments) {
 int platform_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
   std::string out;
-  // Each option is a platform.* scenario key; values are checked by the scenario parser.
-  const std::vector<std::pair<std::string, std::string>> keys = {
-      {"gpu", "GPU from the catalog: a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200, b200, mi300x, rtx4090, v100-32gb"},
-      {"nodes", "number of nodes (default 1)"},
-      {"gpus-per-node", "GPUs per node (default 8)"},
-      {"fabric", "nvswitch | nvlink-pairs | mesh | pcie (default: the GPU's usual)"},
-      {"nics-per-node", "NICs per node (default: one per GPU on NVSwitch)"},
-      {"nic-speed", "NIC speed, e.g. 400Gbps (default: the GPU generation's usual)"},
-      {"topology", "single-switch | fat-tree (default single-switch)"},
-      {"nodes-per-leaf", "fat tree: nodes per leaf switch"},
-      {"oversubscription", "fat tree: leaf downlink / uplink bandwidth (default 1)"},
-      {"pcie-gen", "PCIe generation 3 to 6 (default: the GPU's usual)"},
-      {"nvme-per-node", "NVMe drives per node (default 0)"}};
   std::map<std::string, std::string> values;
-  po::options_description visible("Options");
-  for (const auto& [name, help] : keys)
-    visible.add_options()(name.c_str(), po::value(&values[name]), help.c_str());
+  po::options_description visible = cluster_options(values);
   visible.add_options()("out,o", po::value(&out)->required(), "the platform XML file to write");
   visible.add(common_options(options));
   if (!parse_arguments("platform", arguments, visible, visible, po::positional_options_description(),
                        "trainsim platform --gpu GPU [--nodes N ...] -o FILE", options, false))
     return 0;
-  std::map<std::string, std::pair<std::string, std::string>> given;
-  for (const auto& [name, value] : values) {
-    if (value.empty())
-      continue;
-    std::string key = name;
-    std::replace(key.begin(), key.end(), '-', '_');
-    given["platform." + key] = {value, "--" + name + " " + value};
-  }
+  const auto given = cluster_keys_given(values);
   const ClusterSpec cluster = parse_cluster(given);
   write_file_atomically(out, platform_xml(cluster));
   std::cout << "trainsim: wrote " << out << ": " << describe(cluster) << ", " << cluster.nodes * cluster.gpus_per_node

@@ -50,11 +50,13 @@ int main(int argc, char** argv) {
       return cli::platform_command(rest);
     if (command == "sweep")
       return cli::sweep_command(rest);
+    if (command == "plan")
+      return cli::plan_command(rest);
     if (command == "help") {
       cli::print_usage(std::cout);
       return 0;
     }
-    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, trace, replay, platform, sweep, help\n";
+    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, trace, replay, platform, sweep, plan, help\n";
     return 2;
   } catch (const InputError& error) {
     std::cerr << "trainsim: error: " << error.what() << '\n';

@@ -1,5 +1,6 @@
 #include "cli/options.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -61,6 +62,37 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
   }
   configure_logging(common.log_level);
   return true;
+}
+
+po::options_description cluster_options(std::map<std::string, std::string>& values) {
+  static const std::vector<std::pair<std::string, std::string>> keys = {
+      {"gpu", "GPU from the catalog: a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200, b200, mi300x, rtx4090, v100-32gb"},
+      {"nodes", "number of nodes (default 1)"},
+      {"gpus-per-node", "GPUs per node (default 8)"},
+      {"fabric", "nvswitch | nvlink-pairs | mesh | pcie (default: the GPU's usual)"},
+      {"nics-per-node", "NICs per node (default: one per GPU on NVSwitch)"},
+      {"nic-speed", "NIC speed, e.g. 400Gbps (default: the GPU generation's usual)"},
+      {"topology", "single-switch | fat-tree (default single-switch)"},
+      {"nodes-per-leaf", "fat tree: nodes per leaf switch"},
+      {"oversubscription", "fat tree: leaf downlink / uplink bandwidth (default 1)"},
+      {"pcie-gen", "PCIe generation 3 to 6 (default: the GPU's usual)"},
+      {"nvme-per-node", "NVMe drives per node (default 0)"}};
+  po::options_description description("Cluster (the platform.* scenario keys)");
+  for (const auto& [name, help] : keys)
+    description.add_options()(name.c_str(), po::value(&values[name]), help.c_str());
+  return description;
+}
+
+std::map<std::string, std::pair<std::string, std::string>> cluster_keys_given(const std::map<std::string, std::string>& values) {
+  std::map<std::string, std::pair<std::string, std::string>> given;
+  for (const auto& [name, value] : values) {
+    if (value.empty())
+      continue;
+    std::string key = name;
+    std::replace(key.begin(), key.end(), '-', '_');
+    given["platform." + key] = {value, "--" + name + " " + value};
+  }
+  return given;
 }
 
 } // namespace trainsim::cli

@@ -1,7 +1,9 @@
 #pragma once
 // What every command shares: logging and SimGrid options, and parsing a command's arguments
 // with Boost.Program_options into one-line input errors.
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -30,5 +32,10 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
                      const boost::program_options::options_description& all,
                      const boost::program_options::positional_options_description& positional,
                      const std::string& usage, CommonOptions& common, bool show_scenario_keys);
+
+// The options that describe a cluster (--gpu, --nodes, ...: the platform.* scenario keys), stored
+// by option name in `values`; and those given, as platform.* keys with where they were given.
+boost::program_options::options_description cluster_options(std::map<std::string, std::string>& values);
+std::map<std::string, std::pair<std::string, std::string>> cluster_keys_given(const std::map<std::string, std::string>& values);
 
 } // namespace trainsim::cli

@@ -17,6 +17,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cli/workers.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "sweep/sweep.hpp"
@@ -188,6 +189,57 @@ int merge(const std::vector<std::string>& arguments) {
 
 } // namespace
 
+void run_workers(const std::string& scenario, const std::vector<std::string>& fixed, const std::vector<SweepConfig>& todo,
+                 int jobs, double timeout, const SimulationOptions& simulation,
+                 const std::function<void(SweepRow)>& on_row) {
+  char scratch_template[] = "/tmp/trainsim-sweep-XXXXXX";
+  const char* scratch = ::mkdtemp(scratch_template);
+  if (!scratch)
+    throw std::runtime_error("cannot create a scratch directory in /tmp");
+  const std::string self = self_executable();
+  std::map<pid_t, Worker> running;
+  std::size_t next = 0;
+  while (next < todo.size() || !running.empty()) {
+    while (next < todo.size() && running.size() < static_cast<std::size_t>(jobs)) {
+      Worker worker;
+      worker.config = todo[next++];
+      worker.dir = fs::path(scratch) / std::to_string(worker.config.index);
+      fs::create_directories(worker.dir);
+      std::vector<std::string> command = {self, "run", scenario, "--out", (worker.dir / "out").string(), "--no-report",
+                                          "--log-level", "error"};
+      for (const std::string& setting : fixed)
+        command.insert(command.end(), {"--set", setting});
+      for (const auto& [key, value] : worker.config.settings)
+        command.insert(command.end(), {"--set", key + "=" + value});
+      for (const std::string& setting : simulation.sg_cfg)
+        command.insert(command.end(), {"--sg-cfg", setting});
+      worker.started = Clock::now();
+      worker.pid = spawn(command, worker.dir / "stderr.txt");
+      running.emplace(worker.pid, std::move(worker));
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      if (timeout > 0)
+        for (auto& [id, worker] : running)
+          if (!worker.timed_out && std::chrono::duration<double>(Clock::now() - worker.started).count() > timeout) {
+            worker.timed_out = true;
+            ::kill(id, SIGKILL);
+          }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    const auto it = running.find(pid);
+    if (it == running.end())
+      continue;
+    SweepRow row = finish(it->second, status);
+    running.erase(it);
+    on_row(std::move(row));
+  }
+  std::error_code ignored;
+  fs::remove_all(scratch, ignored);
+}
+
 int sweep_command(const std::vector<std::string>& arguments) {
   if (!arguments.empty() && arguments.front() == "merge")
     return merge(std::vector<std::string>(arguments.begin() + 1, arguments.end()));
@@ -258,57 +310,15 @@ int sweep_command(const std::vector<std::string>& arguments) {
   std::cerr << "trainsim: sweep of " << in_shard << " configurations" << (shard.count > 1 ? " (shard " + shard_text + ")" : "")
             << ", " << todo.size() << " to run, " << jobs << " at a time\n";
 
-  char scratch_template[] = "/tmp/trainsim-sweep-XXXXXX";
-  const char* scratch = ::mkdtemp(scratch_template);
-  if (!scratch)
-    throw std::runtime_error("cannot create a scratch directory in /tmp");
-  const std::string self = self_executable();
   Progress progress(todo.size());
-  std::map<pid_t, Worker> running;
-  std::size_t next = 0, finished = 0, unsuccessful = 0;
-  while (next < todo.size() || !running.empty()) {
-    while (next < todo.size() && running.size() < static_cast<std::size_t>(jobs)) {
-      Worker worker;
-      worker.config = todo[next++];
-      worker.dir = fs::path(scratch) / std::to_string(worker.config.index);
-      fs::create_directories(worker.dir);
-      std::vector<std::string> command = {self, "run", scenario, "--out", (worker.dir / "out").string(), "--no-report",
-                                          "--log-level", "error"};
-      for (const std::string& fixed : options.overrides)
-        command.insert(command.end(), {"--set", fixed});
-      for (const auto& [key, value] : worker.config.settings)
-        command.insert(command.end(), {"--set", key + "=" + value});
-      for (const std::string& setting : options.simulation.sg_cfg)
-        command.insert(command.end(), {"--sg-cfg", setting});
-      worker.started = Clock::now();
-      worker.pid = spawn(command, worker.dir / "stderr.txt");
-      running.emplace(worker.pid, std::move(worker));
-    }
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) {
-      if (timeout > 0)
-        for (auto& [id, worker] : running)
-          if (!worker.timed_out && std::chrono::duration<double>(Clock::now() - worker.started).count() > timeout) {
-            worker.timed_out = true;
-            ::kill(id, SIGKILL);
-          }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      continue;
-    }
-    const auto it = running.find(pid);
-    if (it == running.end())
-      continue;
-    SweepRow row = finish(it->second, status);
-    running.erase(it);
+  std::size_t finished = 0, unsuccessful = 0;
+  run_workers(scenario, options.overrides, todo, jobs, timeout, options.simulation, [&](SweepRow row) {
     csv_out << csv_line(row) << std::flush;
     jsonl_out << to_json(row).dump() << '\n' << std::flush;
     unsuccessful += row.status != "ok";
     rows.push_back(std::move(row));
     progress.update(++finished, unsuccessful);
-  }
-  std::error_code ignored;
-  fs::remove_all(scratch, ignored);
+  });
   csv_out.close();
   jsonl_out.close();
   // Complete: the same rows, sorted, so that a sweep's files do not depend on finishing order.

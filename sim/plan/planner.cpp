@@ -1,0 +1,214 @@
+#include "plan/planner.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "common/error.hpp"
+#include "common/units.hpp"
+#include "config/scenario.hpp"
+#include "memory/ledger.hpp"
+#include "program/workload_builder.hpp"
+
+namespace trainsim {
+namespace {
+
+// Expected cost of the memory techniques, for trying them in order: ZeRO-1 is free (the same
+// volume as DDP), ZeRO-2 nearly so, selective recompute costs the attention core, ZeRO-3 half
+// again the gradient traffic, full recompute a forward pass.
+double technique_cost(const std::string& recompute, int zero) {
+  const double recompute_cost = recompute == "none" ? 0.0 : recompute == "selective" ? 1.0 : 3.0;
+  const double zero_cost = zero <= 1 ? 0.0 : zero == 2 ? 0.5 : 2.0;
+  return recompute_cost + zero_cost;
+}
+
+std::tuple<int, int, int, int, int, int, long long> layout_key(const Candidate& c) {
+  return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch};
+}
+
+std::string overflow(const MemoryCheck& check, double capacity) {
+  if (!check.valid)
+    return "refused: " + check.reason;
+  if (check.fits)
+    return "fits, " + format_bytes(check.peak_bytes) + " of " + format_bytes(capacity);
+  return "overflows rank " + std::to_string(check.peak_rank) + " by " + format_bytes(check.peak_bytes - capacity) +
+         " (" + format_bytes(check.peak_bytes) + " of " + format_bytes(capacity) + ")";
+}
+
+} // namespace
+
+Settings Candidate::settings(const PlanRequest& request) const {
+  Settings out = {{"parallel.dp", std::to_string(dp)},      {"parallel.tp", std::to_string(tp)},
+                  {"parallel.pp", std::to_string(pp)},      {"parallel.vpp", std::to_string(vpp)},
+                  {"parallel.cp", std::to_string(cp)},      {"parallel.sp", tp > 1 ? "true" : "false"},
+                  {"training.micro_batch", std::to_string(micro_batch)},
+                  {"memory.zero", std::to_string(zero)},    {"memory.recompute", recompute}};
+  if (request.described_cluster)
+    out.emplace_back("platform.nodes", std::to_string((gpus + request.gpus_per_node - 1) / request.gpus_per_node));
+  return out;
+}
+
+std::string Candidate::layout_label() const {
+  return std::to_string(gpus) + " GPUs: dp " + std::to_string(dp) + ", tp " + std::to_string(tp) +
+         (tp > 1 ? "+sp" : "") + ", pp " + std::to_string(pp) + (vpp > 1 ? "x" + std::to_string(vpp) : "") +
+         (cp > 1 ? ", cp " + std::to_string(cp) : "") + ", micro-batch " + std::to_string(micro_batch);
+}
+
+std::string Candidate::techniques_label() const {
+  return "recompute " + recompute + ", ZeRO " + std::to_string(zero);
+}
+
+std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
+  const ModelSpec& model = request.model;
+  std::vector<Candidate> out;
+  for (int gpus : request.gpu_counts) {
+    for (int tp : {1, 2, 4, 8}) {
+      if (tp > request.gpus_per_node || model.heads % tp || model.kv_heads % tp || model.ffn % tp)
+        continue;
+      for (int pp : {1, 2, 4, 8, 16}) {
+        if (model.layers % pp)
+          continue;
+        for (int cp : {1, 2, 4}) {
+          if (cp > 1 && request.seq_len < 16384)
+            continue;  // context parallelism pays off for long sequences only
+          if (request.seq_len % cp || gpus % (tp * pp * cp))
+            continue;
+          const int dp = gpus / (tp * pp * cp);
+          for (int vpp : {1, 2}) {
+            if (vpp > 1 && (pp == 1 || model.layers % (pp * vpp)))
+              continue;
+            for (long long micro_batch : {1LL, 2LL, 4LL}) {
+              if (request.global_batch % (micro_batch * dp))
+                continue;
+              const long long accumulation = request.global_batch / (micro_batch * dp);
+              if (pp > 1 && (accumulation < pp || (vpp > 1 && accumulation % pp)))
+                continue;  // fewer micro-batches than stages is mostly bubble
+              std::vector<Candidate> variants;
+              const std::vector<int> zeros = dp * cp == 1 ? std::vector<int>{0}
+                                             : pp > 1     ? std::vector<int>{0, 1}
+                                                          : std::vector<int>{0, 1, 2, 3};
+              for (const char* recompute : {"none", "selective", "full"})
+                for (int zero : zeros)
+                  variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute});
+              std::stable_sort(variants.begin(), variants.end(), [](const Candidate& a, const Candidate& b) {
+                return technique_cost(a.recompute, a.zero) < technique_cost(b.recompute, b.zero);
+              });
+              out.insert(out.end(), variants.begin(), variants.end());
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate) {
+  MemoryCheck check;
+  try {
+    std::vector<std::string> overrides;
+    for (const auto& [key, value] : candidate.settings(request))
+      overrides.push_back(key + "=" + value);
+    const long long accumulation = request.global_batch / (candidate.micro_batch * candidate.dp);
+    const long long kept = candidate.pp > 1 ? std::min(accumulation, 4LL * candidate.pp) : std::min(accumulation, 2LL);
+    overrides.push_back("training.global_batch=" + std::to_string(kept * candidate.micro_batch * candidate.dp));
+    Scenario scenario = parse_scenario(request.base_ini, request.base_name + ".ini", overrides);
+    const WorkloadBuild build = build_workload(scenario, request.model, request.gpu_capacity);
+    const Workload& workload = build.workload;
+    std::map<const Program*, RankMemory> accounted;
+    double flops = 0;
+    for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+      const Program* program = workload.programs[rank].get();
+      auto found = accounted.find(program);
+      if (found == accounted.end()) {
+        found = accounted.emplace(program, memory_in_program_order(*program, request.gpu_capacity)).first;
+        double program_flops = 0;
+        for (const Op& op : program->ops)
+          program_flops += op.flops;
+        flops = std::max(flops, program_flops);
+      }
+      if (found->second.gpu().peak > check.peak_bytes) {
+        check.peak_bytes = found->second.gpu().peak;
+        check.peak_rank = static_cast<int>(rank);
+      }
+    }
+    check.valid = true;
+    check.fits = check.peak_bytes <= request.gpu_capacity;
+    // The busiest rank's kernels for the whole batch, plus the pipeline bubble (p-1)/(v m).
+    const double bubble = candidate.pp > 1 ? (candidate.pp - 1.0) / (candidate.vpp * static_cast<double>(accumulation)) : 0.0;
+    check.estimate_s = flops * static_cast<double>(accumulation) / static_cast<double>(kept) /
+                       (request.gpu_peak * request.matmul_efficiency) * (1.0 + bubble);
+  } catch (const InputError& error) {
+    check.valid = false;
+    check.reason = error.what();
+  }
+  return check;
+}
+
+std::vector<MemoryCheck> check_candidates(const PlanRequest& request, const std::vector<Candidate>& candidates) {
+  std::vector<MemoryCheck> checks;
+  std::map<std::tuple<int, int, int, int, int, int, long long>, bool> fitted;
+  for (const Candidate& candidate : candidates) {
+    bool& done = fitted[layout_key(candidate)];
+    if (done) {
+      checks.push_back({false, "skipped: a cheaper variant of this layout fits"});
+      continue;
+    }
+    checks.push_back(check_memory(request, candidate));
+    done = checks.back().valid && checks.back().fits;
+  }
+  return checks;
+}
+
+std::vector<LayoutChoice> choose_per_layout(const std::vector<Candidate>& candidates,
+                                            const std::vector<MemoryCheck>& checks) {
+  std::vector<LayoutChoice> choices;
+  std::map<std::tuple<int, int, int, int, int, int, long long>, std::vector<std::pair<Candidate, MemoryCheck>>> tried;
+  std::map<std::tuple<int, int, int, int, int, int, long long>, bool> settled;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const auto key = layout_key(candidates[i]);
+    if (settled[key])
+      continue;
+    if (checks[i].valid && checks[i].fits) {
+      choices.push_back({candidates[i], checks[i], tried[key]});
+      settled[key] = true;
+    } else {
+      tried[key].emplace_back(candidates[i], checks[i]);
+    }
+  }
+  return choices;
+}
+
+std::string decision_chain(const LayoutChoice& choice, double capacity) {
+  std::string chain = choice.chosen.layout_label() + ": ";
+  // Steps that did not lower the peak (selective recompute under FlashAttention, say) are left out.
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& [candidate, check] : choice.tried) {
+    if (check.valid && check.peak_bytes >= best)
+      continue;
+    if (check.valid)
+      best = check.peak_bytes;
+    chain += candidate.techniques_label() + " " + overflow(check, capacity) + " -> ";
+  }
+  chain += choice.chosen.techniques_label() + " " + overflow(choice.memory, capacity);
+  return chain;
+}
+
+std::string nothing_fits(const std::vector<Candidate>& candidates, const std::vector<MemoryCheck>& checks,
+                         double capacity) {
+  std::size_t best = candidates.size();
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    if (checks[i].valid && (best == candidates.size() || checks[i].peak_bytes < checks[best].peak_bytes))
+      best = i;
+  if (best == candidates.size())
+    return "no candidate layout is possible for this model, batch and cluster (every one was refused; the first: " +
+           (checks.empty() ? std::string("none") : checks.front().reason) + ")";
+  const Candidate& c = candidates[best];
+  return "nothing fits: the closest, " + c.layout_label() + " with " + c.techniques_label() + ", needs " +
+         format_bytes(checks[best].peak_bytes) + " per GPU, " + format_bytes(checks[best].peak_bytes - capacity) +
+         " more than the " + format_bytes(capacity) + " there are; it would need GPUs with at least " +
+         format_bytes(checks[best].peak_bytes) + ", or more GPUs (a larger --gpus), or offload (not modelled yet)";
+}
+
+} // namespace trainsim

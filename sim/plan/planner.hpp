@@ -1,0 +1,79 @@
+#pragma once
+// The planner's search, without simulation: candidate strategies for a model on a cluster,
+// the memory check from program order that discards what cannot fit, the cheapest memory
+// technique that fits each layout (the order engineers apply them), and the chain of
+// decisions that led there. The CLI simulates the survivors and ranks them. Pure: no SimGrid.
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+#include "sweep/sweep.hpp"
+
+namespace trainsim {
+
+struct PlanRequest {
+  std::string base_ini;            // a scenario without a layout: model, platform, training
+  std::string base_name = "plan";  // names it in errors
+  ModelSpec model;
+  std::vector<int> gpu_counts;     // world sizes to consider
+  int gpus_per_node = 8;
+  bool described_cluster = false;  // candidates set platform.nodes to fit their GPUs
+  double gpu_capacity = 0;         // bytes of HBM per GPU
+  double gpu_peak = 0;             // dense FLOP/s in the training precision, for the estimate
+  double matmul_efficiency = 0.55;
+  long long global_batch = 0;
+  long long seq_len = 0;
+};
+
+// One strategy: a layout (GPUs, dp/tp/pp/vpp/cp, micro-batch) and memory techniques.
+struct Candidate {
+  int gpus = 0, dp = 1, tp = 1, pp = 1, vpp = 1, cp = 1;
+  long long micro_batch = 1;
+  int zero = 0;
+  std::string recompute = "none";
+
+  Settings settings(const PlanRequest& request) const;   // the --set overrides that make it
+  std::string layout_label() const;                       // "64 GPUs: dp 8, tp 8, pp 1, micro-batch 1"
+  std::string techniques_label() const;                   // "recompute selective, ZeRO 1"
+};
+
+// The search space, as data: every layout the model and batch allow, each with its memory
+// variants in order of expected cost (cheapest first).
+std::vector<Candidate> enumerate_candidates(const PlanRequest& request);
+
+struct MemoryCheck {
+  bool valid = false;              // false: the scenario refused it (reason says why)
+  std::string reason;
+  double peak_bytes = 0;
+  int peak_rank = 0;
+  bool fits = false;
+  double estimate_s = 0;           // roofline compute time with the pipeline bubble, for ordering
+};
+
+// Peak memory per rank from program order. Pipelines keep at most 4 x pp micro-batches and data
+// parallelism 2 for the check: the peak repeats after the warm-up (a test holds them equal).
+MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate);
+
+// Checks each candidate in order, skipping the variants of a layout after the first that fits
+// (they are never chosen): those are left invalid with the reason "skipped".
+std::vector<MemoryCheck> check_candidates(const PlanRequest& request, const std::vector<Candidate>& candidates);
+
+struct LayoutChoice {
+  Candidate chosen;
+  MemoryCheck memory;
+  std::vector<std::pair<Candidate, MemoryCheck>> tried;   // variants before it, in order
+};
+
+// Per layout, the first variant that fits; layouts where nothing fits are left out.
+std::vector<LayoutChoice> choose_per_layout(const std::vector<Candidate>& candidates,
+                                            const std::vector<MemoryCheck>& checks);
+
+// "micro-batch 2 on 64 GPUs (dp 8, tp 8): recompute none, ZeRO 0 overflows rank 0 by 12.3 GiB ->
+// selective recompute: fits, 71.2 GiB of 80 GiB".
+std::string decision_chain(const LayoutChoice& choice, double capacity);
+
+// When nothing fits: the closest candidate and what would be needed.
+std::string nothing_fits(const std::vector<Candidate>& candidates, const std::vector<MemoryCheck>& checks,
+                         double capacity);
+
+} // namespace trainsim

@@ -1,0 +1,128 @@
+// The planner's search without simulation: candidates, the memory check and its shortcut,
+// the choice per layout and the explanations.
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "config/scenario.hpp"
+#include "memory/ledger.hpp"
+#include "plan/planner.hpp"
+#include "program/workload_builder.hpp"
+#include "test_support.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+PlanRequest tiny_request(std::vector<int> gpus, long long global_batch) {
+  PlanRequest request;
+  const auto model_file = resolve_data_file("tiny-gpt", "models", ".json", ".", "test");
+  request.model = load_model(model_file, 128);
+  request.base_ini = "[model]\npath = " + model_file.string() + "\n[platform]\nfile = dgx-a100-2n.xml\n"
+                     "[memory]\nflash_attention = false\n[training]\nseq_len = 512\nglobal_batch = " +
+                     std::to_string(global_batch) + "\n";
+  request.gpu_counts = std::move(gpus);
+  request.gpus_per_node = 8;
+  request.gpu_capacity = 80.0 * 1024 * 1024 * 1024;
+  request.gpu_peak = 312e12;
+  request.global_batch = global_batch;
+  request.seq_len = 512;
+  return request;
+}
+
+// Peak memory of the candidate with its whole accumulation, as `trainsim memory` computes it.
+double full_peak(const PlanRequest& request, const Candidate& candidate) {
+  std::vector<std::string> overrides;
+  for (const auto& [key, value] : candidate.settings(request))
+    overrides.push_back(key + "=" + value);
+  const Scenario scenario = parse_scenario(request.base_ini, "full.ini", overrides);
+  const Workload workload = build_workload(scenario, request.model, request.gpu_capacity).workload;
+  double peak = 0;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+    peak = std::max(peak, memory_in_program_order(workload.program(rank)).gpu().peak);
+  return peak;
+}
+
+} // namespace
+
+TEST_CASE("candidates use every GPU, divide the model and the batch, and try memory techniques cheapest first") {
+  const PlanRequest request = tiny_request({8, 16}, 64);
+  const auto candidates = enumerate_candidates(request);
+  REQUIRE(!candidates.empty());
+  std::map<std::string, std::vector<const Candidate*>> by_layout;
+  for (const Candidate& c : candidates) {
+    CHECK(c.dp * c.tp * c.pp * c.cp == c.gpus);
+    CHECK(request.model.heads % c.tp == 0);
+    CHECK(request.model.layers % (c.pp * c.vpp) == 0);
+    CHECK(request.global_batch % (c.micro_batch * c.dp) == 0);
+    if (c.pp > 1)
+      CHECK(c.zero <= 1);  // pipelines support ZeRO 0 and 1
+    by_layout[c.layout_label()].push_back(&c);
+  }
+  for (const auto& [layout, variants] : by_layout) {
+    CAPTURE(layout);
+    CHECK(variants.front()->recompute == "none");
+    CHECK(variants.front()->zero == 0);
+    CHECK(variants.back()->recompute == "full");
+  }
+}
+
+TEST_CASE("the memory check's shortened accumulation finds the same peak as the whole step") {
+  // 256 sequences: DP keeps 2 of its micro-batches, pipelines 4 x pp; the peak repeats after the warm-up.
+  const PlanRequest request = tiny_request({16}, 256);
+  int compared = 0;
+  for (const Candidate& c : enumerate_candidates(request)) {
+    const bool interesting = (c.pp == 1 && c.tp == 1 && (c.zero == 0 || c.zero == 2 || c.zero == 3) && c.recompute != "selective") ||
+                             (c.pp == 4 && c.tp == 1 && c.micro_batch == 1);
+    if (!interesting)
+      continue;
+    CAPTURE(c.layout_label());
+    CAPTURE(c.techniques_label());
+    const MemoryCheck check = check_memory(request, c);
+    REQUIRE(check.valid);
+    CHECK(check.peak_bytes == doctest::Approx(full_peak(request, c)).epsilon(1e-12));
+    ++compared;
+  }
+  CHECK(compared >= 10);
+}
+
+TEST_CASE("each layout keeps the first variant that fits, and the chain says why the others did not") {
+  PlanRequest request = tiny_request({8}, 64);
+  const auto candidates = enumerate_candidates(request);
+  // A capacity between the layouts' needs: some variants overflow, later ones fit.
+  std::vector<MemoryCheck> full;
+  for (const Candidate& c : candidates)
+    full.push_back(check_memory(request, c));
+  double smallest = full.front().peak_bytes, largest = 0;
+  for (const MemoryCheck& check : full) {
+    smallest = std::min(smallest, check.peak_bytes);
+    largest = std::max(largest, check.peak_bytes);
+  }
+  request.gpu_capacity = (smallest + largest) / 2;
+  const auto checks = check_candidates(request, candidates);
+  const auto choices = choose_per_layout(candidates, checks);
+  REQUIRE(!choices.empty());
+  bool some_chain = false;
+  for (const LayoutChoice& choice : choices) {
+    CHECK(choice.memory.fits);
+    CHECK(choice.memory.peak_bytes <= request.gpu_capacity);
+    for (const auto& [candidate, check] : choice.tried)
+      CHECK((!check.valid || !check.fits));
+    const std::string chain = decision_chain(choice, request.gpu_capacity);
+    CHECK(chain.find(choice.chosen.techniques_label() + " fits") != std::string::npos);
+    if (!choice.tried.empty()) {
+      some_chain = true;
+      CHECK(chain.find("overflows rank") != std::string::npos);
+    }
+  }
+  CHECK(some_chain);
+  // Skipped variants come only after one that fits.
+  for (std::size_t i = 0; i < checks.size(); ++i)
+    if (checks[i].reason.rfind("skipped", 0) == 0)
+      CHECK(i > 0);
+
+  request.gpu_capacity = smallest / 2;
+  const auto none = check_candidates(request, candidates);
+  CHECK(choose_per_layout(candidates, none).empty());
+  CHECK(nothing_fits(candidates, none, request.gpu_capacity).rfind("nothing fits: the closest", 0) == 0);
+}
