@@ -20,6 +20,7 @@
 #include "common/units.hpp"
 #include "config/scenario.hpp"
 #include "plan/planner.hpp"
+#include "report/sweep_views.hpp"
 #include "platform/platform_loader.hpp"
 
 namespace po = boost::program_options;
@@ -255,9 +256,15 @@ int plan_command(const std::vector<std::string>& arguments) {
     if (rows[i].status != "ok")
       std::cout << "  not simulated: " << choices[i].chosen.layout_label() << " (" << rows[i].status << ": "
                 << rows[i].reason << ")\n";
+  std::vector<SweepRow> simulated_rows(rows.begin(), rows.end());
+  for (std::size_t i = 0; i < simulated_rows.size(); ++i)
+    simulated_rows[i].settings = choices[i].chosen.settings(request);
+  write_file_atomically(out_dir / "sweep.svg", sweep_svg(simulated_rows));
+  write_file_atomically(out_dir / "sweep.html", sweep_html("plan for " + request.model.name, simulated_rows));
   write_file_atomically(out_dir / "plan.csv", csv);
   write_file_atomically(out_dir / "plan.json", plan.dump(2) + "\n");
-  std::cout << "  outputs          " << (out_dir / "plan.csv").string() << ", " << (out_dir / "plan.json").string() << '\n';
+  std::cout << "  outputs          " << (out_dir / "plan.csv").string() << ", " << (out_dir / "plan.json").string() << ", "
+            << (out_dir / "sweep.svg").string() << ", " << (out_dir / "sweep.html").string() << '\n';
   return 0;
 }
 

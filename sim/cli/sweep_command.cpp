@@ -19,6 +19,8 @@
 #include "cli/options.hpp"
 #include "cli/workers.hpp"
 #include "common/error.hpp"
+#include "common/files.hpp"
+#include "report/sweep_views.hpp"
 #include "common/text.hpp"
 #include "sweep/sweep.hpp"
 
@@ -323,6 +325,10 @@ int sweep_command(const std::vector<std::string>& arguments) {
   jsonl_out.close();
   // Complete: the same rows, sorted, so that a sweep's files do not depend on finishing order.
   write_rows(csv, jsonl, rows);
+  std::sort(rows.begin(), rows.end(), [](const SweepRow& a, const SweepRow& b) { return a.index < b.index; });
+  fs::path svg = csv, html = csv;
+  write_file_atomically(svg.replace_extension(".svg"), sweep_svg(rows));
+  write_file_atomically(html.replace_extension(".html"), sweep_html("sweep of " + scenario, rows));
   std::size_t ok = 0, invalid = 0, failed = 0, fit = 0;
   for (const SweepRow& row : rows) {
     ok += row.status == "ok";
@@ -331,7 +337,8 @@ int sweep_command(const std::vector<std::string>& arguments) {
     fit += row.status == "ok" && row.fits;
   }
   std::cout << "trainsim: " << rows.size() << " configurations: " << ok << " simulated (" << fit << " fit), " << invalid
-            << " invalid, " << failed << " failed; results in " << csv.string() << " and " << jsonl.string() << '\n';
+            << " invalid, " << failed << " failed; results in " << csv.string() << " and " << jsonl.string() << ", plots in "
+            << svg.string() << " and " << html.string() << '\n';
   return 0;
 }
 

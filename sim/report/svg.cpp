@@ -80,6 +80,13 @@ void Svg::text(double x, double y, const std::string& content, const std::string
            xml_escape(content) + "</text>\n";
 }
 
+void Svg::circle(double x, double y, double radius, const std::string& fill, const std::string& extra,
+                 const std::string& title) {
+  body_ += "<circle cx=\"" + number(x) + "\" cy=\"" + number(y) + "\" r=\"" + number(radius) + "\" fill=\"" + fill +
+           "\"" + (extra.empty() ? "" : " " + extra);
+  body_ += title.empty() ? "/>\n" : "><title>" + xml_escape(title) + "</title></circle>\n";
+}
+
 void Svg::open_group(const std::string& attributes, const std::string& title) {
   body_ += "<g" + (attributes.empty() ? "" : " " + attributes) + ">\n";
   if (!title.empty())

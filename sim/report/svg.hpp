@@ -31,6 +31,9 @@ public:
   // A closed shape through the points (x0, y0, x1, y1, ...).
   void polygon(const std::vector<double>& points, const std::string& fill, const std::string& extra = "");
   void text(double x, double y, const std::string& text, const std::string& extra = "");
+  // A circle; `title` (when given) is its tooltip.
+  void circle(double x, double y, double radius, const std::string& fill, const std::string& extra = "",
+              const std::string& title = "");
   // A tooltip for the shape written just before it is not part of SVG 1.1 shapes; `open_group`
   // with a <title> gives one to a group of shapes.
   void open_group(const std::string& attributes, const std::string& title = "");

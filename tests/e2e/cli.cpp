@@ -5,6 +5,9 @@
 #include <sstream>
 #include <sys/wait.h>
 
+#include <boost/property_tree/xml_parser.hpp>
+#include <doctest/doctest.h>
+
 namespace fs = std::filesystem;
 
 namespace trainsim::test {
@@ -57,6 +60,37 @@ CliResult run_trainsim(const std::string& name, const std::string& arguments) {
   result.out = read_file(result.dir / "stdout.txt");
   result.err = read_file(result.dir / "stderr.txt");
   return result;
+}
+
+namespace {
+
+void collect(const boost::property_tree::ptree& tree, const std::string& name,
+             std::vector<const boost::property_tree::ptree*>& found) {
+  for (const auto& [key, child] : tree) {
+    if (key == name)
+      found.push_back(&child);
+    collect(child, name, found);
+  }
+}
+
+} // namespace
+
+boost::property_tree::ptree xml_tree(const std::filesystem::path& file) {
+  boost::property_tree::ptree tree;
+  std::istringstream in(read_file(file));
+  REQUIRE_NOTHROW(boost::property_tree::read_xml(in, tree));
+  return tree;
+}
+
+std::vector<const boost::property_tree::ptree*> xml_elements(const boost::property_tree::ptree& tree,
+                                                             const std::string& name) {
+  std::vector<const boost::property_tree::ptree*> found;
+  collect(tree, name, found);
+  return found;
+}
+
+std::string xml_attribute(const boost::property_tree::ptree& element, const std::string& name) {
+  return element.get<std::string>("<xmlattr>." + name, "");
 }
 
 } // namespace trainsim::test

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <boost/property_tree/ptree.hpp>
 #include <nlohmann/json.hpp>
 
 namespace trainsim::test {
@@ -25,6 +26,12 @@ nlohmann::json read_json(const std::filesystem::path& file);
 // One rank's rows of a memory.csv: time_s then the bytes per category, in file order.
 // `header` receives the first line.
 std::vector<std::vector<double>> memory_rows(const std::filesystem::path& file, int rank, std::string* header = nullptr);
+// An XML (SVG, XHTML) file read by Boost.PropertyTree's parser; the test fails if it does not parse.
+boost::property_tree::ptree xml_tree(const std::filesystem::path& file);
+// Every element named `name` under `tree`, depth first.
+std::vector<const boost::property_tree::ptree*> xml_elements(const boost::property_tree::ptree& tree,
+                                                             const std::string& name);
+std::string xml_attribute(const boost::property_tree::ptree& element, const std::string& name);
 // A project file: scenarios/default.ini, tests/fixtures/..., platforms/...
 std::string project_file(const std::string& relative);
 

@@ -9,9 +9,6 @@
 #include <set>
 #include <sstream>
 
-#include <boost/property_tree/ptree.hpp>
-#include <boost/property_tree/xml_parser.hpp>
-
 #include "cli.hpp"
 
 using namespace trainsim::test;
@@ -24,33 +21,7 @@ namespace {
 const std::string pipeline = project_file("tests/fixtures/pipeline.ini");
 const std::string tiny = project_file("tests/fixtures/tiny-ddp.ini");
 
-pt::ptree parse_xml(const fs::path& file) {
-  pt::ptree tree;
-  std::istringstream in(read_file(file));
-  REQUIRE_NOTHROW(pt::read_xml(in, tree));
-  return tree;
-}
-
-// Every element named `name` under `tree`, depth first.
-void collect(const pt::ptree& tree, const std::string& name, std::vector<const pt::ptree*>& found) {
-  for (const auto& [key, child] : tree) {
-    if (key == name)
-      found.push_back(&child);
-    collect(child, name, found);
-  }
-}
-
-std::vector<const pt::ptree*> elements(const pt::ptree& tree, const std::string& name) {
-  std::vector<const pt::ptree*> found;
-  collect(tree, name, found);
-  return found;
-}
-
-std::string attribute(const pt::ptree& element, const std::string& name) {
-  return element.get<std::string>("<xmlattr>." + name, "");
-}
-
-bool has_class(const pt::ptree& element, const std::string& name) { return attribute(element, "class") == name; }
+bool has_class(const pt::ptree& element, const std::string& name) { return xml_attribute(element, "class") == name; }
 
 } // namespace
 
@@ -71,17 +42,17 @@ TEST_CASE("the SVG plots and the HTML report parse as XML; the report is self-co
   REQUIRE_MESSAGE(result.status == 0, result.err);
   for (const char* file : {"memory.svg", "pipeline.svg", "breakdown.svg"}) {
     CAPTURE(file);
-    const pt::ptree svg = parse_xml(result.dir / "out" / file);
+    const pt::ptree svg = xml_tree(result.dir / "out" / file);
     CHECK(svg.count("svg") == 1);
-    CHECK(attribute(svg.get_child("svg"), "xmlns") == "http://www.w3.org/2000/svg");
+    CHECK(xml_attribute(svg.get_child("svg"), "xmlns") == "http://www.w3.org/2000/svg");
   }
-  const pt::ptree html = parse_xml(result.dir / "out/report.html");
+  const pt::ptree html = xml_tree(result.dir / "out/report.html");
   REQUIRE(html.count("html") == 1);
-  CHECK(elements(html, "svg").size() == 3);
+  CHECK(xml_elements(html, "svg").size() == 3);
   // Nothing to fetch: no scripts, no external links, no images by address.
-  CHECK(elements(html, "script").empty());
-  CHECK(elements(html, "link").empty());
-  CHECK(elements(html, "img").empty());
+  CHECK(xml_elements(html, "script").empty());
+  CHECK(xml_elements(html, "link").empty());
+  CHECK(xml_elements(html, "img").empty());
   const std::string text = read_file(result.dir / "out/report.html");
   CHECK(text.find("http://www.w3.org") != std::string::npos);  // namespaces only
   CHECK(text.find("https://") == std::string::npos);
@@ -139,25 +110,25 @@ TEST_CASE("the memory plot reaches each rank's peak and ends at the step time") 
   const CliResult result = run_trainsim("report_memory", "run " + pipeline + " --out out");
   REQUIRE_MESSAGE(result.status == 0, result.err);
   const json summary = read_json(result.dir / "out/summary.json");
-  const pt::ptree svg = parse_xml(result.dir / "out/memory.svg");
+  const pt::ptree svg = xml_tree(result.dir / "out/memory.svg");
   int panels = 0;
-  for (const pt::ptree* group : elements(svg, "g")) {
+  for (const pt::ptree* group : xml_elements(svg, "g")) {
     if (!has_class(*group, "panel"))
       continue;
     ++panels;
-    const int rank = std::stoi(attribute(*group, "data-rank"));
+    const int rank = std::stoi(xml_attribute(*group, "data-rank"));
     CAPTURE(rank);
-    const double peak = std::stod(attribute(*group, "data-peak-bytes"));
+    const double peak = std::stod(xml_attribute(*group, "data-peak-bytes"));
     CHECK(peak == summary["memory"]["ranks"][rank]["peak_bytes"].get<double>());
-    CHECK(std::stod(attribute(*group, "data-end-s")) == summary["step_time_s"].get<double>());
-    const double y_max = std::stod(attribute(*group, "data-y-max"));
-    const double top = std::stod(attribute(*group, "data-plot-top"));
-    const double bottom = std::stod(attribute(*group, "data-plot-bottom"));
+    CHECK(std::stod(xml_attribute(*group, "data-end-s")) == summary["step_time_s"].get<double>());
+    const double y_max = std::stod(xml_attribute(*group, "data-y-max"));
+    const double top = std::stod(xml_attribute(*group, "data-plot-top"));
+    const double bottom = std::stod(xml_attribute(*group, "data-plot-bottom"));
     REQUIRE(peak <= y_max);
     // The stacked bands' highest point is the peak: the smallest pixel y of any band outline.
     double highest = bottom;
-    for (const pt::ptree* polygon : elements(*group, "polygon")) {
-      std::istringstream points(attribute(*polygon, "points"));
+    for (const pt::ptree* polygon : xml_elements(*group, "polygon")) {
+      std::istringstream points(xml_attribute(*polygon, "points"));
       std::string pair;
       while (points >> pair)
         highest = std::min(highest, std::stod(pair.substr(pair.find(',') + 1)));
@@ -170,11 +141,11 @@ TEST_CASE("the memory plot reaches each rank's peak and ends at the step time") 
 TEST_CASE("the pipeline chart has one row per rank shown, and --trace-ranks chooses them") {
   const CliResult result = run_trainsim("report_rows", "run " + pipeline + " --out out --trace-ranks 1,3");
   REQUIRE_MESSAGE(result.status == 0, result.err);
-  const pt::ptree svg = parse_xml(result.dir / "out/pipeline.svg");
+  const pt::ptree svg = xml_tree(result.dir / "out/pipeline.svg");
   std::vector<int> rows;
-  for (const pt::ptree* group : elements(svg, "g"))
+  for (const pt::ptree* group : xml_elements(svg, "g"))
     if (has_class(*group, "row"))
-      rows.push_back(std::stoi(attribute(*group, "data-rank")));
+      rows.push_back(std::stoi(xml_attribute(*group, "data-rank")));
   CHECK(rows == std::vector<int>{1, 3});
   const json trace = read_json(result.dir / "out/trace.json");
   std::set<int> processes;
@@ -192,15 +163,15 @@ TEST_CASE("the breakdown bar adds up to the step time") {
   const CliResult result = run_trainsim("report_breakdown", "run " + pipeline + " --out out");
   REQUIRE_MESSAGE(result.status == 0, result.err);
   const json summary = read_json(result.dir / "out/summary.json");
-  const pt::ptree svg = parse_xml(result.dir / "out/breakdown.svg");
+  const pt::ptree svg = xml_tree(result.dir / "out/breakdown.svg");
   double parts = 0, total = -1;
-  for (const pt::ptree* group : elements(svg, "g")) {
+  for (const pt::ptree* group : xml_elements(svg, "g")) {
     if (!has_class(*group, "time-bar"))
       continue;
-    total = std::stod(attribute(*group, "data-total"));
-    for (const pt::ptree* rect : elements(*group, "rect"))
-      if (!attribute(*rect, "data-value").empty())
-        parts += std::stod(attribute(*rect, "data-value"));
+    total = std::stod(xml_attribute(*group, "data-total"));
+    for (const pt::ptree* rect : xml_elements(*group, "rect"))
+      if (!xml_attribute(*rect, "data-value").empty())
+        parts += std::stod(xml_attribute(*rect, "data-value"));
   }
   CHECK(total == summary["step_time_s"].get<double>());
   CHECK(parts == doctest::Approx(total).epsilon(1e-9));

@@ -55,6 +55,34 @@ TEST_CASE("a sweep runs the product, records invalid combinations with their rea
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 13);
   CHECK(csv.rfind("index,status,parallel.dp,memory.zero,training.global_batch,step_time_s", 0) == 0);
   CHECK(result.out.find("12 configurations: 8 simulated (8 fit), 4 invalid, 0 failed") != std::string::npos);
+
+  // sweep.svg: one point per simulated configuration; sweep.html: the plot and every row.
+  const auto svg = xml_tree(result.dir / "out/sweep.svg");
+  CHECK(xml_elements(svg, "circle").size() == 8);  // all fit: no crosses
+  const auto html = xml_tree(result.dir / "out/sweep.html");
+  CHECK(xml_elements(html, "svg").size() == 1);
+  CHECK(xml_elements(html, "tr").size() == 1 + 12);
+  CHECK(xml_elements(html, "script").size() == 1);  // the inline sorter; nothing fetched
+  CHECK(read_file(result.dir / "out/sweep.html").find("src=") == std::string::npos);
+}
+
+TEST_CASE("configurations that do not fit are marked in sweep.svg") {
+  // Llama 3.2 1B at micro-batch 16 overflows 80 GB without recompute; with full recompute it fits.
+  const CliResult result =
+      run_trainsim("sweep_fit", "sweep " + project_file("scenarios/default.ini") +
+                                    " --vary memory.recompute=none,full --vary training.micro_batch=16 "
+                                    "--set training.global_batch=256 -o out/fit.csv");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const auto rows = rows_of(result.dir / "out/fit.jsonl");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["fits"] == false);
+  CHECK(rows[1]["fits"] == true);
+  const auto svg = xml_tree(result.dir / "out/fit.svg");
+  int crosses = 0;
+  for (const auto* group : xml_elements(svg, "g"))
+    crosses += xml_attribute(*group, "class") == "infeasible";
+  CHECK(crosses == 1);
+  CHECK(xml_elements(svg, "circle").size() == 1);
 }
 
 TEST_CASE("shards cover the sweep once and merge into the same files as one sweep") {
