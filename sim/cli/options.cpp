@@ -72,9 +72,9 @@ po::options_description cluster_options(std::map<std::string, std::string>& valu
       {"fabric", "nvswitch | nvlink-pairs | mesh | pcie (default: the GPU's usual)"},
       {"nics-per-node", "NICs per node (default: one per GPU on NVSwitch)"},
       {"nic-speed", "NIC speed, e.g. 400Gbps (default: the GPU generation's usual)"},
-      {"topology", "single-switch | fat-tree (default single-switch)"},
+      {"topology", "single-switch | fat-tree | rail-optimized (default single-switch)"},
       {"nodes-per-leaf", "fat tree: nodes per leaf switch"},
-      {"oversubscription", "fat tree: leaf downlink / uplink bandwidth (default 1)"},
+      {"oversubscription", "fat tree, rail-optimized: switch downlink / uplink bandwidth (default 1)"},
       {"pcie-gen", "PCIe generation 3 to 6 (default: the GPU's usual)"},
       {"nvme-per-node", "NVMe drives per node (default 0)"}};
   po::options_description description("Cluster (the platform.* scenario keys)");

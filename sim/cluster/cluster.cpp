@@ -50,108 +50,203 @@ std::pair<double, double> nvme_bandwidth(int generation) {
   return {12.0 * giga, 9.0 * giga};
 }
 
-void write_node(XmlWriter& xml, const ClusterSpec& c, int node) {
-  const std::string n = "node" + std::to_string(node);
-  const auto gpu_name = [&](int g) { return n + "-gpu" + std::to_string(g); };
-  const int switches = (c.gpus_per_node + c.gpus_per_pcie_switch - 1) / c.gpus_per_pcie_switch;
-  const auto switch_of = [&](int g) { return g / c.gpus_per_pcie_switch; };
-  const auto nic_of = [&](int g) { return g * c.nics_per_node / c.gpus_per_node; };
-  const double pcie = pcie_x16_bandwidth(c.pcie_gen);
-  const GpuSpec& gpu = c.gpu;
+// The names and link paths of one node, shared by both zone structures.
+class NodeLayout {
+public:
+  NodeLayout(const ClusterSpec& c, int node) : c_(c), n_("node" + std::to_string(node)) {}
 
-  xml.line(2, "<zone id=\"" + n + "\" routing=\"Full\">");
-  for (int g = 0; g < c.gpus_per_node; ++g) {
-    xml.line(3, "<host id=\"" + gpu_name(g) + "\" speed=\"" + flops(gpu.peak_bf16) + "\">");
-    xml.line(4, "<prop id=\"gpu\" value=\"" + gpu.model + "\"/>");
-    xml.line(4, "<prop id=\"hbm_capacity\" value=\"" + format_double(gpu.hbm_capacity) + "B\"/>");
-    xml.line(4, "<prop id=\"hbm_bandwidth\" value=\"" + rate(gpu.hbm_bandwidth) + "\"/>");
-    xml.line(4, "<prop id=\"peak_fp32\" value=\"" + flops(gpu.peak_fp32) + "\"/>");
-    xml.line(4, "<prop id=\"peak_tf32\" value=\"" + flops(gpu.peak_tf32) + "\"/>");
-    xml.line(4, "<prop id=\"peak_fp16\" value=\"" + flops(gpu.peak_fp16) + "\"/>");
-    xml.line(4, "<prop id=\"peak_bf16\" value=\"" + flops(gpu.peak_bf16) + "\"/>");
-    if (gpu.peak_fp8 > 0)
-      xml.line(4, "<prop id=\"peak_fp8\" value=\"" + flops(gpu.peak_fp8) + "\"/>");
-    xml.line(3, "</host>");
+  const std::string& name() const { return n_; }
+  std::string gpu(int g) const { return n_ + "-gpu" + std::to_string(g); }
+  std::string cpu() const { return n_ + "-cpu"; }
+  std::string pcie(int g) const { return n_ + "-pcie" + std::to_string(g); }
+  std::string uplink(int s) const { return n_ + "-pcie-up" + std::to_string(s); }
+  std::string nic(int k) const { return n_ + "-nic" + std::to_string(k); }
+  int switch_of(int g) const { return g / c_.gpus_per_pcie_switch; }
+  int nic_of(int g) const { return g * c_.nics_per_node / c_.gpus_per_node; }
+  int switches() const { return (c_.gpus_per_node + c_.gpus_per_pcie_switch - 1) / c_.gpus_per_pcie_switch; }
+
+  // `with_node`: the GPU sits in a zone of its own, so it names its node.
+  void write_gpu_host(XmlWriter& xml, int depth, int g, bool with_node) const {
+    const GpuSpec& spec = c_.gpu;
+    xml.line(depth, "<host id=\"" + gpu(g) + "\" speed=\"" + flops(spec.peak_bf16) + "\">");
+    xml.line(depth + 1, "<prop id=\"gpu\" value=\"" + spec.model + "\"/>");
+    if (with_node)
+      xml.line(depth + 1, "<prop id=\"node\" value=\"" + n_ + "\"/>");
+    xml.line(depth + 1, "<prop id=\"hbm_capacity\" value=\"" + format_double(spec.hbm_capacity) + "B\"/>");
+    xml.line(depth + 1, "<prop id=\"hbm_bandwidth\" value=\"" + rate(spec.hbm_bandwidth) + "\"/>");
+    xml.line(depth + 1, "<prop id=\"peak_fp32\" value=\"" + flops(spec.peak_fp32) + "\"/>");
+    xml.line(depth + 1, "<prop id=\"peak_tf32\" value=\"" + flops(spec.peak_tf32) + "\"/>");
+    xml.line(depth + 1, "<prop id=\"peak_fp16\" value=\"" + flops(spec.peak_fp16) + "\"/>");
+    xml.line(depth + 1, "<prop id=\"peak_bf16\" value=\"" + flops(spec.peak_bf16) + "\"/>");
+    if (spec.peak_fp8 > 0)
+      xml.line(depth + 1, "<prop id=\"peak_fp8\" value=\"" + flops(spec.peak_fp8) + "\"/>");
+    xml.line(depth, "</host>");
   }
+
   // The host CPU: where offloaded optimizer work runs and where the NVMe drives hang.
-  xml.line(3, "<host id=\"" + n + "-cpu\" speed=\"2Tf\">");
-  xml.line(4, "<prop id=\"role\" value=\"cpu\"/>");
-  xml.line(4, "<prop id=\"dram_capacity\" value=\"2TiB\"/>");
-  xml.line(4, "<prop id=\"dram_bandwidth\" value=\"200GBps\"/>");
-  const auto [read, write] = nvme_bandwidth(c.pcie_gen);
-  for (int d = 0; d < c.nvme_per_node; ++d) {
-    xml.line(4, "<disk id=\"" + n + "-nvme" + std::to_string(d) + "\" read_bw=\"" + rate(read) + "\" write_bw=\"" +
-                    rate(write) + "\">");
-    xml.line(5, "<prop id=\"size\" value=\"3840GB\"/>");
-    xml.line(4, "</disk>");
+  void write_cpu_host(XmlWriter& xml, int depth) const {
+    xml.line(depth, "<host id=\"" + cpu() + "\" speed=\"2Tf\">");
+    xml.line(depth + 1, "<prop id=\"role\" value=\"cpu\"/>");
+    xml.line(depth + 1, "<prop id=\"node\" value=\"" + n_ + "\"/>");
+    xml.line(depth + 1, "<prop id=\"dram_capacity\" value=\"2TiB\"/>");
+    xml.line(depth + 1, "<prop id=\"dram_bandwidth\" value=\"200GBps\"/>");
+    const auto [read, write] = nvme_bandwidth(c_.pcie_gen);
+    for (int d = 0; d < c_.nvme_per_node; ++d) {
+      xml.line(depth + 1, "<disk id=\"" + n_ + "-nvme" + std::to_string(d) + "\" read_bw=\"" + rate(read) +
+                              "\" write_bw=\"" + rate(write) + "\">");
+      xml.line(depth + 2, "<prop id=\"size\" value=\"3840GB\"/>");
+      xml.line(depth + 1, "</disk>");
+    }
+    xml.line(depth, "</host>");
   }
-  xml.line(3, "</host>");
-  xml.line(3, "<router id=\"" + n + "-gw\"/>");
 
-  for (int g = 0; g < c.gpus_per_node; ++g)
-    xml.line(3, link(n + "-pcie" + std::to_string(g), pcie, "500ns", "SPLITDUPLEX"));
-  for (int s = 0; s < switches; ++s)
-    xml.line(3, link(n + "-pcie-up" + std::to_string(s), pcie, "500ns", "SPLITDUPLEX"));
-  for (int k = 0; k < c.nics_per_node; ++k)
-    xml.line(3, link(n + "-nic" + std::to_string(k), c.nic_speed, "1us", "SPLITDUPLEX"));
-  switch (c.fabric) {
-  case Fabric::nvswitch:
-    for (int g = 0; g < c.gpus_per_node; ++g)
-      xml.line(3, link(n + "-nvlink" + std::to_string(g), gpu.gpu_link, "1us", "SPLITDUPLEX"));
-    break;
-  case Fabric::nvlink_pairs:
-    for (int g = 0; g + 1 < c.gpus_per_node; g += 2)
-      xml.line(3, link(n + "-bridge" + std::to_string(g / 2), gpu.gpu_link, "1us", "SPLITDUPLEX"));
-    break;
-  case Fabric::mesh:
-    for (int a = 0; a < c.gpus_per_node; ++a)
-      for (int b = a + 1; b < c.gpus_per_node; ++b)
-        xml.line(3, link(n + "-mesh" + std::to_string(a) + "-" + std::to_string(b), gpu.gpu_link, "1us", "SPLITDUPLEX"));
-    break;
-  case Fabric::pcie: break;
+  std::string pcie_link(int g) const { return link(pcie(g), pcie_x16_bandwidth(c_.pcie_gen), "500ns", "SPLITDUPLEX"); }
+  std::string nic_link(int k) const { return link(nic(k), c_.nic_speed, "1us", "SPLITDUPLEX"); }
+
+  // Switch uplinks and the GPU-to-GPU fabric.
+  void write_shared_links(XmlWriter& xml, int depth) const {
+    for (int s = 0; s < switches(); ++s)
+      xml.line(depth, link(uplink(s), pcie_x16_bandwidth(c_.pcie_gen), "500ns", "SPLITDUPLEX"));
+    const double bandwidth = c_.gpu.gpu_link;
+    switch (c_.fabric) {
+    case Fabric::nvswitch:
+      for (int g = 0; g < c_.gpus_per_node; ++g)
+        xml.line(depth, link(n_ + "-nvlink" + std::to_string(g), bandwidth, "1us", "SPLITDUPLEX"));
+      break;
+    case Fabric::nvlink_pairs:
+      for (int g = 0; g + 1 < c_.gpus_per_node; g += 2)
+        xml.line(depth, link(n_ + "-bridge" + std::to_string(g / 2), bandwidth, "1us", "SPLITDUPLEX"));
+      break;
+    case Fabric::mesh:
+      for (int a = 0; a < c_.gpus_per_node; ++a)
+        for (int b = a + 1; b < c_.gpus_per_node; ++b)
+          xml.line(depth, link(mesh(a, b), bandwidth, "1us", "SPLITDUPLEX"));
+      break;
+    case Fabric::pcie: break;
+    }
   }
 
   // Between two GPUs of the node: over the fabric, or through PCIe (and the switches' uplinks
   // to the CPU's root complex when the GPUs sit behind different switches).
-  const auto over_pcie = [&](int a, int b) {
-    std::vector<std::string> links = {ctn(n + "-pcie" + std::to_string(a), "UP")};
+  std::vector<std::string> gpu_to_gpu(int a, int b) const {
+    switch (c_.fabric) {
+    case Fabric::nvswitch:
+      return {ctn(n_ + "-nvlink" + std::to_string(a), "UP"), ctn(n_ + "-nvlink" + std::to_string(b), "DOWN")};
+    case Fabric::nvlink_pairs:
+      if (a / 2 == b / 2)
+        return {ctn(n_ + "-bridge" + std::to_string(a / 2), "UP")};
+      break;
+    case Fabric::mesh: return {ctn(mesh(a, b), "UP")};
+    case Fabric::pcie: break;
+    }
+    std::vector<std::string> links = {ctn(pcie(a), "UP")};
     if (switch_of(a) != switch_of(b)) {
-      links.push_back(ctn(n + "-pcie-up" + std::to_string(switch_of(a)), "UP"));
-      links.push_back(ctn(n + "-pcie-up" + std::to_string(switch_of(b)), "DOWN"));
+      links.push_back(ctn(uplink(switch_of(a)), "UP"));
+      links.push_back(ctn(uplink(switch_of(b)), "DOWN"));
     }
-    links.push_back(ctn(n + "-pcie" + std::to_string(b), "DOWN"));
+    links.push_back(ctn(pcie(b), "DOWN"));
     return links;
-  };
-  for (int a = 0; a < c.gpus_per_node; ++a) {
-    for (int b = a + 1; b < c.gpus_per_node; ++b) {
-      std::vector<std::string> links;
-      switch (c.fabric) {
-      case Fabric::nvswitch:
-        links = {ctn(n + "-nvlink" + std::to_string(a), "UP"), ctn(n + "-nvlink" + std::to_string(b), "DOWN")};
-        break;
-      case Fabric::nvlink_pairs:
-        links = a / 2 == b / 2 && b == a + 1 ? std::vector<std::string>{ctn(n + "-bridge" + std::to_string(a / 2), "UP")}
-                                             : over_pcie(a, b);
-        break;
-      case Fabric::mesh:
-        links = {ctn(n + "-mesh" + std::to_string(a) + "-" + std::to_string(b), "UP")};
-        break;
-      case Fabric::pcie: links = over_pcie(a, b); break;
-      }
-      xml.line(3, route(gpu_name(a), gpu_name(b), links));
-    }
   }
   // Out of the node: GPUDirect RDMA through the GPU's PCIe switch to its NIC.
-  for (int g = 0; g < c.gpus_per_node; ++g)
-    xml.line(3, route(gpu_name(g), n + "-gw",
-                      {ctn(n + "-pcie" + std::to_string(g), "UP"), ctn(n + "-nic" + std::to_string(nic_of(g)), "UP")}));
+  std::vector<std::string> gpu_to_network(int g) const { return {ctn(pcie(g), "UP"), ctn(nic(nic_of(g)), "UP")}; }
   // To host memory: through the GPU's switch and its uplink to the CPU.
+  std::vector<std::string> gpu_to_cpu(int g) const { return {ctn(pcie(g), "UP"), ctn(uplink(switch_of(g)), "UP")}; }
+
+private:
+  std::string mesh(int a, int b) const { return n_ + "-mesh" + std::to_string(a) + "-" + std::to_string(b); }
+
+  const ClusterSpec& c_;
+  std::string n_;
+};
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string text;
+  for (const auto& part : parts)
+    text += part;
+  return text;
+}
+
+std::string zone_route(const std::string& from, const std::string& to, const std::string& gw_from,
+                       const std::string& gw_to, const std::vector<std::string>& links) {
+  return "<zoneRoute src=\"" + from + "\" dst=\"" + to + "\" gw_src=\"" + gw_from + "\" gw_dst=\"" + gw_to + "\">" +
+         joined(links) + "</zoneRoute>";
+}
+
+// A node as one zone: its GPUs, CPU, links and routes inside, a gateway to the network.
+void write_node(XmlWriter& xml, const ClusterSpec& c, int node) {
+  const NodeLayout n(c, node);
+  xml.line(2, "<zone id=\"" + n.name() + "\" routing=\"Full\">");
   for (int g = 0; g < c.gpus_per_node; ++g)
-    xml.line(3, route(gpu_name(g), n + "-cpu",
-                      {ctn(n + "-pcie" + std::to_string(g), "UP"),
-                       ctn(n + "-pcie-up" + std::to_string(switch_of(g)), "UP")}));
-  xml.line(3, route(n + "-cpu", n + "-gw", {ctn(n + "-pcie-up0", "DOWN"), ctn(n + "-nic0", "UP")}));
+    n.write_gpu_host(xml, 3, g, false);
+  n.write_cpu_host(xml, 3);
+  xml.line(3, "<router id=\"" + n.name() + "-gw\"/>");
+  for (int g = 0; g < c.gpus_per_node; ++g)
+    xml.line(3, n.pcie_link(g));
+  for (int k = 0; k < c.nics_per_node; ++k)
+    xml.line(3, n.nic_link(k));
+  n.write_shared_links(xml, 3);
+  for (int a = 0; a < c.gpus_per_node; ++a)
+    for (int b = a + 1; b < c.gpus_per_node; ++b)
+      xml.line(3, route(n.gpu(a), n.gpu(b), n.gpu_to_gpu(a, b)));
+  for (int g = 0; g < c.gpus_per_node; ++g)
+    xml.line(3, route(n.gpu(g), n.name() + "-gw", n.gpu_to_network(g)));
+  for (int g = 0; g < c.gpus_per_node; ++g)
+    xml.line(3, route(n.gpu(g), n.cpu(), n.gpu_to_cpu(g)));
+  xml.line(3, route(n.cpu(), n.name() + "-gw", {ctn(n.uplink(0), "DOWN"), ctn(n.nic(0), "UP")}));
   xml.line(2, "</zone>");
+}
+
+// Rail-optimised: each GPU is a zone of its own (with its PCIe link and NIC), so that traffic
+// between nodes is routed by rail: GPU k of every node reaches GPU k of the others through rail
+// switch k; other pairs climb from their rail switch to the spine and down another.
+void write_rail_optimized(XmlWriter& xml, const ClusterSpec& c) {
+  const auto gpu_zone = [](const NodeLayout& n, int g) { return n.gpu(g) + "-zone"; };
+  const auto nic_router = [](const NodeLayout& n, int g) { return n.gpu(g) + "-out"; };
+  std::vector<NodeLayout> nodes;
+  for (int node = 0; node < c.nodes; ++node)
+    nodes.emplace_back(c, node);
+  for (const NodeLayout& n : nodes) {
+    for (int g = 0; g < c.gpus_per_node; ++g) {
+      xml.line(2, "<zone id=\"" + gpu_zone(n, g) + "\" routing=\"Full\">");
+      n.write_gpu_host(xml, 3, g, true);
+      xml.line(3, "<router id=\"" + nic_router(n, g) + "\"/>");
+      xml.line(3, n.pcie_link(g));
+      xml.line(3, n.nic_link(g));
+      xml.line(3, route(n.gpu(g), nic_router(n, g), n.gpu_to_network(g)));
+      xml.line(2, "</zone>");
+    }
+    xml.line(2, "<zone id=\"" + n.cpu() + "-zone\" routing=\"Full\">");
+    n.write_cpu_host(xml, 3);
+    xml.line(2, "</zone>");
+  }
+  for (const NodeLayout& n : nodes)
+    n.write_shared_links(xml, 2);
+  const double rail_ports = c.nodes * c.nic_speed;
+  for (int r = 0; r < c.gpus_per_node; ++r) {
+    xml.line(2, link("rail" + std::to_string(r), rail_ports, "500ns", "FATPIPE"));
+    xml.line(2, link("rail" + std::to_string(r) + "-up", rail_ports / c.oversubscription, "500ns", "SPLITDUPLEX"));
+  }
+  xml.line(2, link("spine", rail_ports * c.gpus_per_node, "500ns", "FATPIPE"));
+  for (std::size_t a = 0; a < nodes.size(); ++a) {
+    const NodeLayout& n = nodes[a];
+    for (int g = 0; g < c.gpus_per_node; ++g) {
+      for (int h = g + 1; h < c.gpus_per_node; ++h)
+        xml.line(2, zone_route(gpu_zone(n, g), gpu_zone(n, h), n.gpu(g), n.gpu(h), n.gpu_to_gpu(g, h)));
+      xml.line(2, zone_route(gpu_zone(n, g), n.cpu() + "-zone", n.gpu(g), n.cpu(), n.gpu_to_cpu(g)));
+    }
+    for (std::size_t b = a + 1; b < nodes.size(); ++b) {
+      const NodeLayout& m = nodes[b];
+      for (int g = 0; g < c.gpus_per_node; ++g) {
+        for (int h = 0; h < c.gpus_per_node; ++h) {
+          const std::string rg = "rail" + std::to_string(g), rh = "rail" + std::to_string(h);
+          const std::vector<std::string> links =
+              g == h ? std::vector<std::string>{ctn(rg)}
+                     : std::vector<std::string>{ctn(rg), ctn(rg + "-up", "UP"), ctn("spine"), ctn(rh + "-up", "DOWN"), ctn(rh)};
+          xml.line(2, zone_route(gpu_zone(n, g), gpu_zone(m, h), nic_router(n, g), nic_router(m, h), links));
+        }
+      }
+    }
+  }
 }
 
 } // namespace
@@ -203,7 +298,14 @@ const char* to_string(Fabric fabric) {
   return "?";
 }
 
-const char* to_string(Topology topology) { return topology == Topology::single_switch ? "single-switch" : "fat-tree"; }
+const char* to_string(Topology topology) {
+  switch (topology) {
+  case Topology::single_switch: return "single-switch";
+  case Topology::fat_tree: return "fat-tree";
+  case Topology::rail_optimized: return "rail-optimized";
+  }
+  return "?";
+}
 
 double pcie_x16_bandwidth(int generation) {
   // 16 lanes: gen3 8 GT/s, each generation doubles; 128b/130b encoding.
@@ -228,6 +330,12 @@ std::string platform_xml(const ClusterSpec& c) {
                   " GPUs with uplinks to the CPU, NICs reached through the GPUs' switches. -->");
   xml.line(0, "<platform version=\"4.1\">");
   xml.line(1, "<zone id=\"cluster\" routing=\"Full\">");
+  if (c.topology == Topology::rail_optimized) {
+    write_rail_optimized(xml, c);
+    xml.line(1, "</zone>");
+    xml.line(0, "</platform>");
+    return xml.str();
+  }
   for (int node = 0; node < c.nodes; ++node)
     write_node(xml, c, node);
   const double node_bandwidth = c.nics_per_node * c.nic_speed;

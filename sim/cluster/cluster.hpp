@@ -28,7 +28,10 @@ const std::vector<GpuSpec>& gpu_catalog();
 const GpuSpec& find_gpu(const std::string& key, const std::string& where);
 
 enum class Fabric { nvswitch, nvlink_pairs, mesh, pcie };
-enum class Topology { single_switch, fat_tree };
+// single_switch: one non-blocking switch; fat_tree: leaf switches of nodes_per_leaf nodes with
+// oversubscribed uplinks to a spine; rail_optimized: one switch per rail (GPU k of every node),
+// rail switches joined by a spine through oversubscribed uplinks.
+enum class Topology { single_switch, fat_tree, rail_optimized };
 
 struct ClusterSpec {
   GpuSpec gpu;
@@ -39,7 +42,7 @@ struct ClusterSpec {
   double nic_speed = 25e9;          // bytes/s per direction
   Topology topology = Topology::single_switch;
   int nodes_per_leaf = 4;           // fat tree: nodes under one leaf switch
-  double oversubscription = 1;      // fat tree: leaf downlink / uplink bandwidth
+  double oversubscription = 1;      // fat tree, rail-optimised: switch downlink / uplink bandwidth
   int pcie_gen = 4;
   int gpus_per_pcie_switch = 2;     // GPUs (with their NICs and drives) behind one PCIe switch
   int nvme_per_node = 0;

@@ -38,9 +38,9 @@ const std::vector<OptionSpec>& option_specs() {
       {"platform.fabric", "auto", "described cluster: GPUs joined by nvswitch | nvlink-pairs | mesh | pcie (auto: the GPU's usual)"},
       {"platform.nics_per_node", "auto", "described cluster: NICs per node (auto: one per GPU, one per pair with nvlink-pairs, one with pcie)"},
       {"platform.nic_speed", "auto", "described cluster: NIC speed, e.g. 400Gbps (auto: the GPU generation's usual)"},
-      {"platform.topology", "single-switch", "described cluster: network between nodes: single-switch | fat-tree"},
+      {"platform.topology", "single-switch", "described cluster: network between nodes: single-switch | fat-tree | rail-optimized"},
       {"platform.nodes_per_leaf", "auto", "fat tree: nodes under one leaf switch (auto: 32 NIC ports' worth)"},
-      {"platform.oversubscription", "1", "fat tree: leaf downlink to uplink bandwidth ratio, >= 1"},
+      {"platform.oversubscription", "1", "fat tree, rail-optimized: switch downlink to uplink bandwidth ratio, >= 1"},
       {"platform.pcie_gen", "auto", "described cluster: PCIe generation 3 to 6 (auto: the GPU's usual)"},
       {"platform.nvme_per_node", "0", "described cluster: NVMe drives per node"},
       {"parallel.dp", "1", "data-parallel degree (number of model replicas)"},
@@ -257,7 +257,13 @@ ClusterSpec cluster_from(const ValueReader& values) {
   if (!(cluster.nic_speed > 0))
     values.fail("platform.nic_speed", "must be positive; accepted: a speed such as 400Gbps or 50GBps");
   cluster.topology = values.choice<Topology>("platform.topology", {{"single-switch", Topology::single_switch},
-                                                                  {"fat-tree", Topology::fat_tree}});
+                                                                  {"fat-tree", Topology::fat_tree},
+                                                                  {"rail-optimized", Topology::rail_optimized}});
+  if (cluster.topology == Topology::rail_optimized && cluster.nics_per_node != cluster.gpus_per_node)
+    values.fail("platform.topology", "rail-optimized needs one NIC per GPU (platform.nics_per_node = " +
+                                         std::to_string(cluster.gpus_per_node) + ")");
+  if (cluster.topology == Topology::rail_optimized && cluster.nodes * cluster.gpus_per_node > 512)
+    values.fail("platform.topology", "rail-optimized routes every pair of GPUs (one zone each); accepted: up to 512 GPUs");
   cluster.nodes_per_leaf = values.text("platform.nodes_per_leaf") == "auto"
                                ? std::max(1, 32 / cluster.nics_per_node)
                                : static_cast<int>(values.integer("platform.nodes_per_leaf", 1, 512));

@@ -84,7 +84,10 @@ std::vector<GpuInfo> SimulationContext::load_platform(const std::filesystem::pat
     const char* model = host->get_property("gpu");
     if (model == nullptr)
       continue;
-    GpuInfo gpu = gpu_from_properties(name, host->get_name(), host->get_englobing_zone()->get_name(),
+    // A GPU's node is its zone, unless a `node` property says otherwise (platforms that give each
+    // GPU its own zone to route it by rail).
+    const char* node = host->get_property("node");
+    GpuInfo gpu = gpu_from_properties(name, host->get_name(), node ? node : host->get_englobing_zone()->get_name(),
                                       host->get_speed(), [host](const char* key) { return host->get_property(key); });
     gpus.push_back(std::move(gpu));
   }

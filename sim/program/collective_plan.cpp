@@ -14,12 +14,18 @@ std::vector<std::vector<int>> build_rings(const std::vector<int>& node_of_member
       node_order.push_back(node_of_member[i]);
     local.push_back(i);
   }
+  // Ring c enters the first node at its c-th GPU and walks the node upwards, leaving from the
+  // GPU before c; the next node is entered at that same local GPU and walked downwards, so it is
+  // left from the c-th; and so on, alternating. A ring thus moves between nodes on one rail
+  // (local GPU k to local GPU k, NIC k to NIC k), as NCCL's rings do on rail-optimised networks,
+  // and every rail carries one ring each way.
   std::vector<std::vector<int>> rings(static_cast<std::size_t>(std::max(channels, 1)));
   for (std::size_t c = 0; c < rings.size(); ++c)
-    for (int node : node_order) {
-      const auto& local = members_of_node[node];
-      for (std::size_t k = 0; k < local.size(); ++k)
-        rings[c].push_back(local[(k + c) % local.size()]);
+    for (std::size_t position = 0; position < node_order.size(); ++position) {
+      const auto& local = members_of_node[node_order[position]];
+      const std::size_t size = local.size();
+      for (std::size_t k = 0; k < size; ++k)
+        rings[c].push_back(position % 2 == 0 ? local[(c + k) % size] : local[(c + 2 * size - 1 - k) % size]);
     }
   return rings;
 }

@@ -100,3 +100,29 @@ TEST_CASE("bad cluster descriptions get one line and status 2") {
   CHECK(both.status == 2);
   CHECK(both.err.find("needs platform.gpu instead of platform.file") != std::string::npos);
 }
+
+TEST_CASE("a rail-optimised network keeps each rail to itself and sends cross-rail traffic over the spine") {
+  // 2 nodes; rail switch uplinks at a quarter of the rail's ports: 2 x 25 GB/s / 4 = 12.5 GB/s.
+  const fs::path platform = generate("rails", "--gpu a100-80gb --nodes 2 --topology rail-optimized --oversubscription 4");
+  std::vector<std::pair<int, int>> same_rail, cross_rail;
+  for (int g = 0; g < 8; ++g) {
+    same_rail.emplace_back(g, 8 + g);               // GPU g to GPU g of the other node: rail switch g only
+    cross_rail.emplace_back(g, 8 + (g + 1) % 8);    // up rail g's uplink, over the spine, down rail g+1's
+  }
+  // Same rail: each GPU's 25 GB/s NIC, 25 GB in 1 s. Cross rail: each flow alone on its uplink
+  // direction at 12.5 GB/s: 2 s.
+  CHECK(replay_time("same_rail", transfers("same_rail", 16, same_rail, 25e9), platform) ==
+        doctest::Approx(1.0).epsilon(1e-4));
+  CHECK(replay_time("cross_rail", transfers("cross_rail", 16, cross_rail, 25e9), platform) ==
+        doctest::Approx(2.0).epsilon(1e-4));
+  // Rings cross between nodes on one rail, so the gradient all-reduce of the default scenario
+  // does not touch the oversubscribed spine: the same step as on one non-blocking switch.
+  const std::string scenario = project_file("scenarios/default.ini");
+  const CliResult railed = run_trainsim("rails_run", "run " + scenario + " --set platform.file=" + platform.string() +
+                                                         " --out out --no-report");
+  const CliResult flat = run_trainsim("rails_flat", "run " + scenario + " --out out --no-report");
+  REQUIRE_MESSAGE(railed.status == 0, railed.err);
+  REQUIRE_MESSAGE(flat.status == 0, flat.err);
+  CHECK(read_json(railed.dir / "out/summary.json")["step_time_s"].get<double>() ==
+        doctest::Approx(read_json(flat.dir / "out/summary.json")["step_time_s"].get<double>()).epsilon(1e-9));
+}

@@ -108,6 +108,19 @@ TEST_CASE("a fat tree adds leaf switches with oversubscribed uplinks and a spine
   CHECK(count(parse(xml), "zoneRoute") == 6);
 }
 
+TEST_CASE("rail-optimised: a zone per GPU, routed between nodes by rail") {
+  const ClusterSpec spec = cluster({{"gpu", "h100-sxm"}, {"nodes", "2"}, {"topology", "rail-optimized"}});
+  const pt::ptree xml = parse(platform_xml(spec));
+  CHECK(count(xml, "zone") == 1 + 2 * 8 + 2);   // the cluster, a zone per GPU, a CPU zone per node
+  CHECK(count(xml, "host") == 2 * (8 + 1));
+  // Inside a node: 28 GPU pairs and 8 GPU-to-CPU; between the nodes: 8 x 8 GPU pairs.
+  CHECK(count(xml, "zoneRoute") == 2 * (28 + 8) + 64);
+  // Links: per GPU PCIe and NIC; per node 4 switch uplinks and 8 NVLinks; 8 rails with uplinks, a spine.
+  CHECK(count(xml, "link") == 2 * (8 + 8 + 4 + 8) + 8 * 2 + 1);
+  CHECK(error_of({{"gpu", "h100-sxm"}, {"topology", "rail-optimized"}, {"nics_per_node", "4"}})
+            .find("rail-optimized needs one NIC per GPU") != std::string::npos);
+}
+
 TEST_CASE("described clusters are checked like every other input") {
   CHECK(error_of({{"gpu", "h100x"}}).find("--gpu: platform.gpu: unknown GPU 'h100x'; accepted: a100-40gb") != std::string::npos);
   CHECK(error_of({{"gpu", "rtx4090"}, {"fabric", "nvswitch"}}).find("has no GPU-to-GPU links") != std::string::npos);

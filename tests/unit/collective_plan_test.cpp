@@ -35,6 +35,26 @@ TEST_CASE("rings keep a node's members adjacent and enter each node at a differe
   CHECK(std::adjacent_find(exit_members.begin(), exit_members.end()) == exit_members.end());
 }
 
+TEST_CASE("rings cross between nodes on one rail: local GPU k to local GPU k") {
+  // Four nodes of eight: every crossing, the wrap-around included, joins GPUs of equal local index.
+  std::vector<int> node_of_member;
+  for (int i = 0; i < 32; ++i)
+    node_of_member.push_back(i / 8);
+  const auto rings = build_rings(node_of_member, 8);
+  std::vector<int> crossings_per_rail(8, 0);
+  for (const auto& ring : rings) {
+    for (std::size_t k = 0; k < ring.size(); ++k) {
+      const int from = ring[k], to = ring[(k + 1) % ring.size()];
+      if (node_of_member[from] == node_of_member[to])
+        continue;
+      CHECK(from % 8 == to % 8);
+      ++crossings_per_rail[from % 8];
+    }
+  }
+  // 8 rings x 4 crossings, spread evenly: 4 per rail.
+  CHECK(std::all_of(crossings_per_rail.begin(), crossings_per_rail.end(), [](int n) { return n == 4; }));
+}
+
 TEST_CASE("ring phases and bytes per rank follow the ring algorithms") {
   // Ring all-reduce: each rank sends 2(n-1)/n of the buffer (Patarasuk & Yuan 2009).
   CHECK(bytes_sent_per_rank(Collective::all_reduce, 1600, 16) == doctest::Approx(2 * 1600 * 15.0 / 16));
