@@ -55,6 +55,8 @@ public:
   }
 
   Program build() {
+    // Per micro-batch and layer: forward and backward kernels, collectives, allocs and frees.
+    expect(static_cast<std::size_t>(s_.grad_accum) * static_cast<std::size_t>(model_.layers + 2) * 16 + 64);
     allocate_model_states();
     plan_fetches();
     for (long long mb = 0; mb < s_.grad_accum; ++mb) {

@@ -50,6 +50,8 @@ public:
   Program build() {
     allocate_model_states();
     const auto steps = pipeline_schedule(s_.schedule, p_, v_, s_.grad_accum, coords_.pp);
+    // Per step: a chunk's layers with their collectives, allocs and frees, and the transfers.
+    expect(steps.size() * static_cast<std::size_t>(stage_layers_.front() + 2) * 12 + 64);
     std::vector<long long> backwards_left(static_cast<std::size_t>(v_), s_.grad_accum);
     // Receives are posted two steps ahead, so that a sender rarely waits for its receiver.
     std::vector<std::vector<OpId>> step_start(steps.size());

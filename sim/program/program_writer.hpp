@@ -27,6 +27,8 @@ public:
   OpId send(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
   OpId recv(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
 
+  // Room for about this many ops, so that building a long program does not move its ops around.
+  void expect(std::size_t ops) { program_.ops.reserve(ops); }
   Program take() { return std::move(program_); }
   std::size_t size() const { return program_.ops.size(); }
 
