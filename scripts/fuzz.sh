@@ -34,7 +34,7 @@ seeds() {
 }
 
 status=0
-for target in scenario model trace units gpu; do
+for target in scenario model trace units gpu results cluster; do
   corpus="$build/corpus/$target"
   artifacts="$build/artifacts/$target"
   mkdir -p "$corpus" "$artifacts"

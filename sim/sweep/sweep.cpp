@@ -170,7 +170,14 @@ std::vector<SweepRow> read_rows(const std::filesystem::path& jsonl) {
   std::ifstream in(jsonl);
   if (!in)
     throw InputError(jsonl.string() + ": cannot read the sweep results");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_rows(text.str(), jsonl.string());
+}
+
+std::vector<SweepRow> parse_rows(const std::string& text, const std::string& name) {
   std::vector<SweepRow> rows;
+  std::istringstream in(text);
   std::string line;
   int number = 0;
   while (std::getline(in, line)) {
@@ -180,9 +187,9 @@ std::vector<SweepRow> read_rows(const std::filesystem::path& jsonl) {
     try {
       rows.push_back(row_from_json(json::parse(line)));
     } catch (const json::exception& error) {
-      if (in.peek() == std::char_traits<char>::eof() && !in.bad())
+      if (in.peek() == std::char_traits<char>::eof() && text.back() != '\n')
         break;  // a row cut short when the sweep was killed
-      throw InputError(jsonl.string() + ":" + std::to_string(number) + ": not a sweep result row (" + error.what() + ")");
+      throw InputError(name + ":" + std::to_string(number) + ": not a sweep result row (" + error.what() + ")");
     }
   }
   return rows;

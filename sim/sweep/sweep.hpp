@@ -62,6 +62,8 @@ std::string csv_line(const SweepRow& row);
 // Rows of a JSON-lines file; a last line cut short by a kill is ignored. InputError for a
 // file that is not a sweep's.
 std::vector<SweepRow> read_rows(const std::filesystem::path& jsonl);
+// The same from the file's text; `name` names it in errors.
+std::vector<SweepRow> parse_rows(const std::string& text, const std::string& name);
 // Both files, rows sorted by index.
 void write_rows(const std::filesystem::path& csv, const std::filesystem::path& jsonl, std::vector<SweepRow> rows);
 // The JSON-lines file beside a CSV: sweep.csv -> sweep.jsonl.
