@@ -114,8 +114,10 @@ int plan_command(const std::vector<std::string>& arguments) {
       // Enough nodes for the largest count asked for.
       long long wanted = 0;
       const std::string upper = gpus_text.substr(gpus_text.find("..") == std::string::npos ? 0 : gpus_text.find("..") + 2);
-      if (gpus_text.empty() || !parse_integer(upper, wanted) || wanted < 1)
+      if (gpus_text.empty())
         throw InputError("trainsim plan: a described cluster needs --nodes or --gpus");
+      if (!parse_integer(upper, wanted) || wanted < 1)
+        throw InputError("--gpus " + gpus_text + ": expected N or N..M, e.g. --gpus 64..256");
       const ClusterSpec probe = parse_cluster(given);
       given["platform.nodes"] = {std::to_string((wanted + probe.gpus_per_node - 1) / probe.gpus_per_node),
                                  "--gpus " + gpus_text};
