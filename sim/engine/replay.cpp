@@ -26,6 +26,9 @@ namespace {
 // Timers closer than SimGrid's numerical accuracy fire at once.
 constexpr double timer_resolution = 1e-9;
 
+// Observer events a rank may hold back while it settles ops ahead of the clock.
+constexpr std::size_t max_events_ahead = 1 << 16;
+
 // Beyond this a replay would take hours on one core: refused up front.
 constexpr std::size_t max_simulated_ops = 500'000'000;
 
@@ -202,7 +205,9 @@ private:
       const OpId id = settling_.front();
       settling_.pop_front();
       const double ready = ready_at_[id];
-      if (!plan_.local[id]) {
+      // Far enough ahead of the clock, local ops wait like the others (started in the simulation
+      // at their ready time, with the same result), which bounds the events held back.
+      if (!plan_.local[id] || events_.size() >= max_events_ahead) {
         pending_.push({ready, sequence_++, id});
         continue;
       }
