@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "model/costs.hpp"
 #include "program/collective_plan.hpp"
 #include "program/program_graph.hpp"
@@ -78,7 +79,7 @@ ProgramPlan plan_program(const Program& program, const std::vector<bool>& analyt
   std::map<int, std::optional<Stream>> stream_of_group;
   std::set<int> shared_groups;
   for (const Op& op : program.ops) {
-    if (op.kind == OpKind::compute) {
+    if (op.kind == OpKind::compute && op.target.empty()) {
       if (compute_stream && *compute_stream != op.stream)
         kernels_serialised = false;
       compute_stream = op.stream;
@@ -94,7 +95,7 @@ ProgramPlan plan_program(const Program& program, const std::vector<bool>& analyt
     switch (op.kind) {
     case OpKind::alloc:
     case OpKind::free: plan.local[id] = true; break;
-    case OpKind::compute: plan.local[id] = kernels_serialised; break;
+    case OpKind::compute: plan.local[id] = kernels_serialised && op.target.empty(); break;
     case OpKind::collective:
       plan.local[id] = analytic_slot[op.group] && op.collective != Collective::all_to_all &&
                        !shared_groups.count(op.group);
@@ -285,6 +286,8 @@ private:
     tell(Told::started, id, sg4::Engine::get_clock());
     switch (op.kind) {
     case OpKind::compute: {
+      if (!op.target.empty())
+        return start_on_host(id, op);
       const double seconds = kernel_seconds(Work{op.flops, op.bytes}, gpu_, shared_.workload->step.precision,
                                             shared_.workload->step.efficiency);
       if (seconds <= 0)
@@ -300,9 +303,13 @@ private:
     case OpKind::recv:
       track(p2p_mailbox(peer(op), rank_, op.tag)->get_async<void>(&received_payload), id);
       return;
-    case OpKind::copy:
-      track(sg4::Comm::sendto_async(host_, sg4::Host::by_name(op.target), static_cast<uint64_t>(op.bytes)), id);
+    case OpKind::copy: {
+      sg4::Host* other = sg4::Host::by_name(op.target);
+      track(sg4::Comm::sendto_async(op.inbound ? other : host_, op.inbound ? host_ : other,
+                                    static_cast<uint64_t>(op.bytes)),
+            id);
       return;
+    }
     case OpKind::read:
     case OpKind::write: {
       sg4::Disk* disk = find_disk(op.target);
@@ -315,6 +322,19 @@ private:
     case OpKind::free:
       return finish(id);
     }
+  }
+
+  // Work on another host (the node's CPU): its speed and memory bandwidth bound it, and
+  // everything running there shares it.
+  void start_on_host(OpId id, const Op& op) {
+    sg4::Host* host = sg4::Host::by_name(op.target);
+    const char* bandwidth = host->get_property("dram_bandwidth");
+    const double memory_seconds = bandwidth && op.bytes > 0 ? op.bytes / parse_bandwidth(bandwidth) : 0.0;
+    const double seconds = std::max(op.flops / host->get_speed(), memory_seconds);
+    if (seconds <= 0)
+      return finish(id);
+    // Host::exec_async runs on the calling actor's host in SimGrid 3.32: place the execution explicitly.
+    track(sg4::this_actor::exec_init(seconds * host->get_speed())->set_host(host)->start(), id);
   }
 
   sg4::Disk* find_disk(const std::string& name) const {
@@ -513,13 +533,23 @@ void check_targets(const Workload& workload, const std::vector<sg4::Host*>& host
     auto [ops, fresh] = targeted.try_emplace(&program);
     if (fresh)
       for (const Op& op : program.ops)
-        if (op.kind == OpKind::copy || op.kind == OpKind::read || op.kind == OpKind::write)
+        if (op.kind == OpKind::copy || op.kind == OpKind::read || op.kind == OpKind::write ||
+            (op.kind == OpKind::compute && !op.target.empty()))
           ops->second.push_back(&op);
     for (const Op* target_op : ops->second) {
       const Op& op = *target_op;
-      if (op.kind == OpKind::copy && sg4::Host::by_name_or_null(op.target) == nullptr)
-        throw InputError("rank " + std::to_string(rank) + " op " + op.name + ": copy target host '" + op.target +
-                         "' is not in the platform");
+      if ((op.kind == OpKind::copy || op.kind == OpKind::compute) && sg4::Host::by_name_or_null(op.target) == nullptr)
+        throw InputError("rank " + std::to_string(rank) + " op " + op.name + ": " + to_string(op.kind) + " host '" +
+                         op.target + "' is not in the platform");
+      if (op.kind == OpKind::compute) {
+        const char* bandwidth = sg4::Host::by_name(op.target)->get_property("dram_bandwidth");
+        try {
+          if (bandwidth && !(parse_bandwidth(bandwidth) > 0))
+            throw UnitError("not positive");
+        } catch (const UnitError& error) {
+          throw InputError("host " + op.target + ": dram_bandwidth '" + bandwidth + "': " + error.what());
+        }
+      }
       if (op.kind == OpKind::read || op.kind == OpKind::write) {
         const auto disks = hosts[rank]->get_disks();
         if (std::none_of(disks.begin(), disks.end(), [&](const sg4::Disk* d) { return d->get_name() == op.target; }))

@@ -56,7 +56,8 @@ struct Op {
   int group = -1;            // collective: the group's slot in the rank's Binding (see Workload)
   int peer = -1;             // send/recv: the other rank's slot in the rank's Binding
   int tag = 0;               // send/recv: matches a send with its recv
-  std::string target;        // copy: destination host; read/write: disk name
+  std::string target;        // copy: the other host; read/write: disk name; compute: a host to run on instead of the GPU
+  bool inbound = false;      // copy: from `target` to this rank's GPU (host to device)
   MemCategory category = MemCategory::buffers;
   Device device = Device::gpu;
   std::string tensor;        // alloc/free: the name that pairs them

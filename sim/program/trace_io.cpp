@@ -41,6 +41,8 @@ void write_op(std::ostream& out, OpId id, const Op& op, const Workload& workload
     out << " flops=" << format_double(op.flops) << " bytes=" << format_double(op.bytes);
     if (op.phase != Phase::other)
       out << " phase=" << to_string(op.phase);
+    if (!op.target.empty())
+      out << " host=" << op.target;
     break;
   case OpKind::collective:
     out << " op=" << to_string(op.collective) << " group=" << workload.groups[workload.group_of(rank, op.group)].name << " bytes=" << format_double(op.bytes);
@@ -52,6 +54,8 @@ void write_op(std::ostream& out, OpId id, const Op& op, const Workload& workload
       out << " tag=" << op.tag;
     break;
   case OpKind::copy:
+    out << (op.inbound ? " source=" : " target=") << op.target << " bytes=" << format_double(op.bytes);
+    break;
   case OpKind::read:
   case OpKind::write:
     out << " target=" << op.target << " bytes=" << format_double(op.bytes);
@@ -178,6 +182,7 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
     op.bytes = fieldsOf.has("bytes") ? fieldsOf.number("bytes") : 0.0;
     op.phase = fieldsOf.choice<Phase>("phase", phase_from, "forward, backward, recompute, optimizer, other",
                                       Phase::other);
+    op.target = fieldsOf.optional_text("host");
     break;
   case OpKind::collective: {
     op.collective = fieldsOf.choice<Collective>("op", collective_from,
@@ -199,9 +204,15 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
     op.bytes = fieldsOf.number("bytes");
     break;
   case OpKind::copy:
+    if (fieldsOf.has("target") == fieldsOf.has("source"))
+      fieldsOf.fail("a copy needs target=HOST (from the GPU) or source=HOST (to the GPU), one of them");
+    op.inbound = fieldsOf.has("source");
+    op.target = fieldsOf.text(op.inbound ? "source" : "target", "a host name");
+    op.bytes = fieldsOf.number("bytes");
+    break;
   case OpKind::read:
   case OpKind::write:
-    op.target = fieldsOf.text("target", "a host name (copy) or a disk name (read, write)");
+    op.target = fieldsOf.text("target", "a disk name");
     op.bytes = fieldsOf.number("bytes");
     break;
   case OpKind::alloc:

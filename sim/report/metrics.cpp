@@ -88,9 +88,10 @@ std::string comm_kind(const Op& op, const Workload& workload, std::size_t rank) 
     const auto dash = stream.find("-comm");
     return dash == std::string::npos ? "p2p" : stream.substr(0, dash);
   }
-  case OpKind::copy: return "copy";
+  case OpKind::copy: return op.inbound ? "h2d" : "d2h";
   case OpKind::read:
   case OpKind::write: return "io";
+  case OpKind::compute: return op.target.empty() ? "" : "cpu";
   default: return "";
   }
 }
@@ -159,7 +160,7 @@ StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo
 void StepCollector::op_started(int rank, OpId id, double time) {
   const Op& op = workload_.program(rank).ops[id];
   RankState& state = ranks_[rank];
-  if (op.kind == OpKind::compute) {
+  if (op.kind == OpKind::compute && op.target.empty()) {
     state.compute.begin(time);
     if (op.phase == Phase::recompute)
       state.recompute.begin(time);
@@ -187,7 +188,7 @@ void StepCollector::op_finished(int rank, OpId id, double time) {
   const Op& op = workload_.program(rank).ops[id];
   RankState& state = ranks_[rank];
   state.finish = std::max(state.finish, time);
-  if (op.kind == OpKind::compute) {
+  if (op.kind == OpKind::compute && op.target.empty()) {
     state.compute.end(time);
     if (op.phase == Phase::recompute)
       state.recompute.end(time);

@@ -163,7 +163,7 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
       const Op& op = program.ops[span.op];
       if (op.kind == OpKind::alloc || op.kind == OpKind::free || op.kind == OpKind::recv || span.end <= span.start)
         continue;
-      if (op.kind == OpKind::compute) {
+      if (op.kind == OpKind::compute && op.target.empty()) {
         const OpLabels labels = labels_of(op.name);
         if (!kernels.empty() && kernels.back().phase == op.phase && kernels.back().micro_batch == labels.micro_batch &&
             kernels.back().chunk == labels.chunk && span.start - kernels.back().end < invisible_gap)

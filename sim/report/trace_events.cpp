@@ -27,7 +27,7 @@ std::string json_text(const std::string& text) {
 std::string micros(double seconds) { return format_double(seconds * 1e6); }
 
 std::string slice_category(const Op& op, const Workload& workload, int rank) {
-  if (op.kind == OpKind::compute)
+  if (op.kind == OpKind::compute && op.target.empty())
     return op.phase == Phase::other ? "compute" : to_string(op.phase);
   return comm_kind(op, workload, static_cast<std::size_t>(rank));
 }

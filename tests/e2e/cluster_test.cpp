@@ -13,11 +13,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A trace where `from[i]` sends `bytes` to `to[i]`, all at once; other ranks idle.
-fs::path transfers(const std::string& name, int ranks, const std::vector<std::pair<int, int>>& pairs, double bytes) {
+// A trace with one program text per rank (empty: the rank idles).
+fs::path programs_trace(const std::string& name, const std::vector<std::string>& programs) {
   const fs::path dir = fresh_dir(name + "_trace");
   std::ofstream meta(dir / "workload.txt");
-  meta << "format 1\nranks " << ranks << '\n';
+  meta << "format 1\nranks " << programs.size() << '\n';
+  for (std::size_t rank = 0; rank < programs.size(); ++rank) {
+    const std::string file = "p" + std::to_string(rank) + ".trace";
+    std::ofstream(dir / file) << programs[rank];
+    meta << "program " << file << ' ' << rank << '\n';
+  }
+  return dir;
+}
+
+// A trace where `from[i]` sends `bytes` to `to[i]`, all at once; other ranks idle.
+fs::path transfers(const std::string& name, int ranks, const std::vector<std::pair<int, int>>& pairs, double bytes) {
   std::vector<std::string> programs(static_cast<std::size_t>(ranks));
   for (const auto& [from, to] : pairs) {
     programs[from] += std::to_string(std::count(programs[from].begin(), programs[from].end(), '\n')) + " send peer=" +
@@ -25,12 +35,7 @@ fs::path transfers(const std::string& name, int ranks, const std::vector<std::pa
     programs[to] += std::to_string(std::count(programs[to].begin(), programs[to].end(), '\n')) + " recv peer=" +
                     std::to_string(from) + " bytes=" + std::to_string(bytes) + "\n";
   }
-  for (int rank = 0; rank < ranks; ++rank) {
-    const std::string file = "p" + std::to_string(rank) + ".trace";
-    std::ofstream(dir / file) << programs[rank];
-    meta << "program " << file << ' ' << rank << '\n';
-  }
-  return dir;
+  return programs_trace(name, programs);
 }
 
 double replay_time(const std::string& name, const fs::path& trace, const fs::path& platform) {
@@ -125,4 +130,51 @@ TEST_CASE("a rail-optimised network keeps each rail to itself and sends cross-ra
   REQUIRE_MESSAGE(flat.status == 0, flat.err);
   CHECK(read_json(railed.dir / "out/summary.json")["step_time_s"].get<double>() ==
         doctest::Approx(read_json(flat.dir / "out/summary.json")["step_time_s"].get<double>()).epsilon(1e-9));
+}
+
+namespace {
+
+json replay_summary(const std::string& name, const fs::path& trace, const fs::path& platform) {
+  const CliResult result =
+      run_trainsim(name, "replay " + trace.string() + " --platform " + platform.string() + " --out out --no-report");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  return read_json(result.dir / "out/summary.json");
+}
+
+} // namespace
+
+TEST_CASE("copies to and from host memory cross the GPU's PCIe link and its switch's uplink") {
+  // One DGX-A100-like node: PCIe gen4 x16 = 16 lanes x 16 GT/s x 128/130 / 8 = 31.5077 GB/s per
+  // direction; GPUs 0 and 1 share switch 0, GPU 2 sits behind switch 1.
+  const fs::path platform = generate("pcie", "--gpu a100-80gb");
+  const double pcie = 16 * 16e9 * 128 / 130 / 8;
+  const std::string down = "0 copy target=node0-cpu bytes=" + std::to_string(pcie) + "\n";
+  const std::string up = "0 copy source=node0-cpu bytes=" + std::to_string(pcie) + "\n";
+  // Alone: 1 s (plus two 0.5 us hops), in either direction, reported as d2h / h2d time.
+  const json alone = replay_summary("d2h", programs_trace("d2h", {down}), platform);
+  CHECK(alone["step_time_s"].get<double>() == doctest::Approx(1.0 + 1e-6).epsilon(1e-6));
+  CHECK(alone["time"]["comm"]["d2h"]["total_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-5));
+  const json inbound = replay_summary("h2d", programs_trace("h2d", {up}), platform);
+  CHECK(inbound["time"]["comm"]["h2d"]["total_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-5));
+  // Two GPUs behind one switch share its uplink: 2 s each. Behind two switches: 1 s each.
+  CHECK(replay_summary("shared", programs_trace("shared", {down, down}), platform)["step_time_s"].get<double>() ==
+        doctest::Approx(2.0).epsilon(1e-5));
+  CHECK(replay_summary("apart", programs_trace("apart", {down, "", down}), platform)["step_time_s"].get<double>() ==
+        doctest::Approx(1.0).epsilon(1e-5));
+}
+
+TEST_CASE("work on the CPU host is timed by its speed and memory bandwidth, shared by the node's GPUs") {
+  // The generated CPU host: 2 TFLOP/s, 200 GB/s of DRAM.
+  const fs::path platform = generate("cpu", "--gpu a100-80gb");
+  const std::string adam = "0 compute name=adam flops=2e12 bytes=0 phase=optimizer host=node0-cpu\n";
+  const json one = replay_summary("cpu_one", programs_trace("cpu_one", {adam}), platform);
+  CHECK(one["step_time_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(one["time"]["comm"]["cpu"]["total_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(one["time"]["compute_s"].get<double>() == 0);  // not GPU time
+  // Two ranks' steps at once share the CPU: 2 s; 400 GB of DRAM traffic alone: 2 s.
+  CHECK(replay_summary("cpu_two", programs_trace("cpu_two", {adam, adam}), platform)["step_time_s"].get<double>() ==
+        doctest::Approx(2.0).epsilon(1e-9));
+  const std::string streaming = "0 compute flops=0 bytes=400e9 host=node0-cpu\n";
+  CHECK(replay_summary("cpu_bytes", programs_trace("cpu_bytes", {streaming}), platform)["step_time_s"].get<double>() ==
+        doctest::Approx(2.0).epsilon(1e-9));
 }

@@ -141,3 +141,26 @@ TEST_CASE("trace errors name the file and line") {
   CHECK(error_of(dir).find("format 2 is not supported") != std::string::npos);
   CHECK(error_of(dir / "missing").find("cannot read") != std::string::npos);
 }
+
+TEST_CASE("copies go either way and compute may run on a host; both survive writing and reading") {
+  const fs::path dir = fresh_dir("offload_ops");
+  write(dir / "workload.txt", workload_txt);
+  write(dir / "p.trace", "0 copy target=cpu0 bytes=1e6\n1 copy source=cpu0 bytes=2e6\n"
+                         "2 compute name=adam flops=1e12 bytes=1e9 phase=optimizer host=cpu0\n");
+  const Workload workload = read_trace(dir);
+  const auto& ops = workload.program(0).ops;
+  REQUIRE(ops.size() == 3);
+  CHECK_FALSE(ops[0].inbound);
+  CHECK(ops[1].inbound);
+  CHECK(ops[1].target == "cpu0");
+  CHECK(ops[2].target == "cpu0");
+  const fs::path copy = fresh_dir("offload_ops_copy");
+  write_trace(workload, copy);
+  const auto& back = read_trace(copy).program(0).ops;
+  CHECK(back[1].inbound);
+  CHECK(back[2].target == "cpu0");
+
+  write(dir / "p.trace", "0 copy target=cpu0 source=cpu1 bytes=1e6\n");
+  CHECK(error_of(dir).find("a copy needs target=HOST (from the GPU) or source=HOST (to the GPU), one of them") !=
+        std::string::npos);
+}
