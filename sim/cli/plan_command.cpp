@@ -237,7 +237,7 @@ int plan_command(const std::vector<std::string>& arguments) {
            std::to_string(c.micro_batch) + "," + std::to_string(c.zero) + "," + c.recompute + "," +
            format_double(row.tokens_per_s) + "," + format_double(row.step_time_s) + "," + format_double(row.mfu) + "," +
            format_double(row.peak_bytes) + "," + format_double(row.capacity_bytes - row.peak_bytes) + "," +
-           format_double(to_train) + "," + format_double(gpu_hours) + ",\"" + row.bottleneck + "\"\n";
+           format_double(to_train) + "," + format_double(gpu_hours) + "," + csv_field(row.bottleneck) + "\n";
     plan.push_back({{"rank", place + 1}, {"gpus", c.gpus}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"vpp", c.vpp},
                     {"cp", c.cp}, {"micro_batch", c.micro_batch}, {"zero", c.zero}, {"recompute", c.recompute},
                     {"tokens_per_s", row.tokens_per_s}, {"step_time_s", row.step_time_s}, {"mfu", row.mfu},
@@ -258,11 +258,8 @@ int plan_command(const std::vector<std::string>& arguments) {
     if (rows[i].status != "ok")
       std::cout << "  not simulated: " << choices[i].chosen.layout_label() << " (" << rows[i].status << ": "
                 << rows[i].reason << ")\n";
-  std::vector<SweepRow> simulated_rows(rows.begin(), rows.end());
-  for (std::size_t i = 0; i < simulated_rows.size(); ++i)
-    simulated_rows[i].settings = choices[i].chosen.settings(request);
-  write_file_atomically(out_dir / "sweep.svg", sweep_svg(simulated_rows));
-  write_file_atomically(out_dir / "sweep.html", sweep_html("plan for " + request.model.name, simulated_rows));
+  write_file_atomically(out_dir / "sweep.svg", sweep_svg(rows));
+  write_file_atomically(out_dir / "sweep.html", sweep_html("plan for " + request.model.name, rows));
   write_file_atomically(out_dir / "plan.csv", csv);
   write_file_atomically(out_dir / "plan.json", plan.dump(2) + "\n");
   std::cout << "  outputs          " << (out_dir / "plan.csv").string() << ", " << (out_dir / "plan.json").string() << ", "

@@ -34,11 +34,15 @@ std::string ctn(const std::string& id, const std::string& direction = "") {
   return "<link_ctn id=\"" + id + "\"" + (direction.empty() ? "" : " direction=\"" + direction + "\"") + "/>";
 }
 
-std::string route(const std::string& from, const std::string& to, const std::vector<std::string>& links) {
-  std::string text = "<route src=\"" + from + "\" dst=\"" + to + "\">";
-  for (const auto& part : links)
+std::string joined(const std::vector<std::string>& parts) {
+  std::string text;
+  for (const auto& part : parts)
     text += part;
-  return text + "</route>";
+  return text;
+}
+
+std::string route(const std::string& from, const std::string& to, const std::vector<std::string>& links) {
+  return "<route src=\"" + from + "\" dst=\"" + to + "\">" + joined(links) + "</route>";
 }
 
 // NVMe drive per PCIe generation: sequential read and write, bytes/s (typical data-centre U.2 drives).
@@ -158,13 +162,6 @@ private:
   const ClusterSpec& c_;
   std::string n_;
 };
-
-std::string joined(const std::vector<std::string>& parts) {
-  std::string text;
-  for (const auto& part : parts)
-    text += part;
-  return text;
-}
 
 std::string zone_route(const std::string& from, const std::string& to, const std::string& gw_from,
                        const std::string& gw_to, const std::vector<std::string>& links) {

@@ -220,10 +220,14 @@ private:
     }
   }
 
+  double gpu_kernel_seconds(const Op& op) const {
+    return std::max(0.0, kernel_seconds(Work{op.flops, op.bytes}, gpu_, shared_.workload->step.precision,
+                                        shared_.workload->step.efficiency));
+  }
+
   double local_duration(const Op& op) const {
     if (op.kind == OpKind::compute)
-      return std::max(0.0, kernel_seconds(Work{op.flops, op.bytes}, gpu_, shared_.workload->step.precision,
-                                          shared_.workload->step.efficiency));
+      return gpu_kernel_seconds(op);
     if (op.kind == OpKind::collective)
       return analytic_seconds(op, 0);
     return 0.0;
@@ -288,8 +292,7 @@ private:
     case OpKind::compute: {
       if (!op.target.empty())
         return start_on_host(id, op);
-      const double seconds = kernel_seconds(Work{op.flops, op.bytes}, gpu_, shared_.workload->step.precision,
-                                            shared_.workload->step.efficiency);
+      const double seconds = gpu_kernel_seconds(op);
       if (seconds <= 0)
         return finish(id);
       track(host_->exec_async(seconds * host_->get_speed()), id);

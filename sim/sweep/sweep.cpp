@@ -20,7 +20,10 @@ std::string label_of(const Settings& settings) {
   return label;
 }
 
-// A CSV field: quoted when it holds a separator, a quote or a line break.
+constexpr std::size_t max_configurations = 1'000'000;
+
+} // namespace
+
 std::string csv_field(const std::string& text) {
   if (text.find_first_of(",\"\n") == std::string::npos)
     return text;
@@ -29,10 +32,6 @@ std::string csv_field(const std::string& text) {
     quoted += c == '"' ? std::string("\"\"") : std::string(1, c == '\n' ? ' ' : c);
   return quoted + "\"";
 }
-
-constexpr std::size_t max_configurations = 1'000'000;
-
-} // namespace
 
 Variation parse_variation(const std::string& text) {
   const auto equals = text.find('=');

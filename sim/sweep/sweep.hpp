@@ -56,6 +56,8 @@ SweepRow row_from_summary(const SweepConfig& config, const nlohmann::json& summa
 
 nlohmann::json to_json(const SweepRow& row);
 SweepRow row_from_json(const nlohmann::json& json);
+// A CSV field: quoted when it holds a separator, a quote or a line break.
+std::string csv_field(const std::string& text);
 std::string csv_header(const Settings& keys_of_first_row);
 std::string csv_line(const SweepRow& row);
 
