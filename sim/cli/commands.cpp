@@ -104,6 +104,7 @@ PreparedScenario prepare(const std::string& scenario_file, const CommonOptions& 
     }
     fs::remove(generated);
     prepared.scenario.platform_file = "generated cluster (" + describe(*scenario.cluster) + ")";
+    prepared.context->name_platform(prepared.scenario.platform_file);
   } else {
     prepared.platform_gpus = prepared.context->load_platform(scenario.platform_file);
   }
@@ -229,8 +230,9 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
   StepCollector collector(workload, gpus, timeline_ranks);
   SpanRecorder spans(workload, options.no_report ? std::vector<int>{} : shown);
   ObserverFanout observers({&collector, &spans});
-  replay(context, workload, gpus, settings, observers);
-  const StepMetrics metrics = collector.finish(run.training_tokens);
+  const ReplayOutcome outcome = replay(context, workload, gpus, settings, observers);
+  StepMetrics metrics = collector.finish(run.training_tokens);
+  metrics.resources = outcome.resources;
   // Files first: a run whose outputs cannot be written prints no summary that looks complete.
   write_run_outputs(out, summary_json(metrics, workload, gpus, run), memory_csv(metrics));
   std::string written = (out / "summary.json").string() + ", " + (out / "memory.csv").string();

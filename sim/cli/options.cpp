@@ -76,7 +76,11 @@ po::options_description cluster_options(std::map<std::string, std::string>& valu
       {"nodes-per-leaf", "fat tree: nodes per leaf switch"},
       {"oversubscription", "fat tree, rail-optimized: switch downlink / uplink bandwidth (default 1)"},
       {"pcie-gen", "PCIe generation 3 to 6 (default: the GPU's usual)"},
-      {"nvme-per-node", "NVMe drives per node (default 0)"}};
+      {"nvme-per-node", "NVMe drives per node (default 0)"},
+      {"gpus-per-pcie-switch", "GPUs behind one PCIe switch (default 2; 1: each on its own root port)"},
+      {"host-memory", "host DRAM per node (default 2TiB)"},
+      {"host-memory-bandwidth", "host DRAM bandwidth per node (default 200GBps)"},
+      {"cpu-speed", "FLOP/s of a node's CPUs (default 2Tf)"}};
   po::options_description description("Cluster (the platform.* scenario keys)");
   for (const auto& [name, help] : keys)
     description.add_options()(name.c_str(), po::value(&values[name]), help.c_str());

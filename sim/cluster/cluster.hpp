@@ -46,6 +46,9 @@ struct ClusterSpec {
   int pcie_gen = 4;
   int gpus_per_pcie_switch = 2;     // GPUs (with their NICs and drives) behind one PCIe switch
   int nvme_per_node = 0;
+  double host_memory = 2.0 * 1024 * 1024 * 1024 * 1024;  // bytes of DRAM per node
+  double host_memory_bandwidth = 200e9;                  // bytes/s
+  double cpu_speed = 2e12;                               // FLOP/s of the node's CPUs together
 };
 
 const char* to_string(Fabric fabric);

@@ -43,6 +43,10 @@ const std::vector<OptionSpec>& option_specs() {
       {"platform.oversubscription", "1", "fat tree, rail-optimized: switch downlink to uplink bandwidth ratio, >= 1"},
       {"platform.pcie_gen", "auto", "described cluster: PCIe generation 3 to 6 (auto: the GPU's usual)"},
       {"platform.nvme_per_node", "0", "described cluster: NVMe drives per node"},
+      {"platform.gpus_per_pcie_switch", "2", "described cluster: GPUs sharing one PCIe switch and its uplink to the CPU (1: each GPU on its own root port)"},
+      {"platform.host_memory", "2TiB", "described cluster: host DRAM per node (offloaded states live there)"},
+      {"platform.host_memory_bandwidth", "200GBps", "described cluster: host DRAM bandwidth per node (bounds CPU Adam)"},
+      {"platform.cpu_speed", "2Tf", "described cluster: FLOP/s of a node's CPUs for offloaded optimizer math"},
       {"parallel.dp", "1", "data-parallel degree (number of model replicas)"},
       {"parallel.tp", "1", "tensor-parallel degree (Megatron column/row-parallel layers)"},
       {"parallel.pp", "1", "pipeline stages"},
@@ -60,6 +64,11 @@ const std::vector<OptionSpec>& option_specs() {
       {"memory.grad_precision", "auto", "gradient precision: auto (fp32 for bf16 and fp8, else as precision) | same | fp32 | fp16 | bf16"},
       {"memory.fp32_grad_copy", "false", "the optimizer keeps an fp32 copy of 16-bit gradients, sharded with it (Megatron fp16): true | false"},
       {"memory.flash_attention", "true", "fused attention that keeps no s x s scores: true | false"},
+      {"memory.offload_optimizer", "none", "optimizer states and step: none (GPU) | cpu (ZeRO-Offload: CPU Adam in host DRAM) | nvme (ZeRO-Infinity: states on NVMe)"},
+      {"memory.offload_params", "none", "ZeRO-3 parameters: none (GPU shards) | cpu | nvme (streamed to the GPU layer by layer; needs offload_optimizer)"},
+      {"memory.offload_activations", "none", "activation checkpoints: none | cpu (copied out after forward, back before backward; needs checkpointing recompute)"},
+      {"memory.pinned_buffer_bytes", "1GiB", "per GPU: pinned host buffer that NVMe traffic is staged through, in chunks of half of it"},
+      {"memory.delayed_update", "false", "offload_optimizer: the CPU step and parameter upload overlap the next step's forward and backward (ZeRO-Offload DPU): true | false"},
       {"training.seq_len", "2048", "sequence length in tokens"},
       {"training.micro_batch", "1", "sequences per micro-batch per data-parallel rank"},
       {"training.global_batch", "auto", "sequences per optimizer step (auto: micro_batch x dp, no accumulation)"},
@@ -274,6 +283,16 @@ ClusterSpec cluster_from(const ValueReader& values) {
                          ? gpu.pcie_gen
                          : static_cast<int>(values.integer("platform.pcie_gen", 3, 6));
   cluster.nvme_per_node = static_cast<int>(values.integer("platform.nvme_per_node", 0, 32));
+  cluster.gpus_per_pcie_switch = static_cast<int>(values.integer("platform.gpus_per_pcie_switch", 1, 16));
+  cluster.host_memory = values.quantity("platform.host_memory", parse_bytes);
+  if (!(cluster.host_memory > 0))
+    values.fail("platform.host_memory", "must be positive; accepted: a size such as 1.5TiB");
+  cluster.host_memory_bandwidth = values.quantity("platform.host_memory_bandwidth", parse_bandwidth);
+  if (!(cluster.host_memory_bandwidth > 0))
+    values.fail("platform.host_memory_bandwidth", "must be positive; accepted: a bandwidth such as 200GBps");
+  cluster.cpu_speed = values.quantity("platform.cpu_speed", parse_flops);
+  if (!(cluster.cpu_speed > 0))
+    values.fail("platform.cpu_speed", "must be positive; accepted: a speed such as 2Tf");
   return cluster;
 }
 
@@ -291,6 +310,15 @@ std::string list_folder(const fs::path& folder, const std::string& extension) {
 }
 
 } // namespace
+
+const char* to_string(OffloadTier tier) {
+  switch (tier) {
+  case OffloadTier::none: return "none";
+  case OffloadTier::cpu: return "cpu";
+  case OffloadTier::nvme: return "nvme";
+  }
+  return "?";
+}
 
 const char* to_string(Precision precision) {
   switch (precision) {
@@ -511,6 +539,28 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   scenario.flash_attention = values.boolean("memory.flash_attention");
   scenario.fp32_grad_copy = values.boolean("memory.fp32_grad_copy") && scenario.grad_precision != Precision::fp32;
 
+  const std::vector<std::pair<std::string, OffloadTier>> tiers = {
+      {"none", OffloadTier::none}, {"cpu", OffloadTier::cpu}, {"nvme", OffloadTier::nvme}};
+  scenario.offload_optimizer = values.choice<OffloadTier>("memory.offload_optimizer", tiers);
+  scenario.offload_params = values.choice<OffloadTier>("memory.offload_params", tiers);
+  scenario.offload_activations =
+      values.choice<bool>("memory.offload_activations", {{"none", false}, {"cpu", true}});
+  scenario.pinned_buffer_bytes = values.quantity("memory.pinned_buffer_bytes", parse_bytes);
+  if (!(scenario.pinned_buffer_bytes >= 2))
+    values.fail("memory.pinned_buffer_bytes", "must be at least 2 bytes; accepted: a size such as 1GiB");
+  scenario.delayed_update = values.boolean("memory.delayed_update");
+  if (scenario.offload_params != OffloadTier::none && scenario.zero != 3)
+    values.fail("memory.offload_params", "streams ZeRO-3 parameter shards; it needs memory.zero = 3");
+  if (scenario.offload_params != OffloadTier::none && scenario.offload_optimizer == OffloadTier::none)
+    values.fail("memory.offload_params", "needs memory.offload_optimizer = cpu or nvme: the updated parameters are "
+                                         "produced where the optimizer runs");
+  if (scenario.delayed_update && scenario.offload_optimizer == OffloadTier::none)
+    values.fail("memory.delayed_update", "overlaps the CPU optimizer step; it needs memory.offload_optimizer = cpu or nvme");
+  if (scenario.offload_activations &&
+      (scenario.recompute == Recompute::none || scenario.recompute == Recompute::selective))
+    values.fail("memory.offload_activations", "offloads activation checkpoints; it needs memory.recompute = full, "
+                                              "every:N or optimal");
+
   scenario.seq_len = values.integer("training.seq_len", 1, 100'000'000);
   scenario.micro_batch = values.integer("training.micro_batch", 1, 1'000'000);
   const long long replica_batch = scenario.micro_batch * scenario.dp;  // cp, tp and pp ranks share a replica's batch
@@ -536,6 +586,10 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   if (scenario.zero >= 2 && scenario.pp > 1)
     values.fail("memory.zero", "ZeRO-2/3 shard gradients that pipeline parallelism accumulates across micro-batches; "
                                "with pp > 1 accepted: 0 or 1 (Megatron's distributed optimizer)");
+  const bool offloads = scenario.offload_optimizer != OffloadTier::none || scenario.offload_activations;
+  if (offloads && scenario.pp > 1)
+    values.fail(scenario.offload_activations ? "memory.offload_activations" : "memory.offload_optimizer",
+                "offload is simulated for data-parallel programs (with tp, sp and cp); accepted with parallel.pp = 1");
   if (scenario.grad_accum > 100'000)
     values.fail("training.global_batch", "gives more than 100000 accumulation steps per step");
   scenario.tokens = values.quantity("training.tokens", parse_count);

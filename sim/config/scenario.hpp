@@ -22,11 +22,14 @@ enum class Recompute { none, selective, full, every, optimal };
 // When gradients are reduced under accumulation: after the last micro-batch, or after each one.
 enum class GradSync { last, every };
 enum class Schedule { gpipe, one_f_one_b, interleaved };
+// Where offloaded model states live: on the GPU (none), in host DRAM, or on the node's NVMe drives.
+enum class OffloadTier { none, cpu, nvme };
 
 const char* to_string(Precision precision);
 const char* to_string(Recompute recompute);
 const char* to_string(GradSync sync);
 const char* to_string(Schedule schedule);
+const char* to_string(OffloadTier tier);
 // Bytes of a stored element: fp8 training keeps its weights and activations in 16-bit.
 double bytes_per_element(Precision precision);
 
@@ -67,6 +70,11 @@ struct Scenario {
   Precision grad_precision = Precision::fp32;
   bool fp32_grad_copy = false;        // the optimizer keeps an fp32 copy of 16-bit gradients (Megatron, DeepSpeed fp16)
   bool flash_attention = true;
+  OffloadTier offload_optimizer = OffloadTier::none;  // ZeRO-Offload (cpu) / ZeRO-Infinity (nvme)
+  OffloadTier offload_params = OffloadTier::none;     // ZeRO-3 parameter shards streamed in per use
+  bool offload_activations = false;   // activation checkpoints kept in host DRAM between forward and backward
+  double pinned_buffer_bytes = 1024.0 * 1024 * 1024;  // per GPU, staging NVMe traffic
+  bool delayed_update = false;        // the CPU step overlaps the next step (ZeRO-Offload's DPU)
 
   long long seq_len = 2048;
   long long micro_batch = 1;

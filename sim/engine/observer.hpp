@@ -2,9 +2,21 @@
 // What a replay tells the outside world: each op's start and finish on each rank,
 // in simulated-time order. Collectors (metrics, memory timelines, traces) implement
 // this; the replay loop knows nothing about what they do with it.
+#include <string>
+
 #include "program/program.hpp"
 
 namespace trainsim {
+
+// How busy one class of shared resource was: links by what they join (nvlink, pcie-gpu,
+// pcie-uplink, nic, network), the NVMe drives (nvme) and the nodes' CPUs (cpu).
+struct ResourceUse {
+  std::string kind;
+  int count = 0;            // resources of that class in the platform that were used
+  std::string busiest;      // the one that was busy longest
+  double busy_s = 0;        // its busy time: bytes / bandwidth (links, drives) or work at full speed (CPUs)
+  double bytes = 0;         // moved through all of them (links: summed over each link crossed)
+};
 
 class ReplayObserver {
 public:

@@ -47,6 +47,7 @@ struct GroupPlan {
   // edge (bytes / bandwidth + latency per step) instead of simulated as flows.
   bool analytic = false;
   double edge_bandwidth = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<const std::vector<int>*>> edge_route;  // [channel][member] -> links to the next member
 };
 
 // Per distinct program: its dependency graph and which ops the rank can time on its own.
@@ -60,7 +61,49 @@ struct ProgramPlan {
   std::vector<bool> local;
 };
 
+// Work handed to a drive or a CPU: busy time at full speed and bytes.
+struct Usage {
+  double busy_s = 0;
+  double bytes = 0;
+};
+
+// Bytes carried by every link, counted per flow along its route (routes are fixed).
+class LinkCounter {
+public:
+  explicit LinkCounter(std::vector<sg4::Link*> links) : links_(std::move(links)), bytes_(links_.size(), 0.0) {
+    for (std::size_t i = 0; i < links_.size(); ++i)
+      index_[links_[i]] = static_cast<int>(i);
+  }
+  // The links from one host to another, as indices; computed once per pair.
+  const std::vector<int>& route(const sg4::Host* from, const sg4::Host* to) {
+    auto [found, fresh] = routes_.try_emplace({from, to});
+    if (fresh) {
+      std::vector<sg4::Link*> links;
+      double latency = 0;
+      from->route_to(to, links, &latency);
+      for (const sg4::Link* link : links)
+        found->second.push_back(index_.at(link));
+    }
+    return found->second;
+  }
+  void carry(const std::vector<int>& route, double bytes) {
+    for (int link : route)
+      bytes_[link] += bytes;
+  }
+  const std::vector<sg4::Link*>& links() const { return links_; }
+  double bytes(std::size_t link) const { return bytes_[link]; }
+
+private:
+  std::vector<sg4::Link*> links_;
+  std::vector<double> bytes_;
+  std::unordered_map<const sg4::Link*, int> index_;
+  std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::vector<int>> routes_;
+};
+
 struct SharedState {
+  std::map<std::string, Usage> disks;   // by drive name
+  std::map<std::string, Usage> cpus;    // by host name
+  std::unique_ptr<LinkCounter> link_use;
   const Workload* workload = nullptr;
   std::vector<sg4::Host*> hosts;        // per rank
   const std::vector<GpuInfo>* gpus = nullptr;
@@ -106,6 +149,16 @@ ProgramPlan plan_program(const Program& program, const std::vector<bool>& analyt
   return plan;
 }
 
+// A disk of the GPU's host or of its node's CPU host, by name; nullptr if neither has it.
+sg4::Disk* find_disk_of(const std::string& name, const sg4::Host* gpu, const sg4::Host* cpu) {
+  for (const sg4::Host* host : {gpu, cpu})
+    if (host != nullptr)
+      for (sg4::Disk* disk : host->get_disks())
+        if (disk->get_name() == name)
+          return disk;
+  return nullptr;
+}
+
 sg4::Mailbox* p2p_mailbox(int from, int to, int tag) {
   return sg4::Mailbox::by_name("p2p/" + std::to_string(from) + "/" + std::to_string(to) + "/" + std::to_string(tag));
 }
@@ -120,7 +173,8 @@ public:
       : shared_(shared), rank_(rank), program_(shared.workload->program(rank)),
         plan_(shared.plans.at(&program_)), host_(shared.hosts[rank]), gpu_((*shared.gpus)[rank]),
         waiting_(plan_.graph.predecessors), ready_at_(program_.ops.size(), 0.0),
-        group_busy_(shared.groups.size(), false), group_queue_(shared.groups.size()) {}
+        group_busy_(shared.groups.size(), false), group_queue_(shared.groups.size()),
+        cpu_(gpu_.cpu_host.empty() ? nullptr : sg4::Host::by_name(gpu_.cpu_host)) {}
 
   void run() {
     for (OpId id = 0; id < program_.ops.size(); ++id)
@@ -228,9 +282,21 @@ private:
   double local_duration(const Op& op) const {
     if (op.kind == OpKind::compute)
       return gpu_kernel_seconds(op);
-    if (op.kind == OpKind::collective)
+    if (op.kind == OpKind::collective) {
+      count_analytic(op, 0);
       return analytic_seconds(op, 0);
+    }
     return 0.0;
+  }
+
+  // What an analytically timed collective's remaining phases carry over this rank's ring edge.
+  void count_analytic(const Op& op, int from_phase) const {
+    const GroupPlan& plan = shared_.groups[group(op)];
+    const int members = static_cast<int>(shared_.workload->groups[group(op)].ranks.size());
+    const RingPhases phases = ring_phases(op.collective, op.bytes, members);
+    if (members > 1)
+      shared_.link_use->carry(*plan.edge_route[0][plan.member_of_rank.at(rank_)],
+                              (phases.phases - from_phase) * phases.bytes_per_phase);
   }
 
   // A ring collective timed from its slowest edge: each remaining phase is one pass of
@@ -301,21 +367,26 @@ private:
     case OpKind::collective:
       return start_collective_phase(id, 0);
     case OpKind::send:
+      shared_.link_use->carry(shared_.link_use->route(host_, shared_.hosts[peer(op)]), op.bytes);
       track(p2p_mailbox(rank_, peer(op), op.tag)->put_async(&payload_token, static_cast<uint64_t>(op.bytes)), id);
       return;
     case OpKind::recv:
       track(p2p_mailbox(peer(op), rank_, op.tag)->get_async<void>(&received_payload), id);
       return;
     case OpKind::copy: {
-      sg4::Host* other = sg4::Host::by_name(op.target);
-      track(sg4::Comm::sendto_async(op.inbound ? other : host_, op.inbound ? host_ : other,
-                                    static_cast<uint64_t>(op.bytes)),
-            id);
+      sg4::Host* other = host_named(op.target);
+      sg4::Host* from = op.inbound ? other : host_;
+      sg4::Host* to = op.inbound ? host_ : other;
+      shared_.link_use->carry(shared_.link_use->route(from, to), op.bytes);
+      track(sg4::Comm::sendto_async(from, to, static_cast<uint64_t>(op.bytes)), id);
       return;
     }
     case OpKind::read:
     case OpKind::write: {
       sg4::Disk* disk = find_disk(op.target);
+      Usage& usage = shared_.disks[disk->get_name()];
+      usage.bytes += op.bytes;
+      usage.busy_s += op.bytes / (op.kind == OpKind::read ? disk->get_read_bandwidth() : disk->get_write_bandwidth());
       track(op.kind == OpKind::read ? disk->read_async(static_cast<sg_size_t>(op.bytes))
                                     : disk->write_async(static_cast<sg_size_t>(op.bytes)),
             id);
@@ -330,21 +401,24 @@ private:
   // Work on another host (the node's CPU): its speed and memory bandwidth bound it, and
   // everything running there shares it.
   void start_on_host(OpId id, const Op& op) {
-    sg4::Host* host = sg4::Host::by_name(op.target);
+    sg4::Host* host = host_named(op.target);
     const char* bandwidth = host->get_property("dram_bandwidth");
     const double memory_seconds = bandwidth && op.bytes > 0 ? op.bytes / parse_bandwidth(bandwidth) : 0.0;
     const double seconds = std::max(op.flops / host->get_speed(), memory_seconds);
     if (seconds <= 0)
       return finish(id);
+    Usage& usage = shared_.cpus[host->get_name()];
+    usage.busy_s += seconds;
+    usage.bytes += op.bytes;
     // Host::exec_async runs on the calling actor's host in SimGrid 3.32: place the execution explicitly.
     track(sg4::this_actor::exec_init(seconds * host->get_speed())->set_host(host)->start(), id);
   }
 
+  // A host or disk named by an op, where @cpu and @nvme are the rank's own (checked before the
+  // replay starts).
+  sg4::Host* host_named(const std::string& name) const { return name == node_cpu ? cpu_ : sg4::Host::by_name(name); }
   sg4::Disk* find_disk(const std::string& name) const {
-    for (sg4::Disk* disk : host_->get_disks())
-      if (disk->get_name() == name)
-        return disk;
-    return nullptr;  // checked before the replay starts
+    return find_disk_of(name == node_nvme ? gpu_.nvme_disk : name, host_, cpu_);
   }
 
   void start_collective_phase(OpId id, int phase) {
@@ -362,15 +436,18 @@ private:
       const double now = sg4::Engine::get_clock();
       state.first_transfer = std::min(state.first_transfer, now);
       state.phase = phases.phases - 1;
+      count_analytic(op, phase);
       timers_.push({now + analytic_seconds(op, phase), sequence_++, id});
       return;
     }
     const int me = plan.member_of_rank.at(rank_);
     if (op.collective == Collective::all_to_all) {
       const auto share = static_cast<uint64_t>(op.bytes / members);
+      const std::vector<int>& ranks = shared_.workload->groups[group(op)].ranks;
       for (int other = 0; other < members; ++other) {
         if (other == me)
           continue;
+        shared_.link_use->carry(shared_.link_use->route(host_, shared_.hosts[ranks[other]]), static_cast<double>(share));
         track(all_to_all_mailbox(group(op), me, other)->put_async(&payload_token, share), id);
         track(all_to_all_mailbox(group(op), other, me)->get_async<void>(&received_payload), id);
         state.outstanding += 2;
@@ -386,6 +463,7 @@ private:
       // sends on, nor does member 0 receive.
       if (!broadcast || next != 0) {
         track(plan.inbox[c][next]->put_async(&payload_token, flow), id);
+        shared_.link_use->carry(*plan.edge_route[c][me], static_cast<double>(flow));
         ++state.outstanding;
       }
       if (!broadcast || me != 0) {
@@ -488,12 +566,13 @@ private:
   std::unordered_map<OpId, CollectiveState> collectives_;
   std::vector<bool> group_busy_;
   std::vector<std::deque<OpId>> group_queue_;
+  sg4::Host* cpu_;                       // the node's CPU host, or nullptr
   std::size_t finished_ = 0;
   double last_finish_ = 0;
 };
 
 GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4::Host*>& hosts,
-                     const std::vector<GpuInfo>& gpus, int channels, bool fast) {
+                     const std::vector<GpuInfo>& gpus, int channels, bool fast, LinkCounter& link_use) {
   GroupPlan plan;
   std::map<std::string, int> node_ids;
   std::vector<int> node_of_member;
@@ -508,6 +587,7 @@ GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4:
   const std::size_t members = group.ranks.size();
   plan.next.assign(rings.size(), std::vector<int>(members));
   plan.inbox.assign(rings.size(), std::vector<sg4::Mailbox*>(members));
+  plan.edge_route.assign(rings.size(), std::vector<const std::vector<int>*>(members, nullptr));
   std::map<std::pair<int, int>, double> latency_of_edge;
   for (std::size_t c = 0; c < rings.size(); ++c) {
     for (std::size_t k = 0; k < members; ++k) {
@@ -515,6 +595,8 @@ GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4:
       plan.next[c][from] = to;
       plan.inbox[c][k] = sg4::Mailbox::by_name("ring/" + std::to_string(group_index) + "/" + std::to_string(c) + "/" +
                                                std::to_string(k));  // indexed by member, one sender each
+      if (members > 1)
+        plan.edge_route[c][from] = &link_use.route(hosts[group.ranks[from]], hosts[group.ranks[to]]);
       if (members > 1 && !latency_of_edge.count({from, to})) {
         std::vector<sg4::Link*> links;
         double latency = 0;
@@ -529,8 +611,10 @@ GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4:
   return plan;
 }
 
-void check_targets(const Workload& workload, const std::vector<sg4::Host*>& hosts) {
-  std::map<const Program*, std::vector<const Op*>> targeted;  // copies, reads and writes
+// Hosts and disks named by copies, host work, reads and writes exist for every rank that runs
+// them: InputError naming the rank, the op and what the platform lacks.
+void check_targets(const Workload& workload, const std::vector<sg4::Host*>& hosts, const std::vector<GpuInfo>& gpus) {
+  std::map<const Program*, std::vector<const Op*>> targeted;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     const Program& program = workload.program(rank);
     auto [ops, fresh] = targeted.try_emplace(&program);
@@ -539,28 +623,70 @@ void check_targets(const Workload& workload, const std::vector<sg4::Host*>& host
         if (op.kind == OpKind::copy || op.kind == OpKind::read || op.kind == OpKind::write ||
             (op.kind == OpKind::compute && !op.target.empty()))
           ops->second.push_back(&op);
+    const GpuInfo& gpu = gpus[rank];
+    const std::string where = "rank " + std::to_string(rank) + " (" + gpu.host + ", node " + gpu.node + ")";
     for (const Op* target_op : ops->second) {
       const Op& op = *target_op;
-      if ((op.kind == OpKind::copy || op.kind == OpKind::compute) && sg4::Host::by_name_or_null(op.target) == nullptr)
-        throw InputError("rank " + std::to_string(rank) + " op " + op.name + ": " + to_string(op.kind) + " host '" +
-                         op.target + "' is not in the platform");
+      const bool on_host = op.kind == OpKind::copy || op.kind == OpKind::compute;
+      if (on_host && op.target == node_cpu && gpu.cpu_host.empty())
+        throw InputError(where + " op " + op.name + " needs its node's CPU host and the platform has none: a <host> "
+                         "with <prop id=\"role\" value=\"cpu\"/> in the node's zone or with <prop id=\"node\" value=\"" +
+                         gpu.node + "\"/> (described clusters have one)");
+      const std::string host_name = op.target == node_cpu ? gpu.cpu_host : op.target;
+      if (on_host && sg4::Host::by_name_or_null(host_name) == nullptr)
+        throw InputError(where + " op " + op.name + ": " + to_string(op.kind) + " host '" + op.target +
+                         "' is not in the platform");
       if (op.kind == OpKind::compute) {
-        const char* bandwidth = sg4::Host::by_name(op.target)->get_property("dram_bandwidth");
+        const char* bandwidth = sg4::Host::by_name(host_name)->get_property("dram_bandwidth");
         try {
           if (bandwidth && !(parse_bandwidth(bandwidth) > 0))
             throw UnitError("not positive");
         } catch (const UnitError& error) {
-          throw InputError("host " + op.target + ": dram_bandwidth '" + bandwidth + "': " + error.what());
+          throw InputError("host " + host_name + ": dram_bandwidth '" + bandwidth + "': " + error.what());
         }
       }
-      if (op.kind == OpKind::read || op.kind == OpKind::write) {
-        const auto disks = hosts[rank]->get_disks();
-        if (std::none_of(disks.begin(), disks.end(), [&](const sg4::Disk* d) { return d->get_name() == op.target; }))
-          throw InputError("rank " + std::to_string(rank) + " op " + op.name + ": host " + hosts[rank]->get_name() +
-                           " has no disk '" + op.target + "'");
-      }
+      if (op.kind != OpKind::read && op.kind != OpKind::write)
+        continue;
+      if (op.target == node_nvme && gpu.nvme_disk.empty())
+        throw InputError(where + " op " + op.name + " needs an NVMe drive on its node's CPU host and the platform has "
+                         "none (a <disk> in that host; described clusters: platform.nvme_per_node >= 1)");
+      const sg4::Host* cpu = gpu.cpu_host.empty() ? nullptr : sg4::Host::by_name(gpu.cpu_host);
+      if (find_disk_of(op.target == node_nvme ? gpu.nvme_disk : op.target, hosts[rank], cpu) == nullptr)
+        throw InputError(where + " op " + op.name + ": neither " + hosts[rank]->get_name() +
+                         " nor its node's CPU host has a disk '" + op.target + "'");
     }
   }
+}
+
+// Busy time per class of links, drives and CPUs: the bytes each link carried over its
+// bandwidth, and the work the ranks handed to drives and CPUs.
+std::vector<ResourceUse> resource_use(const SharedState& shared) {
+  std::map<std::string, ResourceUse> by_kind;
+  const auto add = [&](const std::string& kind, const std::string& name, double busy_s, double bytes) {
+    if (!(bytes > 0) && !(busy_s > 0))
+      return;
+    ResourceUse& use = by_kind[kind];
+    use.kind = kind;
+    ++use.count;
+    use.bytes += bytes;
+    if (busy_s > use.busy_s) {
+      use.busy_s = busy_s;
+      use.busiest = name;
+    }
+  };
+  const LinkCounter& counter = *shared.link_use;
+  for (std::size_t i = 0; i < counter.links().size(); ++i) {
+    const sg4::Link* link = counter.links()[i];
+    add(link_class(link->get_name()), link->get_name(), counter.bytes(i) / link->get_bandwidth(), counter.bytes(i));
+  }
+  for (const auto& [name, usage] : shared.disks)
+    add("nvme", name, usage.busy_s, usage.bytes);
+  for (const auto& [name, usage] : shared.cpus)
+    add("cpu", name, usage.busy_s, usage.bytes);
+  std::vector<ResourceUse> uses;
+  for (auto& [kind, use] : by_kind)
+    uses.push_back(std::move(use));
+  return uses;
 }
 
 } // namespace
@@ -585,10 +711,15 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   shared.ops_done.assign(workload.ranks(), 0);
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
     shared.hosts.push_back(sg4::Host::by_name(gpus[rank].host));
-  check_targets(workload, shared.hosts);
+  try {
+    check_targets(workload, shared.hosts, gpus);
+  } catch (const InputError& error) {
+    throw InputError(context.platform_file().string() + ": " + error.what());
+  }
+  shared.link_use = std::make_unique<LinkCounter>(sg4::Engine::get_instance()->get_all_links());
   for (std::size_t g = 0; g < workload.groups.size(); ++g)
     shared.groups.push_back(plan_group(workload.groups[g], static_cast<int>(g), shared.hosts, gpus, settings.channels,
-                                       settings.fast_intra_node_collectives));
+                                       settings.fast_intra_node_collectives, *shared.link_use));
   std::map<const Program*, std::vector<bool>> analytic_slots;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     const Program& program = workload.program(rank);
@@ -631,6 +762,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
     outcome.end_time = std::max(outcome.end_time, shared.rank_finish[rank]);
   }
   spdlog::info("simulated {:.6f} s in {:.3f} s of wall time", outcome.end_time, wall_seconds);
+  outcome.resources = resource_use(shared);
   return outcome;
 }
 

@@ -5,6 +5,7 @@
 // send/recv become point-to-point flows, copies flows to another host, reads and
 // writes disk I/O. Observers hear when each op starts and finishes; the engine
 // writes nothing itself.
+#include <string>
 #include <vector>
 
 #include "engine/observer.hpp"
@@ -24,7 +25,9 @@ struct ReplaySettings {
 struct ReplayOutcome {
   double end_time = 0;
   std::vector<double> rank_finish;  // when each rank's last op finished
+  std::vector<ResourceUse> resources;  // classes that carried anything, by kind
 };
+
 
 // `gpus` are the platform's GPUs in rank order (rank r runs on gpus[r]).
 // Throws InputError when the workload does not fit the platform or deadlocks.

@@ -20,12 +20,22 @@ struct GpuInfo {
   double peak_fp16 = 0;
   double peak_bf16 = 0;
   double peak_fp8 = 0;           // 0: the GPU has no fp8 tensor cores
+  // The node's CPU host (a host with role=cpu on the same node), where offloaded work runs and
+  // offloaded states live; empty when the platform has none.
+  std::string cpu_host;
+  std::string nvme_disk;         // the node's NVMe drive serving this GPU (drives dealt out in turn); empty: none
+  double host_memory_capacity = 0;  // bytes of the node's DRAM (shared by its GPUs); 0: unknown
+  double nvme_capacity = 0;      // bytes of the node's NVMe drives together; 0: unknown
 };
 
 // Reads a GPU from its host's properties (`property` returns nullptr for a missing one).
 // Throws InputError naming the file, the host and the property.
 GpuInfo gpu_from_properties(const std::string& file, const std::string& host, const std::string& node, double speed,
                             const std::function<const char*(const char*)>& property);
+
+// The class of a link by its name, for utilisation reports: nvlink (names holding nvlink,
+// nvswitch, bridge or mesh), pcie-uplink (pcie-up), pcie-gpu (other pcie), nic, else network.
+std::string link_class(const std::string& link_name);
 
 // The dense peak a matmul in this precision reaches on this GPU.
 inline double matmul_peak(const GpuInfo& gpu, Precision precision, bool allow_tf32) {

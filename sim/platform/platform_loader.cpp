@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <simgrid/s4u.hpp>
 #include <spdlog/spdlog.h>
@@ -28,6 +29,54 @@ const std::vector<std::string>& default_network_config() {
                                                     "network/TCP-gamma:0"};
   return settings;
 }
+
+namespace {
+
+// A size or bandwidth property of a host or disk; InputError naming it when malformed.
+double quantity_property(const std::string& file, const std::string& owner, const char* key, const char* value,
+                         double (*parse)(std::string_view)) {
+  try {
+    const double quantity = parse(value);
+    if (!(quantity > 0))
+      throw UnitError("not positive");
+    return quantity;
+  } catch (const UnitError& error) {
+    throw InputError(file + ": " + owner + ": " + key + " '" + value + "': " + error.what());
+  }
+}
+
+// Each GPU's node CPU (role=cpu, same node), the NVMe drive that serves it and the node's DRAM
+// and NVMe capacities.
+void attach_node_hosts(const std::string& file, const std::vector<sg4::Host*>& hosts, std::vector<GpuInfo>& gpus) {
+  std::map<std::string, const sg4::Host*> cpu_of_node;
+  for (const sg4::Host* host : hosts) {
+    const char* role = host->get_property("role");
+    if (role == nullptr || std::string(role) != "cpu")
+      continue;
+    const char* node = host->get_property("node");
+    cpu_of_node.emplace(node ? node : host->get_englobing_zone()->get_name(), host);
+  }
+  std::map<std::string, int> seen_in_node;
+  for (GpuInfo& gpu : gpus) {
+    const int local = seen_in_node[gpu.node]++;
+    const auto found = cpu_of_node.find(gpu.node);
+    if (found == cpu_of_node.end())
+      continue;
+    const sg4::Host* cpu = found->second;
+    gpu.cpu_host = cpu->get_name();
+    if (const char* dram = cpu->get_property("dram_capacity"))
+      gpu.host_memory_capacity = quantity_property(file, "host " + cpu->get_name(), "dram_capacity", dram, parse_bytes);
+    const std::vector<sg4::Disk*> disks = cpu->get_disks();
+    if (disks.empty())
+      continue;
+    gpu.nvme_disk = disks[static_cast<std::size_t>(local) % disks.size()]->get_name();
+    for (const sg4::Disk* disk : disks)
+      if (const char* size = disk->get_property("size"))
+        gpu.nvme_capacity += quantity_property(file, "disk " + disk->get_name(), "size", size, parse_bytes);
+  }
+}
+
+} // namespace
 
 SimulationContext::SimulationContext(const SimulationOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->arguments.push_back("trainsim");
@@ -91,6 +140,7 @@ std::vector<GpuInfo> SimulationContext::load_platform(const std::filesystem::pat
                                       host->get_speed(), [host](const char* key) { return host->get_property(key); });
     gpus.push_back(std::move(gpu));
   }
+  attach_node_hosts(name, hosts, gpus);
   if (gpus.empty())
     throw InputError(name + ": no GPU hosts; a GPU is a <host> with a <prop id=\"gpu\" value=\"MODEL\"/> "
                             "and the properties hbm_capacity, hbm_bandwidth, peak_fp32, peak_tf32, peak_fp16, peak_bf16");

@@ -29,7 +29,9 @@ public:
 
   // Throws InputError naming the file, host and property.
   std::vector<GpuInfo> load_platform(const std::filesystem::path& file);
+  // How errors name the platform: the file loaded, or what it was generated from.
   const std::filesystem::path& platform_file() const { return platform_file_; }
+  void name_platform(const std::filesystem::path& name) { platform_file_ = name; }
 
 private:
   struct Impl;

@@ -40,7 +40,8 @@ public:
                      const ModelParallelGroups& parallel)
       : s_(scenario), model_(model), costs_(costs), plan_(plan), ops_(*this, costs, parallel),
         gradient_group_(gradient_group), ranks_(static_cast<double>(gradient_ranks)),
-        stage_(gradient_ranks > 1 ? scenario.zero : 0) {
+        // One rank has nothing to shard, except parameters streamed from offload per use.
+        stage_(gradient_ranks > 1 || scenario.offload_params != OffloadTier::none ? scenario.zero : 0) {
     const ParameterCounts counts = count_parameters(model);
     const double t = static_cast<double>(scenario.tp);
     groups_.push_back({"embedding", costs.embedding_parameters});
@@ -59,13 +60,17 @@ public:
     expect(static_cast<std::size_t>(s_.grad_accum) * static_cast<std::size_t>(model_.layers + 2) * 16 + 64);
     allocate_model_states();
     plan_fetches();
+    // A delayed update applies the previous step's gradients while this step runs.
+    if (s_.delayed_update)
+      optimizer_step();
     for (long long mb = 0; mb < s_.grad_accum; ++mb) {
       micro_batch_ = mb;
       sync_now_ = s_.grad_sync == GradSync::every || mb + 1 == s_.grad_accum;
       forward();
       backward();
     }
-    optimizer_step();
+    if (!s_.delayed_update)
+      optimizer_step();
     return take();
   }
 
@@ -76,6 +81,19 @@ private:
 
   double shard(double parameters) const { return std::ceil(parameters / ranks_); }
 
+  bool offloads_optimizer() const { return s_.offload_optimizer != OffloadTier::none; }
+  bool offloads_params() const { return s_.offload_params != OffloadTier::none; }
+  bool uses_nvme() const {
+    return s_.offload_optimizer == OffloadTier::nvme || s_.offload_params == OffloadTier::nvme;
+  }
+  double master_copy_bytes() const { return s_.precision == Precision::fp32 ? 0.0 : 4.0; }  // fp32 master weights
+  double weight_bytes() const { return s_.precision == Precision::fp8 ? 3.0 : bytes_per_element(s_.precision); }
+  static Device device_of(OffloadTier tier) { return tier == OffloadTier::nvme ? Device::nvme : Device::host; }
+
+  // Where each model state lives follows the ZeRO-Offload table (REFERENCES.md): offloading the
+  // optimizer moves the fp32 states and gradients to the host (the GPU keeps 16-bit weights and,
+  // unless ZeRO-2/3 stream each reduced bucket out, 16-bit gradients); offloading parameters
+  // leaves only the gathered layers on the GPU.
   void allocate_model_states() {
     const double params = parameters_;
     double weight_params = params;
@@ -86,14 +104,28 @@ private:
         weight_params += shard(groups_[g].parameters);
       weight_params += shard(head_gradient_parameters_);
     }
-    const double gradient_params = stage_ >= 2 ? shard(params) : params;
+    double gradient_params = stage_ >= 2 ? shard(params) : params;
     optimizer_params_ = stage_ >= 1 ? shard(params) : params;
-    const double master_copy = s_.precision == Precision::fp32 ? 0.0 : 4.0;  // fp32 master weights
     const double gradient_copy = s_.fp32_grad_copy ? 4.0 : 0.0;
-    alloc("weights", MemCategory::weights, weight_params * (s_.precision == Precision::fp8 ? 3.0 : bytes_per_element(s_.precision)));
-    alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
-    alloc("optimizer", MemCategory::optimizer,
-          optimizer_params_ * (master_copy + gradient_copy + 8.0));  // + momentum, variance
+    if (offloads_params())
+      alloc("weights", MemCategory::weights, weight_params * weight_bytes(), device_of(s_.offload_params));
+    else
+      alloc("weights", MemCategory::weights, weight_params * weight_bytes());
+    if (!offloads_optimizer()) {
+      alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
+      alloc("optimizer", MemCategory::optimizer,
+            optimizer_params_ * (master_copy_bytes() + gradient_copy + 8.0));  // + momentum, variance
+      return;
+    }
+    if (stage_ < 2)  // reduced in place on the GPU, then copied out
+      alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
+    // The CPU optimizer accumulates and reads fp32 gradients beside its states (ZeRO-Infinity
+    // keeps them on NVMe too: a trillion parameters' gradients exceed any node's DRAM).
+    alloc("gradients.offloaded", MemCategory::gradients, optimizer_params_ * 4.0, device_of(s_.offload_optimizer));
+    alloc("optimizer.states", MemCategory::optimizer, optimizer_params_ * (master_copy_bytes() + 8.0),
+          device_of(s_.offload_optimizer));
+    if (uses_nvme())
+      alloc("pinned-buffers", MemCategory::buffers, s_.pinned_buffer_bytes, Device::host);
   }
 
   // ---- ZeRO-3 parameter gathering ----------------------------------------------------------
@@ -139,10 +171,20 @@ private:
     while (next_gather_ <= wanted) {
       const FetchEvent& event = per_micro_batch_[next_gather_ % per];
       const double bytes = groups_[event.group].parameters * bytes_per_element(s_.precision);
-      const auto buffer = alloc(fetch_tensor(next_gather_), MemCategory::buffers, bytes);
+      const std::string tensor = fetch_tensor(next_gather_);
+      const auto buffer = alloc(tensor, MemCategory::buffers, bytes);
+      std::vector<OpId> ready = buffer ? std::vector<OpId>{*buffer} : std::vector<OpId>{};
+      if (offloads_params()) {
+        // ZeRO-Infinity: this rank's shard comes up from the host (read from NVMe first),
+        // then the ranks gather the whole group on the GPUs.
+        const double shard_bytes = shard(groups_[event.group].parameters) * bytes_per_element(s_.precision);
+        if (s_.offload_params == OffloadTier::nvme)
+          ready.push_back(disk_io(OpKind::read, node_nvme, shard_bytes, "nvme-read." + tensor, {}));
+        ready = {copy(node_cpu, true, shard_bytes, "h2d." + tensor, ready)};
+      }
       gathers_[next_gather_] =
-          collective(Stream::dp_comm, Collective::all_gather, gradient_group_, bytes, "gather." + fetch_tensor(next_gather_),
-                     buffer ? std::vector<OpId>{*buffer} : std::vector<OpId>{});
+          ranks_ > 1 ? collective(Stream::dp_comm, Collective::all_gather, gradient_group_, bytes, "gather." + tensor, ready)
+                     : ready.back();
       ++next_gather_;
     }
     return {gathers_.at(next_use_)};
@@ -186,17 +228,28 @@ private:
       flush_bucket(producer);
   }
 
+  // Reduces the filled bucket over the gradient group and, when the optimizer runs on the CPU,
+  // copies this rank's share of it to host memory.
   void flush_bucket(OpId producer) {
-    if (pending_bytes_ <= 0 || ranks_ == 1)
+    if (pending_bytes_ <= 0 || (ranks_ == 1 && !offloads_optimizer()))
       return;
-    const Collective kind = stage_ == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-    const OpId reduce = collective(Stream::dp_comm, kind, gradient_group_, pending_bytes_,
-                                   std::string(stage_ == 0 ? "grad-allreduce" : "grad-reducescatter") + ".bucket" +
-                                       std::to_string(buckets_) + mb_suffix(),
-                                   {producer});
-    sync_ops_.push_back(reduce);
+    const std::string bucket = ".bucket" + std::to_string(buckets_) + mb_suffix();
+    OpId done = producer;
+    if (ranks_ > 1) {
+      const Collective kind = stage_ == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+      done = collective(Stream::dp_comm, kind, gradient_group_, pending_bytes_,
+                        std::string(stage_ == 0 ? "grad-allreduce" : "grad-reducescatter") + bucket, {producer});
+    }
+    if (offloads_optimizer()) {
+      const double bytes = stage_ >= 1 ? pending_bytes_ / ranks_ : pending_bytes_;
+      done = copy(node_cpu, false, bytes, "d2h.grads" + bucket, {done});
+      if (s_.offload_optimizer == OffloadTier::nvme)  // staged in the pinned buffer, written as fp32
+        done = disk_io(OpKind::write, node_nvme, bytes / bytes_per_element(s_.grad_precision) * 4.0,
+                       "nvme-write.grads" + bucket, {done});
+    }
+    sync_ops_.push_back(done);
     if (bucket_open_) {
-      in_flight_.emplace_back(bucket_tensor_, reduce);
+      in_flight_.emplace_back(bucket_tensor_, done);
       bucket_open_ = false;
     }
     pending_bytes_ = 0;
@@ -224,14 +277,21 @@ private:
     release_use();
     const LayerActivations& act = costs_.layer.activations;
     for (const RecomputeSegment& segment : plan_.segments) {
-      if (segment.policy == LayerPolicy::checkpoint)
-        alloc("S" + std::to_string(segment.first) + ".input" + mb, MemCategory::activations, act.input);
+      std::optional<OpId> saved;
+      if (segment.policy == LayerPolicy::checkpoint) {
+        alloc(checkpoint_tensor(segment.first), MemCategory::activations, act.input);
+        saved = offload_checkpoint(segment.first);
+      }
       for (long long l = segment.first; l < segment.first + segment.count; ++l) {
         gathered = acquire();
         if (segment.policy != LayerPolicy::checkpoint)
           alloc(layer_tensor(l, "act"), MemCategory::activations,
                 segment.policy == LayerPolicy::keep ? act.total : act.total - act.attention_core);
         chain_ = ops_.forward(layer_tensor(l, "fwd"), after_chain(gathered), Phase::forward);
+        // The GPU copy of the input goes once it is in host memory; freeing it after the segment
+        // leaves the copy a segment's forward to finish before the compute stream waits for it.
+        if (saved && l + 1 == segment.first + segment.count)
+          release(checkpoint_tensor(segment.first), {*saved});
         release_use();
       }
     }
@@ -243,6 +303,7 @@ private:
 
   void backward() {
     const std::string mb = mb_suffix();
+    returning_.clear();
     if (accumulates_unsharded() && micro_batch_ == 0)
       alloc("gradient-accumulator", MemCategory::gradients, gradient_bytes(parameters_));
     alloc("act-grad" + mb, MemCategory::buffers, costs_.activation_gradient_buffer);
@@ -259,12 +320,22 @@ private:
       const long long first = segment->first, last = segment->first + segment->count - 1;
       std::map<long long, std::vector<OpId>> gathered_for;
       if (segment->policy == LayerPolicy::checkpoint) {
+        std::vector<OpId> input = bring_back_checkpoint(first);
+        // The next checkpoint to come back starts its copy while this segment runs.
+        for (auto next = segment + 1; next != plan_.segments.rend(); ++next)
+          if (next->policy == LayerPolicy::checkpoint) {
+            bring_back_checkpoint(next->first);
+            break;
+          }
         for (long long l = first; l <= last; ++l) {
           gathered_for[l] = acquire_and_keep();
           alloc(layer_tensor(l, "act"), MemCategory::activations, act.total);
-          chain_ = ops_.forward(layer_tensor(l, "recompute"), after_chain(gathered_for[l]), Phase::recompute);
+          std::vector<OpId> deps = gathered_for[l];
+          if (l == first)
+            deps.insert(deps.end(), input.begin(), input.end());
+          chain_ = ops_.forward(layer_tensor(l, "recompute"), after_chain(deps), Phase::recompute);
         }
-        release("S" + std::to_string(first) + ".input" + mb);
+        release(checkpoint_tensor(first));
       }
       for (long long l = last; l >= first; --l) {
         std::vector<OpId> deps = segment->policy == LayerPolicy::checkpoint ? gathered_for[l] : acquire_and_keep();
@@ -294,6 +365,41 @@ private:
       if (accumulates_unsharded())
         release("gradient-accumulator", sync_ops_);
     }
+  }
+
+  // ---- activation checkpoints offloaded to host memory ---------------------------------------
+
+  std::string checkpoint_tensor(long long first_layer) const {
+    return "S" + std::to_string(first_layer) + ".input" + mb_suffix();
+  }
+
+  // Copies a segment's input to host memory once it is produced; the op to wait for before the
+  // GPU copy may go.
+  std::optional<OpId> offload_checkpoint(long long first_layer) {
+    if (!s_.offload_activations)
+      return std::nullopt;
+    const double bytes = costs_.layer.activations.input;
+    alloc(checkpoint_tensor(first_layer) + ".host", MemCategory::activations, bytes, Device::host);
+    std::vector<OpId> deps;
+    if (chain_)
+      deps.push_back(*chain_);
+    return copy(node_cpu, false, bytes, "d2h." + checkpoint_tensor(first_layer), deps);
+  }
+
+  // Brings an offloaded segment input back to the GPU (once) and returns the copy to wait for.
+  std::vector<OpId> bring_back_checkpoint(long long first_layer) {
+    if (!s_.offload_activations)
+      return {};
+    const auto known = returning_.find(first_layer);
+    if (known != returning_.end())
+      return {known->second};
+    const std::string tensor = checkpoint_tensor(first_layer);
+    const double bytes = costs_.layer.activations.input;
+    const auto buffer = alloc(tensor, MemCategory::activations, bytes);
+    const OpId back = copy(node_cpu, true, bytes, "h2d." + tensor, buffer ? std::vector<OpId>{*buffer} : std::vector<OpId>{});
+    release(tensor + ".host", {back});
+    returning_[first_layer] = back;
+    return {back};
   }
 
   // A layer needs the output of the one before: with tensor parallelism that is the collective
@@ -333,12 +439,68 @@ private:
   // ---- optimizer ---------------------------------------------------------------------------
 
   void optimizer_step() {
+    if (offloads_optimizer())
+      return cpu_optimizer_step();
     const Work work = optimizer_step_work(optimizer_params_, s_.precision, s_.grad_precision);
     const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
     if (stage_ == 1 || stage_ == 2)  // each rank updated its shard: all-gather the new parameters
       bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
                           parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {step});
   }
+
+  // Adam on the node's CPU over this rank's shard (fp32 gradients in host memory), then the
+  // updated 16-bit parameters go where the GPU reads them: up to the GPU, or back to NVMe when
+  // parameters are offloaded there. With the optimizer states on NVMe, the step streams them
+  // and the fp32 gradients through the pinned buffer in chunks of half of it: the read of a chunk
+  // overlaps the update of the one before, and each chunk's states are written back after its update.
+  void cpu_optimizer_step() {
+    const double state_bytes = master_copy_bytes() + 8.0;
+    std::vector<OpId> updated;
+    if (s_.offload_optimizer == OffloadTier::cpu) {
+      updated.push_back(compute_on(node_cpu, "cpu-adam", cpu_adam_work(optimizer_params_), Phase::optimizer, sync_ops_));
+    } else {
+      const double chunk_params = std::max(1.0, std::floor(s_.pinned_buffer_bytes / 2 / (state_bytes + 4.0)));
+      std::vector<double> chunks;
+      for (double done = 0; done < optimizer_params_; done += chunk_params)
+        chunks.push_back(std::min(chunk_params, optimizer_params_ - done));
+      // The io stream runs in program order: read k + 1 is issued before write k.
+      std::vector<OpId> reads, writes;
+      const auto read = [&](std::size_t k) {
+        std::vector<OpId> buffer_free;
+        if (k >= 2)
+          buffer_free.push_back(writes[k - 2]);
+        reads.push_back(disk_io(OpKind::read, node_nvme, chunks[k] * (state_bytes + 4.0),  // + fp32 gradients
+                                "nvme-read.optimizer.chunk" + std::to_string(k), buffer_free));
+      };
+      if (!chunks.empty())
+        read(0);
+      for (std::size_t k = 0; k < chunks.size(); ++k) {
+        if (k + 1 < chunks.size())
+          read(k + 1);
+        std::vector<OpId> deps = sync_ops_;
+        deps.push_back(reads[k]);
+        const std::string chunk = ".chunk" + std::to_string(k);
+        updated.push_back(compute_on(node_cpu, "cpu-adam" + chunk, cpu_adam_work(chunks[k]), Phase::optimizer, deps));
+        writes.push_back(disk_io(OpKind::write, node_nvme, chunks[k] * state_bytes, "nvme-write.optimizer" + chunk,
+                                 {updated.back()}));
+      }
+    }
+    const double param_bytes = optimizer_params_ * bytes_per_element(s_.precision);
+    if (s_.offload_params == OffloadTier::nvme) {
+      disk_io(OpKind::write, node_nvme, param_bytes, "nvme-write.params", updated);
+      return;
+    }
+    if (offloads_params())
+      return;  // updated in host memory, where the next gathers read them
+    const OpId upload = copy(node_cpu, true, param_bytes, "h2d.params", updated);
+    if (stage_ == 1 || stage_ == 2)
+      bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
+                          parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {upload});
+  }
+
+  // CPU Adam reads fp32 gradients, master weights and moments and writes the last three and the
+  // 16-bit weights for the GPU.
+  Work cpu_adam_work(double params) const { return optimizer_step_work(params, s_.precision, Precision::fp32); }
 
   const Scenario& s_;
   const ModelSpec& model_;
@@ -361,6 +523,7 @@ private:
   long long next_use_ = 0;
   std::map<long long, OpId> gathers_;
   std::vector<long long> kept_uses_;
+  std::map<long long, OpId> returning_;  // offloaded checkpoints on their way back, by first layer
   // gradient buckets
   double pending_bytes_ = 0;
   int buckets_ = 0;
@@ -388,11 +551,11 @@ double default_activation_budget(const Scenario& scenario, const ModelSpec& mode
   double peak = 0, used = 0;
   std::map<std::string, double> sizes;
   for (const Op& op : program.ops) {
-    if (op.kind == OpKind::alloc) {
+    if (op.kind == OpKind::alloc && op.device == Device::gpu) {
       sizes[op.tensor] = op.bytes;
       used += op.bytes;
     } else if (op.kind == OpKind::free) {
-      used -= sizes[op.tensor];
+      used -= sizes[op.tensor];  // 0 for a tensor off the GPU
     }
     peak = std::max(peak, used);
   }

@@ -19,14 +19,16 @@ namespace trainsim {
 enum class OpKind : std::uint8_t { compute, collective, send, recv, copy, read, write, alloc, free };
 // pp-comm carries activations to the next pipeline stage, pp-bwd gradients to the previous one:
 // two streams, so that a send blocked on a busy neighbour never holds up the other direction.
-enum class Stream : std::uint8_t { compute, tp_comm, dp_comm, pp_comm, copy, io, cp_comm, pp_bwd };
+// copy and copy-out are the two copy engines: host-to-device and device-to-host traffic do not
+// queue behind each other. cpu is work the rank hands to its node's CPU.
+enum class Stream : std::uint8_t { compute, tp_comm, dp_comm, pp_comm, copy, io, cp_comm, pp_bwd, copy_out, cpu };
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast };
 enum class MemCategory : std::uint8_t { weights, gradients, optimizer, activations, buffers };
 enum class Device : std::uint8_t { gpu, host, nvme };
 // What a compute op is part of, for reports (recompute time, Gantt charts).
 enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer };
 
-constexpr int stream_count = 8;
+constexpr int stream_count = 10;
 constexpr int category_count = 5;
 constexpr int device_count = 3;
 
@@ -44,6 +46,12 @@ std::optional<Device> device_from(const std::string& text);
 std::optional<Phase> phase_from(const std::string& text);
 
 using OpId = std::uint32_t;
+
+// Targets that name a place relative to the rank, so that one program serves every node: the
+// CPU host of the rank's node, and the NVMe drive of its node that serves it (drives are shared
+// out over the node's GPUs in turn).
+inline const std::string node_cpu = "@cpu";
+inline const std::string node_nvme = "@nvme";
 
 struct Op {
   OpKind kind = OpKind::compute;

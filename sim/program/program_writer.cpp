@@ -15,13 +15,37 @@ OpId ProgramWriter::compute(const std::string& name, const Work& work, Phase pha
   return program_.add(std::move(op));
 }
 
-std::optional<OpId> ProgramWriter::alloc(const std::string& tensor, MemCategory category, double bytes) {
+OpId ProgramWriter::compute_on(const std::string& host, const std::string& name, const Work& work, Phase phase,
+                               std::vector<OpId> deps) {
+  const OpId id = compute(name, work, phase, std::move(deps));
+  program_.ops[id].target = host;
+  program_.ops[id].stream = Stream::cpu;
+  return id;
+}
+
+OpId ProgramWriter::copy(const std::string& host, bool inbound, double bytes, const std::string& name,
+                         std::vector<OpId> deps) {
+  const OpId id = add_op(OpKind::copy, inbound ? Stream::copy : Stream::copy_out, bytes, name, std::move(deps));
+  program_.ops[id].target = host;
+  program_.ops[id].inbound = inbound;
+  return id;
+}
+
+OpId ProgramWriter::disk_io(OpKind kind, const std::string& disk, double bytes, const std::string& name,
+                            std::vector<OpId> deps) {
+  const OpId id = add_op(kind, Stream::io, bytes, name, std::move(deps));
+  program_.ops[id].target = disk;
+  return id;
+}
+
+std::optional<OpId> ProgramWriter::alloc(const std::string& tensor, MemCategory category, double bytes, Device device) {
   if (bytes <= 0)
     return std::nullopt;
   Op op;
   op.kind = OpKind::alloc;
   op.tensor = tensor;
   op.category = category;
+  op.device = device;
   op.bytes = bytes;
   live_.insert(tensor);
   return program_.add(std::move(op));
@@ -37,17 +61,22 @@ void ProgramWriter::release(const std::string& tensor, std::vector<OpId> deps) {
   program_.add(std::move(op));
 }
 
-OpId ProgramWriter::collective(Stream stream, Collective kind, int group, double bytes, const std::string& name,
-                               std::vector<OpId> deps) {
+OpId ProgramWriter::add_op(OpKind kind, Stream stream, double bytes, const std::string& name, std::vector<OpId> deps) {
   Op op;
-  op.kind = OpKind::collective;
+  op.kind = kind;
   op.stream = stream;
-  op.collective = kind;
-  op.group = group;
   op.bytes = bytes;
   op.name = name;
   op.deps = std::move(deps);
   return program_.add(std::move(op));
+}
+
+OpId ProgramWriter::collective(Stream stream, Collective kind, int group, double bytes, const std::string& name,
+                               std::vector<OpId> deps) {
+  const OpId id = add_op(OpKind::collective, stream, bytes, name, std::move(deps));
+  program_.ops[id].collective = kind;
+  program_.ops[id].group = group;
+  return id;
 }
 
 std::vector<OpId> ProgramWriter::bucketed_collective(Stream stream, Collective kind, int group, double bytes,
@@ -64,15 +93,10 @@ std::vector<OpId> ProgramWriter::bucketed_collective(Stream stream, Collective k
 
 OpId ProgramWriter::point_to_point(OpKind kind, Stream stream, int peer, int tag, double bytes,
                                    const std::string& name, std::vector<OpId> deps) {
-  Op op;
-  op.kind = kind;
-  op.stream = stream;
-  op.peer = peer;
-  op.tag = tag;
-  op.bytes = bytes;
-  op.name = name;
-  op.deps = std::move(deps);
-  return program_.add(std::move(op));
+  const OpId id = add_op(kind, stream, bytes, name, std::move(deps));
+  program_.ops[id].peer = peer;
+  program_.ops[id].tag = tag;
+  return id;
 }
 
 OpId ProgramWriter::send(Stream stream, int peer, int tag, double bytes, const std::string& name,

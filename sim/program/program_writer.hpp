@@ -16,7 +16,7 @@ class ProgramWriter {
 public:
   OpId compute(const std::string& name, const Work& work, Phase phase, std::vector<OpId> deps = {});
   // Nothing is allocated (and nothing returned) for zero bytes.
-  std::optional<OpId> alloc(const std::string& tensor, MemCategory category, double bytes);
+  std::optional<OpId> alloc(const std::string& tensor, MemCategory category, double bytes, Device device = Device::gpu);
   // Frees a tensor on the compute stream after `deps`; a no-op for a tensor not allocated.
   void release(const std::string& tensor, std::vector<OpId> deps = {});
   OpId collective(Stream stream, Collective kind, int group, double bytes, const std::string& name,
@@ -26,6 +26,13 @@ public:
                                         const std::string& name, const std::vector<OpId>& deps);
   OpId send(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
   OpId recv(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
+  // Host memory to this GPU (inbound, on the copy stream) or back (on copy-out).
+  OpId copy(const std::string& host, bool inbound, double bytes, const std::string& name, std::vector<OpId> deps);
+  // A read or write of a disk, on the io stream.
+  OpId disk_io(OpKind kind, const std::string& disk, double bytes, const std::string& name, std::vector<OpId> deps);
+  // Work on another host (the node's CPU) instead of the GPU.
+  OpId compute_on(const std::string& host, const std::string& name, const Work& work, Phase phase,
+                  std::vector<OpId> deps);
 
   // Room for about this many ops, so that building a long program does not move its ops around.
   void expect(std::size_t ops) { program_.ops.reserve(ops); }
@@ -33,6 +40,8 @@ public:
   std::size_t size() const { return program_.ops.size(); }
 
 private:
+  // An op with the fields every transfer has; the caller sets the rest.
+  OpId add_op(OpKind kind, Stream stream, double bytes, const std::string& name, std::vector<OpId> deps);
   OpId point_to_point(OpKind kind, Stream stream, int peer, int tag, double bytes, const std::string& name,
                       std::vector<OpId> deps);
   Program program_;

@@ -173,7 +173,7 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
   const LineParser fieldsOf(where, fields);
   Op op;
   op.kind = *kind;
-  op.stream = fieldsOf.choice<Stream>("stream", stream_from, "compute, tp-comm, dp-comm, cp-comm, pp-comm, pp-bwd, copy, io",
+  op.stream = fieldsOf.choice<Stream>("stream", stream_from, "compute, tp-comm, dp-comm, cp-comm, pp-comm, pp-bwd, copy, copy-out, io, cpu",
                                       default_stream(*kind));
   op.name = fieldsOf.optional_text("name");
   switch (op.kind) {

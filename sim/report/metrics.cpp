@@ -89,9 +89,9 @@ std::string comm_kind(const Op& op, const Workload& workload, std::size_t rank) 
     return dash == std::string::npos ? "p2p" : stream.substr(0, dash);
   }
   case OpKind::copy: return op.inbound ? "h2d" : "d2h";
-  case OpKind::read:
-  case OpKind::write: return "io";
-  case OpKind::compute: return op.target.empty() ? "" : "cpu";
+  case OpKind::read: return "nvme_read";
+  case OpKind::write: return "nvme_write";
+  case OpKind::compute: return op.target.empty() ? "" : op.phase == Phase::optimizer ? "cpu_optimizer" : "cpu";
   default: return "";
   }
 }
@@ -104,6 +104,11 @@ int StepCollector::kind_index(const std::string& kind) {
     return static_cast<int>(it - kinds_.begin());
   kinds_.push_back(kind);
   return static_cast<int>(kinds_.size() - 1);
+}
+
+bool is_offload_kind(const std::string& kind) {
+  return kind == "h2d" || kind == "d2h" || kind == "nvme_read" || kind == "nvme_write" || kind == "cpu_optimizer" ||
+         kind == "cpu";
 }
 
 std::vector<bool> first_rank_of_each_stage(const std::vector<int>& stage_of_rank) {
@@ -176,7 +181,7 @@ void StepCollector::op_started(int rank, OpId id, double time) {
   if (op.kind == OpKind::collective)
     state.comm_bytes[kind] += bytes_sent_per_rank(
         op.collective, op.bytes, static_cast<int>(workload_.groups[workload_.group_of(rank, op.group)].ranks.size()));
-  else
+  else if (op.kind != OpKind::compute)  // work on the CPU moves nothing over a link
     state.comm_bytes[kind] += op.bytes;
   // Sends and collectives span the wait for their peers; their transfer is told by op_transferred.
   if (transfers_are_told(op))
@@ -209,6 +214,33 @@ void StepCollector::op_transferred(int rank, OpId id, double start, double end) 
     ranks_[rank].comm[kind].add(start, end);
 }
 
+namespace {
+
+NodeTier summarize_tier(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus, Device device,
+                        double GpuInfo::*capacity) {
+  std::map<std::string, std::pair<double, double>> held;  // node -> bytes, capacity
+  NodeTier tier;
+  for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
+    const double peak = ranks[rank].devices[static_cast<int>(device)].peak;
+    auto& [bytes, node_capacity] = held[gpus[rank].node];
+    bytes += peak;
+    node_capacity = gpus[rank].*capacity;
+    tier.used = tier.used || peak > 0;
+  }
+  for (const auto& [node, entry] : held) {
+    if (tier.node.empty() || entry.first > tier.peak_bytes) {
+      tier.peak_bytes = entry.first;
+      tier.node = node;
+      tier.capacity_bytes = entry.second;
+    }
+    if (entry.second > 0 && entry.first > entry.second)
+      tier.fits = false;
+  }
+  return tier;
+}
+
+} // namespace
+
 MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus) {
   MemorySummary summary;
   for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
@@ -221,8 +253,11 @@ MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::
       summary.peak_rank = static_cast<int>(rank);
     }
     if (peak > capacity)
-      summary.fits = false;
+      summary.gpu_fits = false;
   }
+  summary.host = summarize_tier(ranks, gpus, Device::host, &GpuInfo::host_memory_capacity);
+  summary.nvme = summarize_tier(ranks, gpus, Device::nvme, &GpuInfo::nvme_capacity);
+  summary.fits = summary.gpu_fits && summary.host.fits && summary.nvme.fits;
   return summary;
 }
 

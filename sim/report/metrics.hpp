@@ -70,11 +70,25 @@ struct RankMetrics {
   std::vector<MemoryPoint> timeline;
 };
 
+// Host DRAM or NVMe: shared by the GPUs of a node, so held per node. A node holds what its ranks
+// hold at their peaks added up (offloaded states persist through the step, so that is what they
+// hold at once).
+struct NodeTier {
+  double peak_bytes = 0;        // the fullest node's
+  std::string node;             // which node that is
+  double capacity_bytes = 0;    // that node's; 0: the platform does not say
+  bool used = false;            // some rank placed something on this tier
+  bool fits = true;             // on every node
+};
+
 struct MemorySummary {
   double capacity_bytes = 0;    // the smallest GPU capacity among the ranks
   double peak_bytes = 0;
   int peak_rank = 0;
-  bool fits = true;
+  bool gpu_fits = true;
+  NodeTier host;
+  NodeTier nvme;
+  bool fits = true;             // on the GPUs, in host memory and on NVMe
 };
 
 struct StepMetrics {
@@ -86,6 +100,7 @@ struct StepMetrics {
   int critical_rank = 0;        // the rank that finished last
   std::vector<RankMetrics> ranks;
   MemorySummary memory;
+  std::vector<ResourceUse> resources;  // from the replay: busy time per class of links, drives, CPUs
 };
 
 // The ranks whose memory timeline a run keeps: all up to 64 ranks; beyond, one per pipeline
@@ -94,8 +109,12 @@ std::vector<bool> default_timeline_ranks(const std::vector<int>& stage_of_rank);
 // The lowest rank of each pipeline stage.
 std::vector<bool> first_rank_of_each_stage(const std::vector<int>& stage_of_rank);
 
-// Communication kind of an op for reporting, or "" for ops that are not transfers.
+// Communication kind of an op for reporting, or "" for ops that are not transfers: the kind of
+// its group (dp, tp, cp, pp, emb), p2p, or an offload kind: h2d, d2h, nvme_read, nvme_write,
+// cpu_optimizer (CPU work of the optimizer step; other CPU work is cpu).
 std::string comm_kind(const Op& op, const Workload& workload, std::size_t rank);
+// The kinds above that move data between a GPU and host memory or NVMe, or run on the CPU.
+bool is_offload_kind(const std::string& kind);
 
 class StepCollector : public ReplayObserver {
 public:

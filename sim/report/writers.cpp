@@ -49,16 +49,29 @@ json rank_memory_json(int rank, const RankMemory& memory, const GpuInfo& gpu) {
   return out;
 }
 
+json tier_json(const NodeTier& tier) {
+  return {{"used", tier.used},
+          {"peak_bytes", tier.peak_bytes},
+          {"node", tier.node},
+          {"capacity_bytes", tier.capacity_bytes},
+          {"fits", tier.fits}};
+}
+
 json memory_section(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus, bool timed) {
   const MemorySummary summary = summarize_memory(ranks, gpus);
   json out = {{"capacity_bytes", summary.capacity_bytes},
               {"peak_bytes", summary.peak_bytes},
               {"peak_rank", summary.peak_rank},
+              {"gpu_fits", summary.gpu_fits},
+              {"host", tier_json(summary.host)},
+              {"nvme", tier_json(summary.nvme)},
               {"fits", summary.fits}};
   json list = json::array();
   for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
     json entry = rank_memory_json(static_cast<int>(rank), ranks[rank], gpus[rank]);
     entry[timed ? "peak_time_s" : "peak_op"] = ranks[rank].gpu().peak_time;
+    entry["host_peak_bytes"] = ranks[rank].devices[static_cast<int>(Device::host)].peak;
+    entry["nvme_peak_bytes"] = ranks[rank].devices[static_cast<int>(Device::nvme)].peak;
     list.push_back(std::move(entry));
   }
   out["ranks"] = std::move(list);
@@ -189,16 +202,52 @@ void print_memory_lines(std::ostream& out, const std::vector<RankMemory>& ranks,
               std::string(*when_unit == 'o' ? std::to_string(static_cast<long long>(worst.gpu().peak_time))
                                             : format_seconds(worst.gpu().peak_time))
                   .c_str(),
-              summary.fits ? "fits" : "DOES NOT FIT");
+              summary.gpu_fits ? "fits" : "DOES NOT FIT");
   out << line("  %-16s %s\n", "at peak", breakdown(worst.gpu().at_peak).c_str());
   out << line("  %-16s %s\n", "model states", breakdown(model_states_only(worst.persistent_gpu)).c_str());
-  if (!summary.fits) {
+  const auto tier_line = [&](const char* label, const NodeTier& tier) {
+    if (!tier.used)
+      return;
+    out << line("  %-16s %s of %s on %s (its GPUs' shares added) — %s\n", label, format_bytes(tier.peak_bytes).c_str(),
+                tier.capacity_bytes > 0 ? format_bytes(tier.capacity_bytes).c_str() : "an unknown capacity",
+                tier.node.c_str(), tier.fits ? "fits" : "DOES NOT FIT");
+  };
+  tier_line("host memory", summary.host);
+  tier_line("nvme", summary.nvme);
+  if (!summary.gpu_fits) {
     int over = 0;
     for (std::size_t rank = 0; rank < ranks.size(); ++rank)
       over += ranks[rank].gpu().peak > gpus[rank].hbm_capacity;
     out << line("  %-16s %d of %zu ranks exceed HBM; rank %d by %s\n", "out of memory", over, ranks.size(),
                 summary.peak_rank, format_bytes(summary.peak_bytes - gpus[summary.peak_rank].hbm_capacity).c_str());
   }
+}
+
+// What a rank waits for when an offload kind is exposed.
+std::string offload_wait_name(const std::string& kind) {
+  if (kind == "h2d")
+    return "PCIe host-to-device copies";
+  if (kind == "d2h")
+    return "PCIe device-to-host copies";
+  if (kind == "nvme_read")
+    return "NVMe reads";
+  if (kind == "nvme_write")
+    return "NVMe writes";
+  if (kind == "cpu_optimizer")
+    return "the CPU optimizer step";
+  return "work on the CPU";
+}
+
+// The busiest class of the resources an offload kind goes through, or nullptr.
+const ResourceUse* busiest_behind(const std::vector<ResourceUse>& resources, const std::string& kind) {
+  const std::vector<std::string> classes = kind == "h2d" || kind == "d2h" ? std::vector<std::string>{"pcie-gpu", "pcie-uplink"}
+                                           : kind.rfind("nvme", 0) == 0   ? std::vector<std::string>{"nvme"}
+                                                                          : std::vector<std::string>{"cpu"};
+  const ResourceUse* busiest = nullptr;
+  for (const ResourceUse& use : resources)
+    if (std::find(classes.begin(), classes.end(), use.kind) != classes.end() && (!busiest || use.busy_s > busiest->busy_s))
+      busiest = &use;
+  return busiest;
 }
 
 } // namespace
@@ -209,11 +258,15 @@ std::string bottleneck_line(const StepMetrics& metrics) {
   const double step = metrics.step_time_s;
   const auto share = [&](double seconds) { return line("%.1f%%", step > 0 ? 100.0 * seconds / step : 0.0); };
   std::string prefix;
-  if (!metrics.memory.fits) {
+  if (!metrics.memory.gpu_fits) {
     const RankMetrics& peak = metrics.ranks[metrics.memory.peak_rank];
     prefix = "does not fit: rank " + std::to_string(peak.rank) + " needs " + format_bytes(peak.memory.gpu().peak) +
              " of " + format_bytes(metrics.memory.capacity_bytes) + "; ";
   }
+  for (const auto& [tier, name] : {std::pair{&metrics.memory.host, "host memory"}, std::pair{&metrics.memory.nvme, "NVMe"}})
+    if (!tier->fits)
+      prefix += std::string("does not fit: ") + tier->node + " " + name + " needs " + format_bytes(tier->peak_bytes) +
+                " of " + format_bytes(tier->capacity_bytes) + "; ";
   // The largest part of the step that is not computing: the thing to attack first.
   std::string kind;  // of communication; empty: idle
   double overhead_s = parts.bubble_s;
@@ -222,11 +275,21 @@ std::string bottleneck_line(const StepMetrics& metrics) {
       kind = comm;
       overhead_s = seconds;
     }
-  const std::string overhead = kind.empty() ? "idle (pipeline bubble or waiting for peers)" : "exposed " + kind + " communication";
+  const bool offload = is_offload_kind(kind);
+  const std::string overhead = kind.empty() ? "idle (pipeline bubble or waiting for peers)"
+                               : offload    ? "waiting on " + offload_wait_name(kind)
+                                            : "exposed " + kind + " communication";
   const double computing = parts.compute_s + parts.recompute_s + parts.optimizer_s;
   const std::string on_rank = " (rank " + std::to_string(critical.rank) + ")";
   if (step <= 0)
     return prefix + "nothing ran";
+  if (offload && computing < 0.7 * step) {
+    std::string busiest;
+    if (const ResourceUse* use = busiest_behind(metrics.resources, kind))
+      busiest = "; " + use->kind + " " + share(use->busy_s) + " busy (" + use->busiest + ")";
+    return prefix + "offload-bound: " + share(overhead_s) + " of the step waits on " + offload_wait_name(kind) +
+           ", computing " + share(computing) + on_rank + busiest;
+  }
   if (computing >= 0.7 * step)
     return prefix + "compute-bound: " + share(computing) + " of the step computes" +
            (parts.recompute_s > 0 ? " (recompute " + share(parts.recompute_s) + ")" : "") + "; the largest overhead is " +
@@ -254,10 +317,20 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
     out["memory"]["stages"] = stages_json(memories, run);
 
   const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
-  const auto comm_json = [](const std::map<std::string, CommMetrics>& comm) {
+  // Transfers between GPUs under comm, offload traffic and CPU work under offload.
+  const auto comm_json = [](const std::map<std::string, CommMetrics>& comm, bool offload) {
     json out = json::object();
     for (const auto& [kind, values] : comm)
-      out[kind] = {{"total_s", values.total_s}, {"exposed_s", values.exposed_s}, {"bytes", values.bytes}};
+      if (is_offload_kind(kind) == offload)
+        out[kind] = {{"total_s", values.total_s}, {"exposed_s", values.exposed_s}, {"bytes", values.bytes}};
+    return out;
+  };
+  const auto offload_json = [&](const std::map<std::string, CommMetrics>& comm) {
+    json out = comm_json(comm, true);
+    if (!out.empty())
+      for (const char* kind : {"h2d", "d2h", "nvme_read", "nvme_write", "cpu_optimizer"})
+        if (!out.contains(kind))
+          out[kind] = {{"total_s", 0.0}, {"exposed_s", 0.0}, {"bytes", 0.0}};
     return out;
   };
   json ranks = json::array();
@@ -269,7 +342,8 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
                      {"recompute_s", rank.recompute_s},
                      {"bubble_s", rank.breakdown.bubble_s},
                      {"bubble_fraction", metrics.step_time_s > 0 ? rank.breakdown.bubble_s / metrics.step_time_s : 0.0},
-                     {"comm", comm_json(rank.comm)}});
+                     {"comm", comm_json(rank.comm, false)},
+                     {"offload", offload_json(rank.comm)}});
   out["time"] = {{"critical_rank", metrics.critical_rank},
                  {"compute_s", critical.compute_s},
                  {"recompute_s", critical.recompute_s},
@@ -277,8 +351,17 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
                  {"bubble_s", critical.breakdown.bubble_s},
                  {"bubble_fraction", metrics.step_time_s > 0 ? critical.breakdown.bubble_s / metrics.step_time_s : 0.0},
                  {"breakdown", breakdown_json(critical.breakdown)},
-                 {"comm", comm_json(critical.comm)},
+                 {"comm", comm_json(critical.comm, false)},
+                 {"offload", offload_json(critical.comm)},
                  {"ranks", ranks}};
+  json resources = json::object();
+  for (const ResourceUse& use : metrics.resources)
+    resources[use.kind] = {{"count", use.count},
+                           {"busiest", use.busiest},
+                           {"busy_s", use.busy_s},
+                           {"utilisation", metrics.step_time_s > 0 ? use.busy_s / metrics.step_time_s : 0.0},
+                           {"bytes", use.bytes}};
+  out["resources"] = resources;
   return out;
 }
 
@@ -306,9 +389,25 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
     out << line(", of which recompute %s", format_seconds(critical.recompute_s).c_str());
   out << '\n';
   for (const auto& [kind, comm] : critical.comm)
-    out << line("  %-16s total %s, exposed %s, %s sent per rank\n", ("comm " + kind).c_str(),
+    if (!is_offload_kind(kind))
+      out << line("  %-16s total %s, exposed %s, %s sent per rank\n", ("comm " + kind).c_str(),
+                  format_seconds(comm.total_s).c_str(), format_seconds(comm.exposed_s).c_str(),
+                  format_bytes(comm.bytes).c_str());
+  for (const auto& [kind, comm] : critical.comm) {
+    if (!is_offload_kind(kind))
+      continue;
+    const bool on_cpu = kind == "cpu_optimizer" || kind == "cpu";
+    const std::string label = kind == "cpu_optimizer" ? "cpu optimizer" : kind == "cpu" ? "cpu work" : "offload " + kind;
+    out << line("  %-16s total %s, exposed %s%s\n", label.c_str(),
                 format_seconds(comm.total_s).c_str(), format_seconds(comm.exposed_s).c_str(),
-                format_bytes(comm.bytes).c_str());
+                on_cpu ? "" : (", " + format_bytes(comm.bytes) + " moved per rank").c_str());
+  }
+  if (!metrics.resources.empty() && metrics.step_time_s > 0) {
+    std::string busy;
+    for (const ResourceUse& use : metrics.resources)
+      busy += (busy.empty() ? "" : ", ") + use.kind + " " + line("%.0f%%", 100.0 * use.busy_s / metrics.step_time_s);
+    out << line("  %-16s %s (the busiest of each class, busy time over the step)\n", "busy", busy.c_str());
+  }
   const StepBreakdown& parts = critical.breakdown;
   std::string step_parts = "compute " + format_seconds(parts.compute_s);
   if (parts.recompute_s > 0)
@@ -348,7 +447,11 @@ std::vector<std::pair<std::string, std::string>> report_facts(const StepMetrics&
   facts.emplace_back("peak memory", format_bytes(metrics.memory.peak_bytes) + " of " +
                                         format_bytes(metrics.memory.capacity_bytes) + " on rank " +
                                         std::to_string(metrics.memory.peak_rank) +
-                                        (metrics.memory.fits ? " (fits)" : " (does not fit)"));
+                                        (metrics.memory.gpu_fits ? " (fits)" : " (does not fit)"));
+  for (const auto& [tier, name] : {std::pair{&metrics.memory.host, "host memory"}, std::pair{&metrics.memory.nvme, "NVMe"}})
+    if (tier->used)
+      facts.emplace_back(name, format_bytes(tier->peak_bytes) + " of " + format_bytes(tier->capacity_bytes) + " on " +
+                                   tier->node + (tier->fits ? " (fits)" : " (does not fit)"));
   return facts;
 }
 

@@ -93,4 +93,15 @@ std::string xml_attribute(const boost::property_tree::ptree& element, const std:
   return element.get<std::string>("<xmlattr>." + name, "");
 }
 
+nlohmann::json run_summary(const std::string& name, const std::string& arguments) {
+  const CliResult result = run_trainsim(name, "run " + arguments + " --out out");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  return read_json(result.dir / "out/summary.json");
+}
+
+double model_state_bytes(const nlohmann::json& rank) {
+  return rank["model_states"]["weights"].get<double>() + rank["model_states"]["gradients"].get<double>() +
+         rank["model_states"]["optimizer"].get<double>();
+}
+
 } // namespace trainsim::test

@@ -32,6 +32,10 @@ boost::property_tree::ptree xml_tree(const std::filesystem::path& file);
 std::vector<const boost::property_tree::ptree*> xml_elements(const boost::property_tree::ptree& tree,
                                                              const std::string& name);
 std::string xml_attribute(const boost::property_tree::ptree& element, const std::string& name);
+// `trainsim run <arguments> --out out` in a fresh folder: its summary.json; the test stops if it failed.
+nlohmann::json run_summary(const std::string& name, const std::string& arguments);
+// Weights + gradients + optimizer of a rank entry of summary.json or memory.json.
+double model_state_bytes(const nlohmann::json& rank);
 // A project file: scenarios/default.ini, tests/fixtures/..., platforms/...
 std::string project_file(const std::string& relative);
 

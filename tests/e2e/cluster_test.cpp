@@ -153,12 +153,24 @@ TEST_CASE("copies to and from host memory cross the GPU's PCIe link and its swit
   // Alone: 1 s (plus two 0.5 us hops), in either direction, reported as d2h / h2d time.
   const json alone = replay_summary("d2h", programs_trace("d2h", {down}), platform);
   CHECK(alone["step_time_s"].get<double>() == doctest::Approx(1.0 + 1e-6).epsilon(1e-6));
-  CHECK(alone["time"]["comm"]["d2h"]["total_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-5));
+  CHECK(alone["time"]["offload"]["d2h"]["total_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-5));
+  CHECK(alone["time"]["offload"]["d2h"]["bytes"].get<double>() == doctest::Approx(pcie).epsilon(1e-6));
+  // The copy crossed the GPU's PCIe link and its switch's uplink, each busy the whole second.
+  CHECK(alone["resources"]["pcie-gpu"]["busy_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-5));
+  CHECK(alone["resources"]["pcie-uplink"]["busiest"] == "node0-pcie-up0_UP");
+  CHECK(alone["resources"]["pcie-uplink"]["utilisation"].get<double>() == doctest::Approx(1.0).epsilon(1e-5));
+  CHECK_FALSE(alone["resources"].contains("nvlink"));
+  // "@cpu" names the rank's own node's CPU: the same copy as naming node0-cpu.
+  const std::string to_own_cpu = "0 copy target=@cpu bytes=" + std::to_string(pcie) + "\n";
+  CHECK(replay_summary("own_cpu", programs_trace("own_cpu", {to_own_cpu}), platform)["step_time_s"].get<double>() ==
+        doctest::Approx(1.0 + 1e-6).epsilon(1e-6));
   const json inbound = replay_summary("h2d", programs_trace("h2d", {up}), platform);
-  CHECK(inbound["time"]["comm"]["h2d"]["total_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-5));
+  CHECK(inbound["time"]["offload"]["h2d"]["total_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-5));
   // Two GPUs behind one switch share its uplink: 2 s each. Behind two switches: 1 s each.
-  CHECK(replay_summary("shared", programs_trace("shared", {down, down}), platform)["step_time_s"].get<double>() ==
-        doctest::Approx(2.0).epsilon(1e-5));
+  const json shared = replay_summary("shared", programs_trace("shared", {down, down}), platform);
+  CHECK(shared["step_time_s"].get<double>() == doctest::Approx(2.0).epsilon(1e-5));
+  CHECK(shared["resources"]["pcie-uplink"]["bytes"].get<double>() == doctest::Approx(2 * pcie).epsilon(1e-6));
+  CHECK(shared["resources"]["pcie-uplink"]["busy_s"].get<double>() == doctest::Approx(2.0).epsilon(1e-5));
   CHECK(replay_summary("apart", programs_trace("apart", {down, "", down}), platform)["step_time_s"].get<double>() ==
         doctest::Approx(1.0).epsilon(1e-5));
 }
@@ -169,7 +181,8 @@ TEST_CASE("work on the CPU host is timed by its speed and memory bandwidth, shar
   const std::string adam = "0 compute name=adam flops=2e12 bytes=0 phase=optimizer host=node0-cpu\n";
   const json one = replay_summary("cpu_one", programs_trace("cpu_one", {adam}), platform);
   CHECK(one["step_time_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-9));
-  CHECK(one["time"]["comm"]["cpu"]["total_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(one["time"]["offload"]["cpu_optimizer"]["total_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(one["resources"]["cpu"]["busy_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-9));
   CHECK(one["time"]["compute_s"].get<double>() == 0);  // not GPU time
   // Two ranks' steps at once share the CPU: 2 s; 400 GB of DRAM traffic alone: 2 s.
   CHECK(replay_summary("cpu_two", programs_trace("cpu_two", {adam, adam}), platform)["step_time_s"].get<double>() ==

@@ -128,3 +128,20 @@ TEST_CASE("text that looks like Boost's message placeholders does not hang the p
   const auto file = scenario_with("placeholder_line", "\n%invalid_line%\n");
   expect_input_error("placeholder_line", "run " + file.string() + " --out out", {"invalid line '%invalid_line%'"});
 }
+
+TEST_CASE("offload that the layout or the platform cannot carry") {
+  expect_input_error("offload_params_zero2", "run " + tiny + " --out out --set memory.offload_params=cpu",
+                     {"memory.offload_params", "memory.zero = 3"});
+  expect_input_error("offload_tier", "run " + tiny + " --out out --set memory.offload_optimizer=disk",
+                     {"memory.offload_optimizer", "none, cpu, nvme"});
+  expect_input_error("offload_activations", "run " + tiny + " --out out --set memory.offload_activations=cpu",
+                     {"memory.offload_activations", "memory.recompute"});
+  // The hand-written DGX A100 platform has no CPU host: the offloaded step has nowhere to run.
+  expect_input_error("offload_no_cpu", "run " + tiny + " --out out --set memory.offload_optimizer=cpu",
+                     {"dgx-a100-2n.xml", "rank 0", "CPU host", "role"});
+  // A generated cluster without drives cannot hold NVMe offload.
+  expect_input_error("offload_no_nvme",
+                     "run " + tiny + " --out out --set platform.gpu=a100-80gb --set platform.nodes=2"
+                     " --set memory.offload_optimizer=nvme",
+                     {"generated cluster", "rank 0", "NVMe drive", "platform.nvme_per_node"});
+}

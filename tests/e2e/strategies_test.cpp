@@ -12,16 +12,7 @@ namespace {
 
 const std::string tiny = project_file("tests/fixtures/tiny-ddp.ini");
 
-json run(const std::string& name, const std::string& arguments) {
-  const CliResult result = run_trainsim(name, "run " + tiny + " --out out " + arguments);
-  REQUIRE_MESSAGE(result.status == 0, result.err);
-  return read_json(result.dir / "out/summary.json");
-}
-
-double model_states(const json& rank) {
-  return rank["model_states"]["weights"].get<double>() + rank["model_states"]["gradients"].get<double>() +
-         rank["model_states"]["optimizer"].get<double>();
-}
+json run(const std::string& name, const std::string& arguments) { return run_summary(name, tiny + " " + arguments); }
 
 } // namespace
 
@@ -31,7 +22,7 @@ TEST_CASE("every ZeRO stage simulates, shrinks the model states, and memory agre
     CAPTURE(stage);
     const std::string arguments = std::string("--set memory.zero=") + stage;
     const json summary = run(std::string("zero") + stage, arguments);
-    const double states = model_states(summary["memory"]["ranks"][0]);
+    const double states = model_state_bytes(summary["memory"]["ranks"][0]);
     if (previous > 0)
       CHECK(states < previous);
     previous = states;

@@ -74,7 +74,7 @@ TEST_CASE("the bottleneck line names what limits the step") {
         "tp-communication-bound: 30.0% of the step is exposed tp communication, computing 50.0% (rank 0)");
   CHECK(bottleneck_line(one_rank(10, 5, 1, 4)).rfind("idle-bound: 40.0%", 0) == 0);
   StepMetrics overflow = one_rank(10, 9, 0, 1);
-  overflow.memory.fits = false;
+  overflow.memory.gpu_fits = overflow.memory.fits = false;
   overflow.memory.capacity_bytes = 80.0 * 1024 * 1024 * 1024;
   overflow.ranks[0].memory.devices[0].peak = 90.0 * 1024 * 1024 * 1024;
   CHECK(bottleneck_line(overflow).rfind("does not fit: rank 0 needs 90.00 GiB of 80.00 GiB; compute-bound", 0) == 0);
