@@ -129,6 +129,7 @@ int plan_command(const std::vector<std::string>& arguments) {
     request.gpus_per_node = cluster.gpus_per_node;
     request.described_cluster = true;
     request.gpu_capacity = cluster.gpu.hbm_capacity;
+    request.host_capacity = cluster.host_memory;
     request.gpu_peak = precision == "fp8" ? cluster.gpu.peak_fp8 : precision == "fp32" ? cluster.gpu.peak_tf32
                                                                                         : cluster.gpu.peak_bf16;
   } else {
@@ -143,6 +144,7 @@ int plan_command(const std::vector<std::string>& arguments) {
       ++per_node[gpu.node];
     request.gpus_per_node = per_node.begin()->second;
     request.gpu_capacity = gpus.front().hbm_capacity;
+    request.host_capacity = gpus.front().cpu_host.empty() ? 0.0 : gpus.front().host_memory_capacity;
     request.gpu_peak = matmul_peak(gpus.front(), precision == "fp8"    ? Precision::fp8
                                                  : precision == "fp32" ? Precision::fp32
                                                  : precision == "fp16" ? Precision::fp16
@@ -176,7 +178,7 @@ int plan_command(const std::vector<std::string>& arguments) {
   const fs::path out_dir = out.empty() ? fs::path("results") / ("plan-" + request.model.name) : fs::path(out);
   if (choices.empty()) {
     std::cout << "trainsim plan: " << request.model.name << " on " << available << " GPUs: "
-              << nothing_fits(candidates, checks, request.gpu_capacity) << '\n';
+              << nothing_fits(candidates, checks, request) << '\n';
     return 0;
   }
 
@@ -211,7 +213,7 @@ int plan_command(const std::vector<std::string>& arguments) {
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return rows[a].tokens_per_s > rows[b].tokens_per_s; });
   nlohmann::json plan = nlohmann::json::array();
-  std::string csv = "rank,gpus,dp,tp,pp,vpp,cp,micro_batch,zero,recompute,tokens_per_s,step_time_s,mfu,peak_bytes,"
+  std::string csv = "rank,gpus,dp,tp,pp,vpp,cp,micro_batch,zero,recompute,offload,tokens_per_s,step_time_s,mfu,peak_bytes,"
                     "headroom_bytes,time_to_train_s,gpu_hours,bottleneck\n";
   std::cout << "trainsim plan: " << request.model.name << ", global batch " << global_batch << " x " << seq_len
             << " tokens, " << format_count(tokens) << " tokens to train; " << candidates.size() << " candidates, "
@@ -225,7 +227,8 @@ int plan_command(const std::vector<std::string>& arguments) {
     const std::string layout = "dp" + std::to_string(c.dp) + " tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) +
                                (c.vpp > 1 ? "x" + std::to_string(c.vpp) : "") + (c.cp > 1 ? " cp" + std::to_string(c.cp) : "") +
                                " mb" + std::to_string(c.micro_batch);
-    const std::string memory = "ZeRO-" + std::to_string(c.zero) + (c.recompute == "none" ? "" : ", " + c.recompute);
+    const std::string memory = "ZeRO-" + std::to_string(c.zero) + (c.recompute == "none" ? "" : ", " + c.recompute) +
+                               (c.offload == "none" ? "" : ", offload " + c.offload);
     if (place < 15)
       std::cout << line_of(std::to_string(place + 1), std::to_string(c.gpus), layout, memory,
                            format_count(row.tokens_per_s), format_seconds(row.step_time_s),
@@ -234,23 +237,24 @@ int plan_command(const std::vector<std::string>& arguments) {
                            format_seconds(to_train), format_double(std::round(gpu_hours)));
     csv += std::to_string(place + 1) + "," + std::to_string(c.gpus) + "," + std::to_string(c.dp) + "," + std::to_string(c.tp) +
            "," + std::to_string(c.pp) + "," + std::to_string(c.vpp) + "," + std::to_string(c.cp) + "," +
-           std::to_string(c.micro_batch) + "," + std::to_string(c.zero) + "," + c.recompute + "," +
+           std::to_string(c.micro_batch) + "," + std::to_string(c.zero) + "," + c.recompute + "," + c.offload + "," +
            format_double(row.tokens_per_s) + "," + format_double(row.step_time_s) + "," + format_double(row.mfu) + "," +
            format_double(row.peak_bytes) + "," + format_double(row.capacity_bytes - row.peak_bytes) + "," +
            format_double(to_train) + "," + format_double(gpu_hours) + "," + csv_field(row.bottleneck) + "\n";
     plan.push_back({{"rank", place + 1}, {"gpus", c.gpus}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"vpp", c.vpp},
                     {"cp", c.cp}, {"micro_batch", c.micro_batch}, {"zero", c.zero}, {"recompute", c.recompute},
+                    {"offload", c.offload},
                     {"tokens_per_s", row.tokens_per_s}, {"step_time_s", row.step_time_s}, {"mfu", row.mfu},
                     {"peak_bytes", row.peak_bytes}, {"capacity_bytes", row.capacity_bytes},
                     {"time_to_train_s", to_train}, {"gpu_hours", gpu_hours}, {"bottleneck", row.bottleneck},
-                    {"decisions", decision_chain(choices[order[place]], request.gpu_capacity)}});
+                    {"decisions", decision_chain(choices[order[place]], request)}});
   }
   if (order.empty()) {
     std::cout << "no simulated candidate fits once simulated; see " << (out_dir / "plan.json").string() << '\n';
   } else {
     std::cout << "\nhow the best got there (memory techniques in the order engineers apply them):\n";
     for (std::size_t place = 0; place < std::min<std::size_t>(3, order.size()); ++place) {
-      std::cout << "  " << place + 1 << ". " << decision_chain(choices[order[place]], request.gpu_capacity) << '\n';
+      std::cout << "  " << place + 1 << ". " << decision_chain(choices[order[place]], request) << '\n';
       std::cout << "     bottleneck: " << rows[order[place]].bottleneck << '\n';
     }
   }

@@ -16,22 +16,31 @@ namespace {
 
 // Expected cost of the memory techniques, for trying them in order: ZeRO-1 is free (the same
 // volume as DDP), ZeRO-2 nearly so, selective recompute costs the attention core, ZeRO-3 half
-// again the gradient traffic, full recompute a forward pass.
-double technique_cost(const std::string& recompute, int zero) {
-  const double recompute_cost = recompute == "none" ? 0.0 : recompute == "selective" ? 1.0 : 3.0;
-  const double zero_cost = zero <= 1 ? 0.0 : zero == 2 ? 0.5 : 2.0;
-  return recompute_cost + zero_cost;
+// again the gradient traffic, full recompute a forward pass; offload, after all of them, the
+// CPU's Adam step and PCIe traffic every step, parameters offloaded twice the model over PCIe per
+// micro-batch.
+double technique_cost(const Candidate& c) {
+  const double recompute_cost = c.recompute == "none" ? 0.0 : c.recompute == "selective" ? 1.0 : 3.0;
+  const double zero_cost = c.zero <= 1 ? 0.0 : c.zero == 2 ? 0.5 : 2.0;
+  const double offload_cost = c.offload == "none" ? 0.0 : c.offload == "optimizer" ? 6.0 : 8.0;
+  return recompute_cost + zero_cost + offload_cost;
 }
 
 std::tuple<int, int, int, int, int, int, long long> layout_key(const Candidate& c) {
   return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch};
 }
 
-std::string overflow(const MemoryCheck& check, double capacity) {
+std::string overflow(const MemoryCheck& check, const PlanRequest& request) {
+  const double capacity = request.gpu_capacity;
   if (!check.valid)
     return "refused: " + check.reason;
+  const std::string host = check.host_bytes > 0 ? ", host memory " + format_bytes(check.host_bytes) + " of " +
+                                                      format_bytes(request.host_capacity) + " per node"
+                                                : "";
   if (check.fits)
-    return "fits, " + format_bytes(check.peak_bytes) + " of " + format_bytes(capacity);
+    return "fits, " + format_bytes(check.peak_bytes) + " of " + format_bytes(capacity) + host;
+  if (check.peak_bytes <= capacity)
+    return "overflows host memory" + host;
   return "overflows rank " + std::to_string(check.peak_rank) + " by " + format_bytes(check.peak_bytes - capacity) +
          " (" + format_bytes(check.peak_bytes) + " of " + format_bytes(capacity) + ")";
 }
@@ -44,6 +53,10 @@ Settings Candidate::settings(const PlanRequest& request) const {
                   {"parallel.cp", std::to_string(cp)},      {"parallel.sp", tp > 1 ? "true" : "false"},
                   {"training.micro_batch", std::to_string(micro_batch)},
                   {"memory.zero", std::to_string(zero)},    {"memory.recompute", recompute}};
+  if (offload != "none")
+    out.emplace_back("memory.offload_optimizer", "cpu");
+  if (offload == "optimizer+params")
+    out.emplace_back("memory.offload_params", "cpu");
   if (request.described_cluster)
     out.emplace_back("platform.nodes", std::to_string((gpus + request.gpus_per_node - 1) / request.gpus_per_node));
   return out;
@@ -56,7 +69,9 @@ std::string Candidate::layout_label() const {
 }
 
 std::string Candidate::techniques_label() const {
-  return "recompute " + recompute + ", ZeRO " + std::to_string(zero);
+  return "recompute " + recompute + ", ZeRO " + std::to_string(zero) +
+         (offload == "none" ? "" : offload == "optimizer" ? ", optimizer offloaded to the CPU"
+                                                          : ", optimizer and parameters offloaded to the CPU");
 }
 
 std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
@@ -88,11 +103,17 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               const std::vector<int> zeros = dp * cp == 1 ? std::vector<int>{0}
                                              : pp > 1     ? std::vector<int>{0, 1}
                                                           : std::vector<int>{0, 1, 2, 3};
-              for (const char* recompute : {"none", "selective", "full"})
+              for (const char* recompute : {"none", "selective", "full"}) {
                 for (int zero : zeros)
                   variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute});
+                if (request.host_capacity <= 0 || pp > 1)
+                  continue;  // offload needs a CPU host and is simulated without pipelines
+                for (int zero : zeros)
+                  variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer"});
+                variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, 3, recompute, "optimizer+params"});
+              }
               std::stable_sort(variants.begin(), variants.end(), [](const Candidate& a, const Candidate& b) {
-                return technique_cost(a.recompute, a.zero) < technique_cost(b.recompute, b.zero);
+                return technique_cost(a) < technique_cost(b);
               });
               out.insert(out.end(), variants.begin(), variants.end());
             }
@@ -132,9 +153,12 @@ MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate)
         check.peak_bytes = found->second.gpu().peak;
         check.peak_rank = static_cast<int>(rank);
       }
+      check.host_bytes = std::max(check.host_bytes, found->second.devices[static_cast<int>(Device::host)].peak);
     }
+    // Every GPU of a node offloads the same share.
+    check.host_bytes *= std::min(candidate.gpus, request.gpus_per_node);
     check.valid = true;
-    check.fits = check.peak_bytes <= request.gpu_capacity;
+    check.fits = check.peak_bytes <= request.gpu_capacity && check.host_bytes <= request.host_capacity;
     // The busiest rank's kernels for the whole batch, plus the pipeline bubble (p-1)/(v m).
     const double bubble = candidate.pp > 1 ? (candidate.pp - 1.0) / (candidate.vpp * static_cast<double>(accumulation)) : 0.0;
     check.estimate_s = flops * static_cast<double>(accumulation) / static_cast<double>(kept) /
@@ -180,7 +204,7 @@ std::vector<LayoutChoice> choose_per_layout(const std::vector<Candidate>& candid
   return choices;
 }
 
-std::string decision_chain(const LayoutChoice& choice, double capacity) {
+std::string decision_chain(const LayoutChoice& choice, const PlanRequest& request) {
   std::string chain = choice.chosen.layout_label() + ": ";
   // Steps that did not lower the peak (selective recompute under FlashAttention, say) are left out.
   double best = std::numeric_limits<double>::infinity();
@@ -189,14 +213,15 @@ std::string decision_chain(const LayoutChoice& choice, double capacity) {
       continue;
     if (check.valid)
       best = check.peak_bytes;
-    chain += candidate.techniques_label() + " " + overflow(check, capacity) + " -> ";
+    chain += candidate.techniques_label() + " " + overflow(check, request) + " -> ";
   }
-  chain += choice.chosen.techniques_label() + " " + overflow(choice.memory, capacity);
+  chain += choice.chosen.techniques_label() + " " + overflow(choice.memory, request);
   return chain;
 }
 
 std::string nothing_fits(const std::vector<Candidate>& candidates, const std::vector<MemoryCheck>& checks,
-                         double capacity) {
+                         const PlanRequest& request) {
+  const double capacity = request.gpu_capacity;
   std::size_t best = candidates.size();
   for (std::size_t i = 0; i < candidates.size(); ++i)
     if (checks[i].valid && (best == candidates.size() || checks[i].peak_bytes < checks[best].peak_bytes))
@@ -205,10 +230,17 @@ std::string nothing_fits(const std::vector<Candidate>& candidates, const std::ve
     return "no candidate layout is possible for this model, batch and cluster (every one was refused; the first: " +
            (checks.empty() ? std::string("none") : checks.front().reason) + ")";
   const Candidate& c = candidates[best];
+  if (checks[best].peak_bytes <= capacity)
+    return "nothing fits: the closest, " + c.layout_label() + " with " + c.techniques_label() +
+           ", fits the GPUs but needs " + format_bytes(checks[best].host_bytes) + " of host memory per node, " +
+           format_bytes(checks[best].host_bytes - request.host_capacity) + " more than the " +
+           format_bytes(request.host_capacity) + " there are; it would need more host memory or more GPUs";
   return "nothing fits: the closest, " + c.layout_label() + " with " + c.techniques_label() + ", needs " +
          format_bytes(checks[best].peak_bytes) + " per GPU, " + format_bytes(checks[best].peak_bytes - capacity) +
          " more than the " + format_bytes(capacity) + " there are; it would need GPUs with at least " +
-         format_bytes(checks[best].peak_bytes) + ", or more GPUs (a larger --gpus), or offload (not modelled yet)";
+         format_bytes(checks[best].peak_bytes) + ", or more GPUs (a larger --gpus)" +
+         (request.host_capacity > 0 ? std::string(", or more host memory for offload")
+                                    : std::string(", or a platform with a CPU host to offload to"));
 }
 
 } // namespace trainsim

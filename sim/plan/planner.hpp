@@ -19,6 +19,7 @@ struct PlanRequest {
   int gpus_per_node = 8;
   bool described_cluster = false;  // candidates set platform.nodes to fit their GPUs
   double gpu_capacity = 0;         // bytes of HBM per GPU
+  double host_capacity = 0;        // bytes of DRAM per node; 0: no CPU host, so no offload
   double gpu_peak = 0;             // dense FLOP/s in the training precision, for the estimate
   double matmul_efficiency = 0.55;
   long long global_batch = 0;
@@ -31,14 +32,16 @@ struct Candidate {
   long long micro_batch = 1;
   int zero = 0;
   std::string recompute = "none";
+  std::string offload = "none";  // none | optimizer (to the CPU) | optimizer+params (ZeRO-3, both to the CPU)
 
   Settings settings(const PlanRequest& request) const;   // the --set overrides that make it
   std::string layout_label() const;                       // "64 GPUs: dp 8, tp 8, pp 1, micro-batch 1"
-  std::string techniques_label() const;                   // "recompute selective, ZeRO 1"
+  std::string techniques_label() const;                   // "recompute selective, ZeRO 1, offload optimizer"
 };
 
 // The search space, as data: every layout the model and batch allow, each with its memory
-// variants in order of expected cost (cheapest first).
+// variants in order of expected cost (cheapest first). Offload to the CPU comes last, for
+// data-parallel layouts on platforms with a CPU host (the optimizer; with ZeRO-3 the parameters too).
 std::vector<Candidate> enumerate_candidates(const PlanRequest& request);
 
 struct MemoryCheck {
@@ -46,7 +49,8 @@ struct MemoryCheck {
   std::string reason;
   double peak_bytes = 0;
   int peak_rank = 0;
-  bool fits = false;
+  double host_bytes = 0;           // a node's host memory: its GPUs' offloaded shares added
+  bool fits = false;               // on the GPUs and in host memory
   double estimate_s = 0;           // roofline compute time with the pipeline bubble, for ordering
 };
 
@@ -70,10 +74,10 @@ std::vector<LayoutChoice> choose_per_layout(const std::vector<Candidate>& candid
 
 // "micro-batch 2 on 64 GPUs (dp 8, tp 8): recompute none, ZeRO 0 overflows rank 0 by 12.3 GiB ->
 // selective recompute: fits, 71.2 GiB of 80 GiB".
-std::string decision_chain(const LayoutChoice& choice, double capacity);
+std::string decision_chain(const LayoutChoice& choice, const PlanRequest& request);
 
 // When nothing fits: the closest candidate and what would be needed.
 std::string nothing_fits(const std::vector<Candidate>& candidates, const std::vector<MemoryCheck>& checks,
-                         double capacity);
+                         const PlanRequest& request);
 
 } // namespace trainsim

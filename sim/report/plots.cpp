@@ -30,6 +30,11 @@ std::string comm_colour(const std::string& kind) {
   if (kind == "dp") return "#edc948";
   if (kind == "emb") return "#bab0ac";
   if (kind == "pp") return "#76b7b2";
+  if (kind == "h2d") return "#b07aa1";
+  if (kind == "d2h") return "#d4a6c8";
+  if (kind == "nvme_read") return "#8cd17d";
+  if (kind == "nvme_write") return "#499894";
+  if (kind == "cpu_optimizer" || kind == "cpu") return "#9d7660";
   return "#79706e";
 }
 
@@ -196,8 +201,11 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
 }
 
 std::string breakdown_svg(const StepMetrics& metrics) {
-  constexpr double width = 860, left = 20, bar_width = 820, bar_height = 28;
-  Svg svg(width, 250);
+  constexpr double width = 860, left = 20, bar_width = 820, bar_height = 28, bar_spacing = 110;
+  const std::vector<std::pair<const NodeTier*, std::string>> tiers = {{&metrics.memory.host, "host memory"},
+                                                                      {&metrics.memory.nvme, "NVMe"}};
+  const auto used_tiers = std::count_if(tiers.begin(), tiers.end(), [](const auto& tier) { return tier.first->used; });
+  Svg svg(width, 250 + bar_spacing * static_cast<double>(used_tiers));
   const auto bar = [&](double y, const std::string& title,
                        const std::vector<std::tuple<std::string, double, std::string>>& parts, double total,
                        const std::string& group) {
@@ -242,9 +250,19 @@ std::string breakdown_svg(const StepMetrics& metrics) {
     memory_parts.emplace_back(to_string(static_cast<MemCategory>(c)), gpu.at_peak[c], category_colour[c]);
   const double capacity = metrics.memory.capacity_bytes;
   memory_parts.emplace_back("free", std::max(0.0, capacity - gpu.peak), "#f0f0f0");
-  bar(150, "memory at peak on rank " + std::to_string(peak_rank.rank) + ": " + format_bytes(gpu.peak) + " of " +
-               format_bytes(capacity),
+  double y = 40 + bar_spacing;
+  bar(y, "memory at peak on rank " + std::to_string(peak_rank.rank) + ": " + format_bytes(gpu.peak) + " of " +
+             format_bytes(capacity),
       memory_parts, std::max(capacity, gpu.peak), "memory-bar");
+  // Offload tiers are shared by a node's GPUs: the fullest node's.
+  for (const auto& [tier, name] : tiers) {
+    if (!tier->used)
+      continue;
+    y += bar_spacing;
+    bar(y, name + " on " + tier->node + ": " + format_bytes(tier->peak_bytes) + " of " + format_bytes(tier->capacity_bytes),
+        {{"offloaded", tier->peak_bytes, "#9d7660"}, {"free", std::max(0.0, tier->capacity_bytes - tier->peak_bytes), "#f0f0f0"}},
+        std::max(tier->capacity_bytes, tier->peak_bytes), name == "NVMe" ? "nvme-bar" : "host-bar");
+  }
   return svg.str();
 }
 

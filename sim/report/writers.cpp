@@ -397,7 +397,11 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
     if (!is_offload_kind(kind))
       continue;
     const bool on_cpu = kind == "cpu_optimizer" || kind == "cpu";
-    const std::string label = kind == "cpu_optimizer" ? "cpu optimizer" : kind == "cpu" ? "cpu work" : "offload " + kind;
+    const std::string label = kind == "cpu_optimizer" ? "cpu optimizer"
+                              : kind == "cpu"         ? "cpu work"
+                              : kind == "nvme_read"   ? "nvme reads"
+                              : kind == "nvme_write"  ? "nvme writes"
+                                                      : "offload " + kind;
     out << line("  %-16s total %s, exposed %s%s\n", label.c_str(),
                 format_seconds(comm.total_s).c_str(), format_seconds(comm.exposed_s).c_str(),
                 on_cpu ? "" : (", " + format_bytes(comm.bytes) + " moved per rank").c_str());

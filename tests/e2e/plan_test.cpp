@@ -41,11 +41,19 @@ TEST_CASE("the plan's best configuration fits, beats the other simulated ones, a
 }
 
 TEST_CASE("a model that fits nowhere gets an answer saying what would be needed") {
+  // Without a CPU host to offload to, 70B parameters on one 80 GB GPU: the GPU is the limit.
   const CliResult result =
-      run_trainsim("plan_nothing", "plan --model llama3-70b --gpu rtx4090 --gpus 1 --global-batch 8 -o out");
+      run_trainsim("plan_nothing", "plan --model llama3-70b --platform dgx-a100.xml --gpus 1 --global-batch 8 -o out");
   REQUIRE_MESSAGE(result.status == 0, result.err);
   CHECK(result.out.find("nothing fits: the closest") != std::string::npos);
   CHECK(result.out.find("would need GPUs with at least") != std::string::npos);
+  CHECK(result.out.find("a platform with a CPU host to offload to") != std::string::npos);
+  // Offloaded to 512 GB of DRAM, the 18 bytes per parameter of ZeRO-Infinity (1.26 TB) do not fit.
+  const CliResult host = run_trainsim(
+      "plan_nothing_host", "plan --model llama3-70b --gpu rtx4090 --gpus 1 --host-memory 512GB --global-batch 8 -o out");
+  REQUIRE_MESSAGE(host.status == 0, host.err);
+  CHECK(host.out.find("fits the GPUs but needs") != std::string::npos);
+  CHECK(host.out.find("of host memory per node") != std::string::npos);
 }
 
 TEST_CASE("plan refuses a cluster given twice or not at all") {
@@ -55,4 +63,21 @@ TEST_CASE("plan refuses a cluster given twice or not at all") {
   const CliResult range = run_trainsim("plan_range", "plan --model tiny-gpt --platform dgx-a100.xml --gpus 4..64");
   CHECK(range.status == 2);
   CHECK(range.err.find("accepted: 1 <= N <= M <= 8") != std::string::npos);
+}
+
+TEST_CASE("on a workstation too small for the model, the plan offloads to the CPU and says so") {
+  // Llama 3 8B on 4 x 24 GB: mixed-precision Adam needs 16 bytes x 8.03B = 128 GB, more than the
+  // 96 GB of the four GPUs together, so no layout fits without moving states to host memory.
+  const CliResult result = run_trainsim(
+      "plan_offload", "plan --model llama3-8b --gpu rtx4090 --gpus-per-node 4 --fabric pcie --gpus 4 "
+                      "--global-batch 16 --seq-len 2048 --simulate 2 -j 2 -o out");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const json plan = read_json(result.dir / "out/plan.json");
+  REQUIRE(!plan.empty());
+  for (const json& row : plan) {
+    CHECK(row["offload"].get<std::string>() != "none");
+    CHECK(row["decisions"].get<std::string>().find("offloaded to the CPU fits") != std::string::npos);
+    CHECK(row["decisions"].get<std::string>().find("host memory") != std::string::npos);
+  }
+  CHECK(read_file(result.dir / "out/plan.csv").rfind("rank,gpus,dp,tp,pp,vpp,cp,micro_batch,zero,recompute,offload,", 0) == 0);
 }

@@ -108,7 +108,7 @@ TEST_CASE("each layout keeps the first variant that fits, and the chain says why
     CHECK(choice.memory.peak_bytes <= request.gpu_capacity);
     for (const auto& [candidate, check] : choice.tried)
       CHECK((!check.valid || !check.fits));
-    const std::string chain = decision_chain(choice, request.gpu_capacity);
+    const std::string chain = decision_chain(choice, request);
     CHECK(chain.find(choice.chosen.techniques_label() + " fits") != std::string::npos);
     if (!choice.tried.empty()) {
       some_chain = true;
@@ -124,5 +124,61 @@ TEST_CASE("each layout keeps the first variant that fits, and the chain says why
   request.gpu_capacity = smallest / 2;
   const auto none = check_candidates(request, candidates);
   CHECK(choose_per_layout(candidates, none).empty());
-  CHECK(nothing_fits(candidates, none, request.gpu_capacity).rfind("nothing fits: the closest", 0) == 0);
+  CHECK(nothing_fits(candidates, none, request).rfind("nothing fits: the closest", 0) == 0);
+}
+
+TEST_CASE("offload is the planner's last resort, for data-parallel layouts on platforms with a CPU host") {
+  // Without a CPU host (the hand-written DGX A100 platforms): no offload variant at all.
+  for (const Candidate& c : enumerate_candidates(tiny_request({8}, 64)))
+    CHECK(c.offload == "none");
+  PlanRequest request = tiny_request({8}, 64);
+  request.host_capacity = 1e12;
+  request.base_ini = "[model]\npath = " + resolve_data_file("tiny-gpt", "models", ".json", ".", "test").string() +
+                     "\n[platform]\nfile = dgx-a100-nvme.xml\n[memory]\nflash_attention = false\n"
+                     "[training]\nseq_len = 512\nglobal_batch = 64\n";
+  const auto candidates = enumerate_candidates(request);
+  std::map<std::string, std::vector<const Candidate*>> by_layout;
+  for (const Candidate& c : candidates)
+    by_layout[c.layout_label()].push_back(&c);
+  for (const auto& [layout, variants] : by_layout) {
+    bool offloading = false;
+    for (const Candidate* c : variants) {
+      if (c->pp > 1)
+        CHECK(c->offload == "none");  // offload is simulated without pipelines
+      if (c->offload == "optimizer+params")
+        CHECK(c->zero == 3);
+      // Every variant after the first offloading one offloads too: offload comes after every
+      // combination of recompute and ZeRO.
+      CHECK((!offloading || c->offload != "none"));
+      offloading = offloading || c->offload != "none";
+    }
+  }
+  const std::vector<Candidate> dp_only = [&] {
+    std::vector<Candidate> out;
+    for (const Candidate& c : candidates)
+      if (c.dp == 8 && c.micro_batch == 1)
+        out.push_back(c);
+    return out;
+  }();
+  // Offloading lowers the lowest GPU peak the layout can reach (ZeRO-3 with full recompute still
+  // keeps 16 bytes per parameter / 8 on each GPU); a GPU between the two holds it only offloaded.
+  double lowest = 1e300, lowest_offloaded = 1e300;
+  for (const Candidate& c : dp_only) {
+    const MemoryCheck check = check_memory(request, c);
+    REQUIRE(check.valid);
+    (c.offload == "none" ? lowest : lowest_offloaded) =
+        std::min(c.offload == "none" ? lowest : lowest_offloaded, check.peak_bytes);
+  }
+  REQUIRE(lowest_offloaded < lowest);
+  request.gpu_capacity = (lowest + lowest_offloaded) / 2;
+  const auto choices = choose_per_layout(dp_only, check_candidates(request, dp_only));
+  REQUIRE(choices.size() == 1);
+  CHECK(choices[0].chosen.offload != "none");
+  CHECK(choices[0].memory.host_bytes > 0);
+  CHECK(decision_chain(choices[0], request).find("offloaded to the CPU") != std::string::npos);
+  // With too little host memory for the offloaded states, nothing fits, and the answer says why.
+  request.host_capacity = 1024;
+  const auto checks = check_candidates(request, dp_only);
+  CHECK(choose_per_layout(dp_only, checks).empty());
+  CHECK(nothing_fits(dp_only, checks, request).find("host memory") != std::string::npos);
 }
