@@ -53,7 +53,8 @@ if [ "${1:-}" = "--scale" ]; then
 fi
 
 repetitions="${1:-5}"
-for scenario in scenarios/default.ini scenarios/llama3-70b-2n.ini scenarios/llama3-70b-pp4-interleaved.ini; do
+for scenario in scenarios/default.ini scenarios/llama3-70b-2n.ini scenarios/llama3-70b-pp4-interleaved.ini \
+  scenarios/llama2-70b-offload-nvme.ini scenarios/workstation-llama3-8b-finetune.ini; do
   times=()
   for ((i = 0; i < repetitions; i++)); do
     start=$(date +%s.%N)

@@ -35,8 +35,9 @@ void MemoryTracker::apply(const Op& op, OpId key, double when) {
   }
   if (allocation.device == Device::gpu && total > gpu_capacity_ && over_capacity_at_ < 0)
     over_capacity_at_ = when;
-  if (keep_timeline_ && allocation.device == Device::gpu)
-    timeline_.push_back({when, usage});
+  if (keep_timeline_)
+    timeline_.push_back({when, in_use_[static_cast<int>(Device::gpu)], sum(in_use_[static_cast<int>(Device::host)]),
+                         sum(in_use_[static_cast<int>(Device::nvme)])});
 }
 
 RankMemory MemoryTracker::result() const {

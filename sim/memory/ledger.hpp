@@ -18,6 +18,8 @@ using CategoryBytes = std::array<double, category_count>;
 struct MemoryPoint {
   double time = 0;
   CategoryBytes gpu{};
+  double host = 0;   // this rank's bytes in host memory
+  double nvme = 0;   // and on NVMe
 };
 
 struct DeviceMemory {

@@ -105,13 +105,20 @@ std::string chrome_trace(const Workload& workload, const std::vector<GpuInfo>& g
             json_text(slice_category(op, workload, rank)) + "\",\"pid\":" + pid + ",\"tid\":" + std::to_string(tid) +
             ",\"ts\":" + micros(span.start) + ",\"dur\":" + micros(span.end - span.start) + ",\"args\":{" + args + "}");
     }
-    for (const MemoryPoint& point : metrics.ranks[rank].timeline) {
+    const std::vector<MemoryPoint>& timeline = metrics.ranks[rank].timeline;
+    const bool offloads = std::any_of(timeline.begin(), timeline.end(),
+                                      [](const MemoryPoint& point) { return point.host > 0 || point.nvme > 0; });
+    for (const MemoryPoint& point : timeline) {
       std::string args;
       for (int c = 0; c < category_count; ++c)
         args += std::string(c ? "," : "") + "\"" + to_string(static_cast<MemCategory>(c)) +
                 "\":" + format_double(point.gpu[c]);
       event("\"ph\":\"C\",\"name\":\"GPU memory (bytes)\",\"pid\":" + pid + ",\"tid\":0,\"ts\":" + micros(point.time) +
             ",\"args\":{" + args + "}");
+      if (offloads)
+        event("\"ph\":\"C\",\"name\":\"offloaded memory (bytes)\",\"pid\":" + pid + ",\"tid\":0,\"ts\":" +
+              micros(point.time) + ",\"args\":{\"host\":" + format_double(point.host) +
+              ",\"nvme\":" + format_double(point.nvme) + "}");
     }
   }
 

@@ -464,13 +464,13 @@ std::string memory_csv(const StepMetrics& metrics) {
   out << "rank,time_s";
   for (int c = 0; c < category_count; ++c)
     out << ',' << to_string(static_cast<MemCategory>(c));
-  out << '\n';
+  out << ",host,nvme\n";
   for (const auto& rank : metrics.ranks)
     for (const auto& point : rank.timeline) {
       out << rank.rank << ',' << format_double(point.time);
       for (double bytes : point.gpu)
         out << ',' << format_double(bytes);
-      out << '\n';
+      out << ',' << format_double(point.host) << ',' << format_double(point.nvme) << '\n';
     }
   return out.str();
 }

@@ -170,3 +170,35 @@ TEST_CASE("faster PCIe shortens exposed offload time; GPUs sharing a switch slow
   CHECK(paired["resources"]["pcie-uplink"]["busy_s"].get<double>() ==
         doctest::Approx(2 * alone["resources"]["pcie-uplink"]["busy_s"].get<double>()).epsilon(1e-6));
 }
+
+TEST_CASE("host memory has a timeline in memory.csv and trace.json, and the report draws every tier") {
+  const CliResult result = run_trainsim("offload_outputs", "run " + project_file("scenarios/llama2-70b-offload-nvme.ini") +
+                                                               " --out out");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const json summary = read_json(result.dir / "out/summary.json");
+  double host = 0, nvme = 0;
+  for (const auto& row : memory_rows(result.dir / "out/memory.csv", 0)) {
+    host = std::max(host, row[6]);
+    nvme = std::max(nvme, row[7]);
+  }
+  CHECK(host == summary["memory"]["ranks"][0]["host_peak_bytes"].get<double>());
+  CHECK(nvme == summary["memory"]["ranks"][0]["nvme_peak_bytes"].get<double>());
+  // Eight GPUs with the same share: the node holds eight times rank 0's.
+  CHECK(summary["memory"]["nvme"]["peak_bytes"].get<double>() == doctest::Approx(8 * nvme).epsilon(1e-12));
+  const json trace = read_json(result.dir / "out/trace.json");
+  bool counter = false;
+  for (const json& event : trace["traceEvents"])
+    counter = counter || (event["ph"] == "C" && event["name"] == "offloaded memory (bytes)");
+  CHECK(counter);
+  const auto svg = xml_tree(result.dir / "out/breakdown.svg");
+  bool host_bar = false, nvme_bar = false;
+  for (const auto* group : xml_elements(svg, "g")) {
+    host_bar = host_bar || xml_attribute(*group, "class") == "host-bar";
+    nvme_bar = nvme_bar || xml_attribute(*group, "class") == "nvme-bar";
+  }
+  CHECK(host_bar);
+  CHECK(nvme_bar);
+  // The drives are the busiest resource, and the line says so.
+  CHECK(summary["bottleneck"].get<std::string>().find("nvme") != std::string::npos);
+  CHECK(summary["resources"]["nvme"]["count"].get<int>() == 4);
+}

@@ -97,14 +97,16 @@ TEST_CASE("memory.csv has one column per category and reaches the reported peak"
   REQUIRE(result.status == 0);
   std::string header;
   const auto rows = memory_rows(result.dir / "out/memory.csv", 0, &header);
-  CHECK(header == "rank,time_s,weights,gradients,optimizer,activations,buffers");
+  CHECK(header == "rank,time_s,weights,gradients,optimizer,activations,buffers,host,nvme");
   double highest = 0, last_time = 0;
   for (const auto& row : rows) {
-    CHECK(row.size() == 6);
+    CHECK(row.size() == 8);
     CHECK(row[0] >= last_time);  // a timeline in simulated-time order
     last_time = row[0];
+    CHECK(row[6] == 0);  // nothing offloaded
+    CHECK(row[7] == 0);
     double total = 0;
-    for (std::size_t c = 1; c < row.size(); ++c)
+    for (std::size_t c = 1; c <= 5; ++c)
       total += row[c];
     highest = std::max(highest, total);
   }

@@ -55,15 +55,21 @@ TEST_CASE("the peak and its breakdown are taken at the highest total") {
   CHECK(memory.persistent_gpu[static_cast<int>(MemCategory::activations)] == 0);
 }
 
-TEST_CASE("the timeline records every GPU event with its time") {
+TEST_CASE("the timeline records every event with its time, on the GPU, in host memory and on NVMe") {
   MemoryTracker tracker(true);
   apply_all(tracker, {{alloc("w", MemCategory::weights, 10), 0.5},
                       {alloc("a", MemCategory::activations, 5), 1.0},
-                      {release("a"), 2.0}});
-  REQUIRE(tracker.timeline().size() == 3);
+                      {release("a"), 2.0},
+                      {alloc("states", MemCategory::optimizer, 70, Device::host), 2.5},
+                      {alloc("spill", MemCategory::optimizer, 30, Device::nvme), 3.0}});
+  REQUIRE(tracker.timeline().size() == 5);
   CHECK(tracker.timeline()[1].time == 1.0);
   CHECK(tracker.timeline()[1].gpu[static_cast<int>(MemCategory::activations)] == 5);
   CHECK(tracker.timeline()[2].gpu[static_cast<int>(MemCategory::activations)] == 0);
+  CHECK(tracker.timeline()[2].host == 0);
+  CHECK(tracker.timeline()[3].host == 70);
+  CHECK(tracker.timeline()[3].gpu[static_cast<int>(MemCategory::weights)] == 10);  // the GPU as it was
+  CHECK(tracker.timeline()[4].nvme == 30);
 }
 
 TEST_CASE("freeing an unknown tensor or allocating twice is an error") {
