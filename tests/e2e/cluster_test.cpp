@@ -175,6 +175,30 @@ TEST_CASE("copies to and from host memory cross the GPU's PCIe link and its swit
         doctest::Approx(1.0).epsilon(1e-5));
 }
 
+TEST_CASE("an offload copy and a send to another node share the GPU's PCIe link") {
+  // GPU 0 copies C bytes to its CPU (its PCIe link, then its switch's uplink) while sending S bytes
+  // to GPU 0 of node 1 (its PCIe link, then its 25 GB/s NIC), C = S = P/2 with P = 31.5 GB/s, the
+  // PCIe gen4 rate. Alone the copy takes C / P = 0.5 s, the send S / 25 GB/s = 0.63 s. Together
+  // the GPU's link carries C + S = P bytes, so the step lasts at least 1 s, however SimGrid's
+  // model splits the link between the two flows (CM02 weighs flows by their route).
+  const fs::path platform = generate("pcie_nic", "--gpu a100-80gb --nodes 2");
+  const double pcie = 16 * 16e9 * 128 / 130 / 8;
+  const std::string bytes = std::to_string(pcie / 2);
+  std::vector<std::string> both(9), copy_only(9), send_only(9);
+  both[0] = "0 copy target=@cpu bytes=" + bytes + "\n1 send peer=8 bytes=" + bytes + "\n";
+  both[8] = send_only[8] = "0 recv peer=0 bytes=" + bytes + "\n";
+  copy_only[0] = "0 copy target=@cpu bytes=" + bytes + "\n";
+  send_only[0] = "0 send peer=8 bytes=" + bytes + "\n";
+  const json together = replay_summary("pcie_nic_both", programs_trace("pcie_nic_both", both), platform);
+  CHECK(together["step_time_s"].get<double>() >= 1.0);
+  CHECK(together["resources"]["pcie-gpu"]["busy_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(together["resources"]["pcie-gpu"]["busiest"] == "node0-pcie0_UP");
+  CHECK(replay_summary("pcie_nic_copy", programs_trace("pcie_nic_copy", copy_only), platform)["step_time_s"]
+            .get<double>() == doctest::Approx(0.5).epsilon(1e-4));
+  CHECK(replay_summary("pcie_nic_send", programs_trace("pcie_nic_send", send_only), platform)["step_time_s"]
+            .get<double>() == doctest::Approx(pcie / 2 / 25e9).epsilon(1e-4));
+}
+
 TEST_CASE("work on the CPU host is timed by its speed and memory bandwidth, shared by the node's GPUs") {
   // The generated CPU host: 2 TFLOP/s, 200 GB/s of DRAM.
   const fs::path platform = generate("cpu", "--gpu a100-80gb");
