@@ -201,11 +201,25 @@ void StepCollector::op_finished(int rank, OpId id, double time) {
       state.optimizer.end(time);
   } else if (op.kind == OpKind::alloc || op.kind == OpKind::free) {
     state.memory.apply(op, state.facts->allocation[id], time);
+    apply_to_node(rank, id);
   } else if (op.kind != OpKind::recv && !transfers_are_told(op)) {
     const int kind = state.facts->kind[id];
     if (kind >= 0)
       state.comm[kind].end(time);
   }
+}
+
+void StepCollector::apply_to_node(int rank, OpId id) {
+  const Program& program = workload_.program(rank);
+  const Op& allocation = program.ops[ranks_[rank].facts->allocation[id]];  // a free's device and size are its alloc's
+  if (allocation.device == Device::gpu)
+    return;
+  const std::string& node = gpus_[rank].node;
+  const auto device = static_cast<std::size_t>(allocation.device);
+  double& in_use = node_in_use_[node][device];
+  in_use += program.ops[id].kind == OpKind::alloc ? allocation.bytes : -allocation.bytes;
+  double& peak = node_peaks_[node][device];
+  peak = std::max(peak, in_use);
 }
 
 void StepCollector::op_transferred(int rank, OpId id, double start, double end) {
@@ -217,7 +231,7 @@ void StepCollector::op_transferred(int rank, OpId id, double start, double end) 
 namespace {
 
 NodeTier summarize_tier(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus, Device device,
-                        double GpuInfo::*capacity) {
+                        double GpuInfo::*capacity, const NodePeaks* over_time) {
   std::map<std::string, std::pair<double, double>> held;  // node -> bytes, capacity
   NodeTier tier;
   for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
@@ -227,6 +241,9 @@ NodeTier summarize_tier(const std::vector<RankMemory>& ranks, const std::vector<
     node_capacity = gpus[rank].*capacity;
     tier.used = tier.used || peak > 0;
   }
+  if (over_time)
+    for (auto& [node, entry] : held)
+      entry.first = over_time->at(node)[static_cast<int>(device)];
   for (const auto& [node, entry] : held) {
     if (tier.node.empty() || entry.first > tier.peak_bytes) {
       tier.peak_bytes = entry.first;
@@ -241,7 +258,8 @@ NodeTier summarize_tier(const std::vector<RankMemory>& ranks, const std::vector<
 
 } // namespace
 
-MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus) {
+MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus,
+                               const NodePeaks* node_peaks) {
   MemorySummary summary;
   for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
     const double capacity = gpus[rank].hbm_capacity;
@@ -255,8 +273,8 @@ MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::
     if (peak > capacity)
       summary.gpu_fits = false;
   }
-  summary.host = summarize_tier(ranks, gpus, Device::host, &GpuInfo::host_memory_capacity);
-  summary.nvme = summarize_tier(ranks, gpus, Device::nvme, &GpuInfo::nvme_capacity);
+  summary.host = summarize_tier(ranks, gpus, Device::host, &GpuInfo::host_memory_capacity, node_peaks);
+  summary.nvme = summarize_tier(ranks, gpus, Device::nvme, &GpuInfo::nvme_capacity, node_peaks);
   summary.fits = summary.gpu_fits && summary.host.fits && summary.nvme.fits;
   return summary;
 }
@@ -328,7 +346,10 @@ StepMetrics StepCollector::finish(double training_tokens) const {
     peak_flops += matmul_peak(gpus[rank], workload_.step.precision, workload_.step.efficiency.allow_tf32);
     metrics.ranks.push_back(std::move(out));
   }
-  metrics.memory = summarize_memory(memories, gpus);
+  NodePeaks node_peaks = node_peaks_;
+  for (const GpuInfo& gpu : gpus)
+    node_peaks.try_emplace(gpu.node);  // nodes that offload nothing
+  metrics.memory = summarize_memory(memories, gpus, &node_peaks);
   double hardware_flops = 0;
   for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
     metrics.ranks[rank].breakdown = breakdown_of(ranks_[rank], metrics.ranks[rank], metrics.step_time_s);

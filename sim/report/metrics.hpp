@@ -70,9 +70,9 @@ struct RankMetrics {
   std::vector<MemoryPoint> timeline;
 };
 
-// Host DRAM or NVMe: shared by the GPUs of a node, so held per node. A node holds what its ranks
-// hold at their peaks added up (offloaded states persist through the step, so that is what they
-// hold at once).
+// Host DRAM or NVMe: shared by the GPUs of a node, so held per node. In a replay, the most the
+// node's ranks held at once; in program order (no common clock), their peaks added up
+// (offloaded states persist through the step, so the two differ only by transient buffers).
 struct NodeTier {
   double peak_bytes = 0;        // the fullest node's
   std::string node;             // which node that is
@@ -80,6 +80,9 @@ struct NodeTier {
   bool used = false;            // some rank placed something on this tier
   bool fits = true;             // on every node
 };
+
+// Per node, bytes on each device (the most held at once, or in use now).
+using NodePeaks = std::map<std::string, std::array<double, device_count>>;
 
 struct MemorySummary {
   double capacity_bytes = 0;    // the smallest GPU capacity among the ranks
@@ -146,6 +149,8 @@ private:
     RankState(bool keep_timeline, double capacity) : memory(keep_timeline, capacity) {}
   };
   StepBreakdown breakdown_of(const RankState& state, const RankMetrics& rank, double step_time) const;
+  // Host and NVMe allocations added up over a node's ranks as the replay tells them.
+  void apply_to_node(int rank, OpId id);
   static bool transfers_are_told(const Op& op);
   int kind_index(const std::string& kind);
   const Workload& workload_;
@@ -153,8 +158,12 @@ private:
   std::vector<std::string> kinds_;
   std::map<const Program*, ProgramFacts> facts_;
   std::vector<RankState> ranks_;
+  NodePeaks node_in_use_;
+  NodePeaks node_peaks_;
 };
 
-MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus);
+// `node_peaks`: from a replay; without them a node's tiers add its ranks' peaks.
+MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus,
+                               const NodePeaks* node_peaks = nullptr);
 
 } // namespace trainsim

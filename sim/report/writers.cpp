@@ -57,8 +57,8 @@ json tier_json(const NodeTier& tier) {
           {"fits", tier.fits}};
 }
 
-json memory_section(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus, bool timed) {
-  const MemorySummary summary = summarize_memory(ranks, gpus);
+json memory_section(const MemorySummary& summary, const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus,
+                    bool timed) {
   json out = {{"capacity_bytes", summary.capacity_bytes},
               {"peak_bytes", summary.peak_bytes},
               {"peak_rank", summary.peak_rank},
@@ -193,9 +193,8 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
                 run.micro_batch, run.grad_accum, run.global_batch, run.seq_len);
 }
 
-void print_memory_lines(std::ostream& out, const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus,
-                        const char* when_unit) {
-  const MemorySummary summary = summarize_memory(ranks, gpus);
+void print_memory_lines(std::ostream& out, const MemorySummary& summary, const std::vector<RankMemory>& ranks,
+                        const std::vector<GpuInfo>& gpus, const char* when_unit) {
   const RankMemory& worst = ranks[summary.peak_rank];
   out << line("  %-16s %s of %s on rank %d (%s %s) — %s\n", "peak memory", format_bytes(summary.peak_bytes).c_str(),
               format_bytes(summary.capacity_bytes).c_str(), summary.peak_rank, when_unit,
@@ -208,7 +207,7 @@ void print_memory_lines(std::ostream& out, const std::vector<RankMemory>& ranks,
   const auto tier_line = [&](const char* label, const NodeTier& tier) {
     if (!tier.used)
       return;
-    out << line("  %-16s %s of %s on %s (its GPUs' shares added) — %s\n", label, format_bytes(tier.peak_bytes).c_str(),
+    out << line("  %-16s %s of %s on %s (shared by its GPUs) — %s\n", label, format_bytes(tier.peak_bytes).c_str(),
                 tier.capacity_bytes > 0 ? format_bytes(tier.capacity_bytes).c_str() : "an unknown capacity",
                 tier.node.c_str(), tier.fits ? "fits" : "DOES NOT FIT");
   };
@@ -312,7 +311,7 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
   std::vector<RankMemory> memories;
   for (const auto& rank : metrics.ranks)
     memories.push_back(rank.memory);
-  out["memory"] = memory_section(memories, gpus, true);
+  out["memory"] = memory_section(metrics.memory, memories, gpus, true);
   if (!run.coords.empty())
     out["memory"]["stages"] = stages_json(memories, run);
 
@@ -382,7 +381,7 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
   std::vector<RankMemory> memories;
   for (const auto& rank : metrics.ranks)
     memories.push_back(rank.memory);
-  print_memory_lines(out, memories, gpus, "at");
+  print_memory_lines(out, metrics.memory, memories, gpus, "at");
   const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
   out << line("  %-16s %s on rank %d", "compute", format_seconds(critical.compute_s).c_str(), critical.rank);
   if (critical.recompute_s > 0)
@@ -478,14 +477,14 @@ std::string memory_csv(const StepMetrics& metrics) {
 json memory_json(const std::vector<RankMemory>& ranks, const Workload& workload, const std::vector<GpuInfo>& gpus,
                  const RunInfo& run) {
   json out = run_json(workload, gpus, run);
-  out["memory"] = memory_section(ranks, gpus, false);
+  out["memory"] = memory_section(summarize_memory(ranks, gpus), ranks, gpus, false);
   return out;
 }
 
 void print_memory(std::ostream& out, const std::vector<RankMemory>& ranks, const Workload& workload,
                   const std::vector<GpuInfo>& gpus, const RunInfo& run) {
   print_header(out, workload, gpus, run);
-  print_memory_lines(out, ranks, gpus, "op");
+  print_memory_lines(out, summarize_memory(ranks, gpus), ranks, gpus, "op");
 }
 
 void print_memory_comparison_table(std::ostream& out, const std::string& key, const std::vector<ComparisonRow>& rows) {

@@ -85,3 +85,50 @@ TEST_CASE("memory timelines are kept for every rank up to 64, then for one rank 
   CHECK(kept[32]);
   CHECK_FALSE(kept[1]);
 }
+
+TEST_CASE("a node's host memory is what its ranks hold at once in a replay, their peaks added in program order") {
+  // Two ranks of one node each hold 10 GB of host memory, rank 0 during [0, 1], rank 1 during
+  // [2, 3]: the node never holds more than 10 GB at once. Program order has no common clock, so
+  // `trainsim memory` adds the ranks' peaks: 20 GB. A 15 GB node fits the one, not the other.
+  Workload workload;
+  Program program;
+  Op alloc;
+  alloc.kind = OpKind::alloc;
+  alloc.tensor = "states";
+  alloc.device = Device::host;
+  alloc.bytes = 10e9;
+  program.add(alloc);
+  Op release;
+  release.kind = OpKind::free;
+  release.tensor = "states";
+  program.add(release);
+  const auto shared = std::make_shared<const Program>(program);
+  workload.programs = {shared, shared};
+  GpuInfo gpu;
+  gpu.node = "node0";
+  gpu.hbm_capacity = 1e9;
+  gpu.host_memory_capacity = 15e9;
+  const std::vector<GpuInfo> gpus = {gpu, gpu};
+  StepCollector collector(workload, gpus, {false, false});
+  for (int rank = 0; rank < 2; ++rank) {
+    collector.op_started(rank, 0, 2.0 * rank);
+    collector.op_finished(rank, 0, 2.0 * rank);
+    collector.op_started(rank, 1, 2.0 * rank + 1);
+    collector.op_finished(rank, 1, 2.0 * rank + 1);
+  }
+  const StepMetrics metrics = collector.finish(0);
+  CHECK(metrics.memory.host.used);
+  CHECK(metrics.memory.host.peak_bytes == 10e9);
+  CHECK(metrics.memory.host.node == "node0");
+  CHECK(metrics.memory.host.fits);
+  CHECK(metrics.memory.fits);
+  std::vector<RankMemory> ranks;
+  for (const RankMetrics& rank : metrics.ranks)
+    ranks.push_back(rank.memory);
+  const MemorySummary in_program_order = summarize_memory(ranks, gpus);
+  CHECK(in_program_order.host.peak_bytes == 20e9);
+  CHECK_FALSE(in_program_order.host.fits);
+  CHECK_FALSE(in_program_order.fits);
+  CHECK(in_program_order.gpu_fits);
+  CHECK_FALSE(in_program_order.nvme.used);
+}
