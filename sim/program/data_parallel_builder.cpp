@@ -240,20 +240,31 @@ private:
       done = collective(Stream::dp_comm, kind, gradient_group_, pending_bytes_,
                         std::string(stage_ == 0 ? "grad-allreduce" : "grad-reducescatter") + bucket, {producer});
     }
+    std::optional<OpId> copied;
     if (offloads_optimizer()) {
       const double bytes = stage_ >= 1 ? pending_bytes_ / ranks_ : pending_bytes_;
-      done = copy(node_cpu, false, bytes, "d2h.grads" + bucket, {done});
+      copied = done = copy(node_cpu, false, bytes, "d2h.grads" + bucket, {done});
+      done = accumulate_on_cpu(bytes / bytes_per_element(s_.grad_precision), bucket, done);
       if (s_.offload_optimizer == OffloadTier::nvme)  // staged in the pinned buffer, written as fp32
         done = disk_io(OpKind::write, node_nvme, bytes / bytes_per_element(s_.grad_precision) * 4.0,
                        "nvme-write.grads" + bucket, {done});
     }
     sync_ops_.push_back(done);
     if (bucket_open_) {
-      in_flight_.emplace_back(bucket_tensor_, done);
+      in_flight_.emplace_back(bucket_tensor_, copied.value_or(done));  // the GPU buffer is free once copied out
       bucket_open_ = false;
     }
     pending_bytes_ = 0;
     ++buckets_;
+  }
+
+  // The CPU turns the 16-bit gradients that arrived into fp32 (the first reduction of the step)
+  // or adds them to the fp32 gradients of earlier micro-batches: memory-bound DRAM traffic.
+  OpId accumulate_on_cpu(double params, const std::string& bucket, OpId arrived) {
+    const double fp32_traffic = accumulated_before_ ? 8.0 : 4.0;  // read and write the accumulator, or write it
+    return compute_on(node_cpu, "cpu-accumulate.grads" + bucket,
+                      Work{params, params * (bytes_per_element(s_.grad_precision) + fp32_traffic)}, Phase::other,
+                      {arrived});
   }
 
   // The end of a synchronising backward waits for the bucket buffers' reductions.
@@ -361,6 +372,7 @@ private:
     release_use();
     gradients_ready(costs_.embedding_parameters, embedding, true);
     if (sync_now_) {
+      accumulated_before_ = true;
       drain_buckets();
       if (accumulates_unsharded())
         release("gradient-accumulator", sync_ops_);
@@ -531,6 +543,7 @@ private:
   std::string bucket_tensor_;
   std::deque<std::pair<std::string, OpId>> in_flight_;
   std::vector<OpId> sync_ops_;
+  bool accumulated_before_ = false;  // an earlier micro-batch of this step already reduced its gradients
 };
 
 // What a rank holds besides layer activations: model states, the non-layer activations and

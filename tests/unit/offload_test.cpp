@@ -46,9 +46,10 @@ double parameters_of(const Scenario& scenario) {
   return static_cast<double>(count_parameters(load_model(scenario.model_file, scenario.vocab_multiple)).total);
 }
 
-int count_ops(const Program& program, OpKind kind, const std::string& target) {
+// Steps of the optimizer that run on the node's CPU.
+int cpu_optimizer_steps(const Program& program) {
   return static_cast<int>(std::count_if(program.ops.begin(), program.ops.end(), [&](const Op& op) {
-    return op.kind == kind && op.target == target;
+    return op.kind == OpKind::compute && op.target == node_cpu && op.phase == Phase::optimizer;
   }));
 }
 
@@ -106,14 +107,39 @@ TEST_CASE("ZeRO-Offload moves 4 bytes per parameter over PCIe: 16-bit gradients 
   CHECK(up == doctest::Approx(2 * m));
   // The Adam step runs once, on the node's CPU, after every gradient is down.
   const Program& program = workload.program(0);
-  CHECK(count_ops(program, OpKind::compute, node_cpu) == 1);
-  const auto step = std::find_if(program.ops.begin(), program.ops.end(),
-                                 [](const Op& op) { return op.kind == OpKind::compute && op.target == node_cpu; });
+  CHECK(cpu_optimizer_steps(program) == 1);
+  const auto step = std::find_if(program.ops.begin(), program.ops.end(), [](const Op& op) {
+    return op.kind == OpKind::compute && op.target == node_cpu && op.phase == Phase::optimizer;
+  });
   CHECK(step->stream == Stream::cpu);
-  CHECK(step->phase == Phase::optimizer);
-  for (OpId id = 0; id < program.ops.size(); ++id)
-    if (program.ops[id].kind == OpKind::copy && !program.ops[id].inbound)
-      CHECK(std::find(step->deps.begin(), step->deps.end(), id) != step->deps.end());
+  // Each gradient copy is turned into fp32 on the CPU (2 bytes read, 4 written per parameter),
+  // and the step waits for every one of those.
+  double converted = 0;
+  for (OpId id = 0; id < program.ops.size(); ++id) {
+    const Op& op = program.ops[id];
+    if (op.kind != OpKind::compute || op.target != node_cpu || op.phase == Phase::optimizer)
+      continue;
+    CHECK(op.stream == Stream::cpu);
+    REQUIRE(op.deps.size() == 1);
+    CHECK(program.ops[op.deps[0]].kind == OpKind::copy);
+    converted += op.bytes;
+    CHECK(std::find(step->deps.begin(), step->deps.end(), id) != step->deps.end());
+  }
+  CHECK(converted == doctest::Approx(6 * m));
+}
+
+TEST_CASE("with accumulation the CPU adds each micro-batch's gradients to the fp32 ones") {
+  // ZeRO-2 reduces every micro-batch: the first is converted (2 + 4 bytes per parameter of the
+  // shard), the second added (2 read + 4 read + 4 written).
+  const Scenario two = offload_scenario(2, {"memory.zero=2", "memory.offload_optimizer=cpu", "training.global_batch=4"});
+  const double shard = std::ceil(parameters_of(two) / 2);
+  const Workload workload = workload_of(two);
+  double first = 0, second = 0;
+  for (const Op& op : workload.program(0).ops)
+    if (op.kind == OpKind::compute && op.target == node_cpu && op.phase != Phase::optimizer)
+      (op.name.find(".mb0") != std::string::npos ? first : second) += op.bytes;
+  CHECK(first == doctest::Approx(6 * shard).epsilon(1e-3));
+  CHECK(second == doctest::Approx(10 * shard).epsilon(1e-3));
 }
 
 TEST_CASE("optimizer states on NVMe are read, updated and written back in chunks of half the pinned buffer") {
@@ -124,7 +150,7 @@ TEST_CASE("optimizer states on NVMe are read, updated and written back in chunks
   // A chunk moves 12 bytes of states and 4 of fp32 gradients per parameter: 512 KiB / 16 B each.
   const double per_chunk = std::floor(512.0 * 1024 / 16);
   const int chunks = static_cast<int>(std::ceil(m / per_chunk));
-  CHECK(count_ops(program, OpKind::compute, node_cpu) == chunks);
+  CHECK(cpu_optimizer_steps(program) == chunks);
   double read = 0, written_states = 0;
   for (const Op& op : program.ops) {
     if (op.kind == OpKind::read && op.name.rfind("nvme-read.optimizer", 0) == 0)
