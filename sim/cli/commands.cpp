@@ -232,7 +232,9 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
   ObserverFanout observers({&collector, &spans});
   const ReplayOutcome outcome = replay(context, workload, gpus, settings, observers);
   StepMetrics metrics = collector.finish(run.training_tokens);
-  metrics.resources = outcome.resources;
+  metrics.resources.insert(metrics.resources.end(), outcome.resources.begin(), outcome.resources.end());
+  std::sort(metrics.resources.begin(), metrics.resources.end(),
+            [](const ResourceUse& a, const ResourceUse& b) { return a.kind < b.kind; });
   // Files first: a run whose outputs cannot be written prints no summary that looks complete.
   write_run_outputs(out, summary_json(metrics, workload, gpus, run), memory_csv(metrics));
   std::string written = (out / "summary.json").string() + ", " + (out / "memory.csv").string();

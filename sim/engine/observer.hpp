@@ -9,7 +9,8 @@
 namespace trainsim {
 
 // How busy one class of shared resource was: links by what they join (nvlink, pcie-gpu,
-// pcie-uplink, nic, network), the NVMe drives (nvme) and the nodes' CPUs (cpu).
+// pcie-uplink, nic, network), the NVMe drives (nvme), the nodes' CPUs (cpu); the metrics add
+// the GPUs' compute (gpu).
 struct ResourceUse {
   std::string kind;
   int count = 0;            // resources of that class in the platform that were used

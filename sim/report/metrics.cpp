@@ -350,6 +350,14 @@ StepMetrics StepCollector::finish(double training_tokens) const {
   for (const GpuInfo& gpu : gpus)
     node_peaks.try_emplace(gpu.node);  // nodes that offload nothing
   metrics.memory = summarize_memory(memories, gpus, &node_peaks);
+  // The GPUs are a resource too: the busiest one's compute time.
+  ResourceUse gpu_compute{"gpu", static_cast<int>(metrics.ranks.size()), "", 0, 0};
+  for (const RankMetrics& rank : metrics.ranks)
+    if (gpu_compute.busiest.empty() || rank.compute_s > gpu_compute.busy_s) {
+      gpu_compute.busy_s = rank.compute_s;
+      gpu_compute.busiest = rank.host;
+    }
+  metrics.resources.push_back(gpu_compute);
   double hardware_flops = 0;
   for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
     metrics.ranks[rank].breakdown = breakdown_of(ranks_[rank], metrics.ranks[rank], metrics.step_time_s);

@@ -201,4 +201,10 @@ TEST_CASE("host memory has a timeline in memory.csv and trace.json, and the repo
   // The drives are the busiest resource, and the line says so.
   CHECK(summary["bottleneck"].get<std::string>().find("nvme") != std::string::npos);
   CHECK(summary["resources"]["nvme"]["count"].get<int>() == 4);
+  // The GPUs' compute is a resource too: the busiest GPU computed at least as long as the rank
+  // that finished last, and no resource is busy longer than the step.
+  CHECK(summary["resources"]["gpu"]["count"].get<int>() == 8);
+  CHECK(summary["resources"]["gpu"]["busy_s"].get<double>() >= summary["time"]["compute_s"].get<double>());
+  for (const auto& [kind, use] : summary["resources"].items())
+    CHECK_MESSAGE(use["utilisation"].get<double>() <= 1.0 + 1e-9, kind);
 }
