@@ -79,3 +79,34 @@ TEST_CASE("the bottleneck line names what limits the step") {
   overflow.ranks[0].memory.devices[0].peak = 90.0 * 1024 * 1024 * 1024;
   CHECK(bottleneck_line(overflow).rfind("does not fit: rank 0 needs 90.00 GiB of 80.00 GiB; compute-bound", 0) == 0);
 }
+
+TEST_CASE("an offload overhead makes the step offload-bound, naming the busiest resource behind it") {
+  // 10 s step: 3 s computing, 6 s waiting on host-to-device copies, 1 s on tp. The PCIe uplinks
+  // carried copies for 9.6 s, the GPUs' own links 5 s, the CPU 2 s: the uplink is named.
+  StepMetrics metrics = one_rank(10, 3, 1, 0);
+  metrics.ranks[0].breakdown.exposed_comm_s["h2d"] = 6;
+  metrics.resources = {{"cpu", 1, "node0-cpu", 2, 0},
+                       {"pcie-gpu", 8, "node0-pcie3_DOWN", 5, 0},
+                       {"pcie-uplink", 4, "node0-pcie-up1_DOWN", 9.6, 0}};
+  CHECK(bottleneck_line(metrics) == "offload-bound: 60.0% of the step waits on PCIe host-to-device copies, computing "
+                                    "30.0% (rank 0); pcie-uplink 96.0% busy (node0-pcie-up1_DOWN)");
+  // Waiting on the CPU's Adam step names the CPU.
+  StepMetrics cpu_bound = one_rank(10, 3, 1, 0);
+  cpu_bound.ranks[0].breakdown.exposed_comm_s["cpu_optimizer"] = 6;
+  cpu_bound.resources = metrics.resources;
+  CHECK(bottleneck_line(cpu_bound).find("waits on the CPU optimizer step") != std::string::npos);
+  CHECK(bottleneck_line(cpu_bound).find("cpu 20.0% busy (node0-cpu)") != std::string::npos);
+  // Mostly computing, the overhead is still named in offload terms.
+  StepMetrics computing = one_rank(10, 8, 0, 0);
+  computing.ranks[0].breakdown.exposed_comm_s["nvme_read"] = 2;
+  CHECK(bottleneck_line(computing) ==
+        "compute-bound: 80.0% of the step computes; the largest overhead is waiting on NVMe reads, 20.0% (rank 0)");
+  // A node's host memory that overflows is named like a GPU that does.
+  StepMetrics overflow = one_rank(10, 9, 0, 1);
+  overflow.memory.fits = overflow.memory.host.fits = false;
+  overflow.memory.host.used = true;
+  overflow.memory.host.node = "node3";
+  overflow.memory.host.peak_bytes = 3.0 * 1024 * 1024 * 1024 * 1024;
+  overflow.memory.host.capacity_bytes = 2.0 * 1024 * 1024 * 1024 * 1024;
+  CHECK(bottleneck_line(overflow).rfind("does not fit: node3 host memory needs 3.00 TiB of 2.00 TiB; compute-bound", 0) == 0);
+}
