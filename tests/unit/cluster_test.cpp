@@ -2,6 +2,8 @@
 // platform XML (read back with an XML parser).
 #include <doctest/doctest.h>
 
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include <boost/property_tree/ptree.hpp>
@@ -9,6 +11,7 @@
 
 #include "cluster/cluster.hpp"
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "config/scenario.hpp"
 #include "test_support.hpp"
 
@@ -141,4 +144,40 @@ TEST_CASE("a scenario names a platform file or describes its cluster, not both")
   CHECK_THROWS_WITH_AS(load_scenario(file, {"platform.nodes=2"}),
                        doctest::Contains("platform.nodes describes a generated cluster and needs platform.gpu"),
                        InputError);
+}
+
+TEST_CASE("the host side of a node: CPU speed, DRAM, drives and GPUs per PCIe switch as described") {
+  // A DGX-2-like node: 16 V100s, a switch per GPU pair by default, 1.5 TB of DRAM at 256 GB/s,
+  // 4.1 TFLOP/s of CPU, 8 drives.
+  const ClusterSpec spec = cluster({{"gpu", "v100-32gb"}, {"gpus_per_node", "16"}, {"host_memory", "1.5TB"},
+                                    {"host_memory_bandwidth", "256GBps"}, {"cpu_speed", "4.1Tf"},
+                                    {"nvme_per_node", "8"}});
+  const pt::ptree xml = parse(platform_xml(spec));
+  const pt::ptree* cpu = nullptr;
+  std::function<void(const pt::ptree&)> find_cpu = [&](const pt::ptree& tree) {
+    for (const auto& [key, child] : tree) {
+      if (key == "host" && child.get<std::string>("<xmlattr>.id") == "node0-cpu")
+        cpu = &child;
+      find_cpu(child);
+    }
+  };
+  find_cpu(xml);
+  REQUIRE(cpu != nullptr);
+  std::map<std::string, std::string> props;
+  for (const auto& [key, child] : *cpu)
+    if (key == "prop")
+      props[child.get<std::string>("<xmlattr>.id")] = child.get<std::string>("<xmlattr>.value");
+  CHECK(props["role"] == "cpu");
+  CHECK(parse_bytes(props["dram_capacity"]) == 1.5e12);
+  CHECK(parse_bandwidth(props["dram_bandwidth"]) == 256e9);
+  CHECK(parse_flops(cpu->get<std::string>("<xmlattr>.speed")) == doctest::Approx(4.1e12).epsilon(1e-12));
+  CHECK(count(*cpu, "disk") == 8);
+  // One node (no network beyond it): 16 PCIe links, 8 uplinks (2 GPUs per switch), 16 NICs, 16
+  // NVSwitch ports.
+  CHECK(count(xml, "link") == 16 + 8 + 16 + 16);
+  // Each GPU on its own root port: 16 uplinks.
+  const ClusterSpec direct = cluster({{"gpu", "v100-32gb"}, {"gpus_per_node", "16"}, {"gpus_per_pcie_switch", "1"}});
+  CHECK(count(parse(platform_xml(direct)), "link") == 16 + 16 + 16 + 16);
+  CHECK(error_of({{"gpu", "a100-80gb"}, {"host_memory", "0GB"}}).find("platform.host_memory") != std::string::npos);
+  CHECK(error_of({{"gpu", "a100-80gb"}, {"gpus_per_pcie_switch", "0"}}).find("out of range") != std::string::npos);
 }
