@@ -104,13 +104,11 @@ private:
         weight_params += shard(groups_[g].parameters);
       weight_params += shard(head_gradient_parameters_);
     }
-    double gradient_params = stage_ >= 2 ? shard(params) : params;
+    const double gradient_params = stage_ >= 2 ? shard(params) : params;
     optimizer_params_ = stage_ >= 1 ? shard(params) : params;
     const double gradient_copy = s_.fp32_grad_copy ? 4.0 : 0.0;
-    if (offloads_params())
-      alloc("weights", MemCategory::weights, weight_params * weight_bytes(), device_of(s_.offload_params));
-    else
-      alloc("weights", MemCategory::weights, weight_params * weight_bytes());
+    alloc("weights", MemCategory::weights, weight_params * weight_bytes(),
+          offloads_params() ? device_of(s_.offload_params) : Device::gpu);
     if (!offloads_optimizer()) {
       alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
       alloc("optimizer", MemCategory::optimizer,

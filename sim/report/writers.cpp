@@ -488,20 +488,32 @@ void print_memory(std::ostream& out, const std::vector<RankMemory>& ranks, const
 }
 
 void print_memory_comparison_table(std::ostream& out, const std::string& key, const std::vector<ComparisonRow>& rows) {
+  std::vector<MemorySummary> summaries;
+  bool host = false, nvme = false;  // columns for the tiers some row uses
+  for (const ComparisonRow& row : rows) {
+    summaries.push_back(summarize_memory(row.ranks, row.gpus));
+    host = host || summaries.back().host.used;
+    nvme = nvme || summaries.back().nvme.used;
+  }
   out << "| " << key;
   for (int c = 0; c < category_count; ++c)
     out << " | " << to_string(static_cast<MemCategory>(c));
-  out << " | peak | fits |\n|---";
-  for (int c = 0; c <= category_count + 1; ++c)
+  out << " | peak" << (host ? " | host per node" : "") << (nvme ? " | nvme per node" : "") << " | fits |\n|---";
+  for (int c = 0; c <= category_count + 1 + host + nvme; ++c)
     out << "|---";
   out << "|\n";
-  for (const ComparisonRow& row : rows) {
-    const MemorySummary summary = summarize_memory(row.ranks, row.gpus);
-    const DeviceMemory& peak = row.ranks[summary.peak_rank].gpu();
-    out << "| " << row.value;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const MemorySummary& summary = summaries[i];
+    const DeviceMemory& peak = rows[i].ranks[summary.peak_rank].gpu();
+    out << "| " << rows[i].value;
     for (double bytes : peak.at_peak)
       out << " | " << format_bytes(bytes);
-    out << " | " << format_bytes(summary.peak_bytes) << " | " << (summary.fits ? "yes" : "no") << " |\n";
+    out << " | " << format_bytes(summary.peak_bytes);
+    if (host)
+      out << " | " << format_bytes(summary.host.peak_bytes);
+    if (nvme)
+      out << " | " << format_bytes(summary.nvme.peak_bytes);
+    out << " | " << (summary.fits ? "yes" : "no") << " |\n";
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include "cli.hpp"
 
@@ -207,4 +208,23 @@ TEST_CASE("host memory has a timeline in memory.csv and trace.json, and the repo
   CHECK(summary["resources"]["gpu"]["busy_s"].get<double>() >= summary["time"]["compute_s"].get<double>());
   for (const auto& [kind, use] : summary["resources"].items())
     CHECK_MESSAGE(use["utilisation"].get<double>() <= 1.0 + 1e-9, kind);
+}
+
+TEST_CASE("memory --compare adds host and NVMe columns when a row offloads") {
+  const CliResult result = run_trainsim("offload_compare", "memory " + project_file("scenarios/llama2-70b-offload-cpu.ini") +
+                                                               " --compare memory.offload_optimizer=none,cpu,nvme");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  std::istringstream table(result.out);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(table, line);)
+    lines.push_back(line);
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0].find("| peak | host per node | nvme per node | fits |") != std::string::npos);
+  // Without offload ZeRO-3 keeps 16 bytes x 69B / 8 = 138 GB per GPU: no fit on 80 GB. Offloaded,
+  // the node holds 16 bytes per parameter (1.10e12 B = 1.00 TiB) in DRAM or on NVMe, and with
+  // NVMe 8 x 1 GiB of pinned buffers in DRAM.
+  CHECK(lines[2].rfind("| none |", 0) == 0);
+  CHECK(lines[2].find("| 0 B | 0 B | no |") != std::string::npos);
+  CHECK(lines[3].find("| 1.00 TiB | 0 B | yes |") != std::string::npos);
+  CHECK(lines[4].find("| 8.00 GiB | 1.00 TiB | yes |") != std::string::npos);
 }
