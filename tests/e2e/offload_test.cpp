@@ -147,7 +147,7 @@ TEST_CASE("parameter streaming follows ZeRO-Infinity's efficiency ait x bw / (ai
   CHECK(peak_over_ait[0] == doctest::Approx(107e9).epsilon(0.10));
 }
 
-TEST_CASE("faster PCIe shortens exposed offload time; GPUs sharing a switch slow each other's copies") {
+TEST_CASE("faster PCIe shortens exposed offload time, and GPUs sharing a switch slow each other's copies") {
   // The streaming run is offload-bound: doubling the link halves the time ranks wait on it.
   const json gen4 = streaming_run("exposed_gen4", 4);
   const json gen5 = streaming_run("exposed_gen5", 5);

@@ -25,7 +25,7 @@ bool has_class(const pt::ptree& element, const std::string& name) { return xml_a
 
 } // namespace
 
-TEST_CASE("run writes trace.json, three plots and report.html; --no-report leaves them out") {
+TEST_CASE("run writes trace.json, three plots and report.html, and --no-report leaves them out") {
   const CliResult with = run_trainsim("report_files", "run " + tiny + " --out out");
   REQUIRE_MESSAGE(with.status == 0, with.err);
   for (const char* file : {"trace.json", "memory.svg", "pipeline.svg", "breakdown.svg", "report.html"})
@@ -37,7 +37,7 @@ TEST_CASE("run writes trace.json, three plots and report.html; --no-report leave
     CHECK_MESSAGE(!fs::exists(without.dir / "out" / file), file);
 }
 
-TEST_CASE("the SVG plots and the HTML report parse as XML; the report is self-contained") {
+TEST_CASE("the SVG plots and the HTML report parse as XML and the report is self-contained") {
   const CliResult result = run_trainsim("report_xml", "run " + pipeline + " --out out");
   REQUIRE_MESSAGE(result.status == 0, result.err);
   for (const char* file : {"memory.svg", "pipeline.svg", "breakdown.svg"}) {

@@ -111,7 +111,7 @@ TEST_CASE("the hand-written trace of docs/trace-format.md hides its all-reduce b
   CHECK(summary["memory"]["peak_bytes"].get<double>() == 6e9);
 }
 
-TEST_CASE("kernels on two streams share the GPU; kernels on one stream run back to back") {
+TEST_CASE("kernels on two streams share the GPU, kernels on one stream run back to back") {
   // Each kernel alone lasts 1 s (1.56e14 FLOPs at 0.5 x 312 TFLOP/s). On two streams they run at
   // once and SimGrid shares the GPU's speed: both end at 2 s. On one stream: 1 s, then 1 s more.
   const std::string kernels = "0 compute flops=1.56e14 bytes=0\n1 compute stream=copy flops=1.56e14 bytes=0\n";

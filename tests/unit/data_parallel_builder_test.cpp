@@ -243,7 +243,7 @@ TEST_CASE("ZeRO-3 keeps prefetch_depth + 1 gathered layers and ZeRO-2 two gradie
   CHECK(biggest == 400e3);
 }
 
-TEST_CASE("ZeRO-2/3 reduce every micro-batch by default; last-only accumulates full gradients first") {
+TEST_CASE("ZeRO-2/3 reduce every micro-batch by default, and last-only accumulates full gradients first") {
   const Scenario every = zero_scenario(2, 8, {"training.global_batch=32"});  // 4 micro-batches
   const Workload reduce_every = build_workload(every, tiny_model(every), 0).workload;
   const Scenario last = zero_scenario(2, 8, {"training.global_batch=32", "comm.grad_sync=last"});

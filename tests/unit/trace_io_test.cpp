@@ -142,7 +142,7 @@ TEST_CASE("trace errors name the file and line") {
   CHECK(error_of(dir / "missing").find("cannot read") != std::string::npos);
 }
 
-TEST_CASE("copies go either way and compute may run on a host; both survive writing and reading") {
+TEST_CASE("copies go either way and compute may run on a host, and both survive writing and reading") {
   const fs::path dir = fresh_dir("offload_ops");
   write(dir / "workload.txt", workload_txt);
   write(dir / "p.trace", "0 copy target=cpu0 bytes=1e6\n1 copy source=cpu0 bytes=2e6\n"
