@@ -5,7 +5,7 @@
 namespace trainsim {
 
 SpanRecorder::SpanRecorder(const Workload& workload, std::vector<int> ranks)
-    : workload_(workload), ranks_(std::move(ranks)), slot_of_rank_(workload.ranks(), -1) {
+    : ranks_(std::move(ranks)), slot_of_rank_(workload.ranks(), -1) {
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     slot_of_rank_[ranks_[i]] = static_cast<int>(i);
     started_.emplace_back(workload.program(ranks_[i]).ops.size(), 0.0);

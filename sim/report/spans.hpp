@@ -28,7 +28,6 @@ public:
   const std::vector<Span>& spans(std::size_t i) const { return spans_[i]; }
 
 private:
-  const Workload& workload_;
   std::vector<int> ranks_;
   std::vector<int> slot_of_rank_;            // index into ranks_, or -1
   std::vector<std::vector<double>> started_;  // per recorded rank, per op
