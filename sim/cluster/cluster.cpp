@@ -45,6 +45,11 @@ std::string route(const std::string& from, const std::string& to, const std::vec
   return "<route src=\"" + from + "\" dst=\"" + to + "\">" + joined(links) + "</route>";
 }
 
+// A route that only goes one way (the way back is declared on its own).
+std::string one_way_route(const std::string& from, const std::string& to, const std::vector<std::string>& links) {
+  return "<route src=\"" + from + "\" dst=\"" + to + "\" symmetrical=\"NO\">" + joined(links) + "</route>";
+}
+
 // NVMe drive per PCIe generation: sequential read and write, bytes/s (typical data-centre U.2 drives).
 std::pair<double, double> nvme_bandwidth(int generation) {
   if (generation <= 3)
@@ -64,6 +69,8 @@ public:
   std::string cpu() const { return n_ + "-cpu"; }
   std::string pcie(int g) const { return n_ + "-pcie" + std::to_string(g); }
   std::string uplink(int s) const { return n_ + "-pcie-up" + std::to_string(s); }
+  std::string nvme(int d) const { return n_ + "-nvme" + std::to_string(d); }
+  std::string nvme_port(int d) const { return nvme(d) + "-port"; }
   std::string nic(int k) const { return n_ + "-nic" + std::to_string(k); }
   int switch_of(int g) const { return g / c_.gpus_per_pcie_switch; }
   int nic_of(int g) const { return g * c_.nics_per_node / c_.gpus_per_node; }
@@ -96,21 +103,48 @@ public:
     xml.line(depth + 1, "<prop id=\"dram_bandwidth\" value=\"" + rate(c_.host_memory_bandwidth) + "\"/>");
     const auto [read, write] = nvme_bandwidth(c_.pcie_gen);
     for (int d = 0; d < c_.nvme_per_node; ++d) {
-      xml.line(depth + 1, "<disk id=\"" + n_ + "-nvme" + std::to_string(d) + "\" read_bw=\"" + rate(read) +
-                              "\" write_bw=\"" + rate(write) + "\">");
+      xml.line(depth + 1, "<disk id=\"" + nvme(d) + "\" read_bw=\"" + rate(read) + "\" write_bw=\"" + rate(write) + "\">");
       xml.line(depth + 2, "<prop id=\"size\" value=\"3840GB\"/>");
+      xml.line(depth + 2, "<prop id=\"pcie_port\" value=\"" + nvme_port(d) + "\"/>");
       xml.line(depth + 1, "</disk>");
     }
     xml.line(depth, "</host>");
+    // Each drive's end of the PCIe tree: a host the drive's data leaves from, behind a switch.
+    for (int d = 0; d < c_.nvme_per_node; ++d) {
+      xml.line(depth, "<host id=\"" + nvme_port(d) + "\" speed=\"1f\">");
+      xml.line(depth + 1, "<prop id=\"role\" value=\"nvme-port\"/>");
+      xml.line(depth, "</host>");
+    }
+  }
+
+  // Each drive's PCIe link, one per direction at its read and write rates, and its routes to and
+  // from the CPU through the uplink of the switch it hangs on (drives dealt out over switches).
+  void write_nvme_links(XmlWriter& xml, int depth) const {
+    const auto [read, write] = nvme_bandwidth(c_.pcie_gen);
+    for (int d = 0; d < c_.nvme_per_node; ++d) {
+      xml.line(depth, link(nvme(d) + "-read", read, "500ns", "SHARED"));
+      xml.line(depth, link(nvme(d) + "-write", write, "500ns", "SHARED"));
+    }
+  }
+  void write_nvme_routes(XmlWriter& xml, int depth) const {
+    for (int d = 0; d < c_.nvme_per_node; ++d) {
+      const std::string up = uplink(d % switches());
+      xml.line(depth, one_way_route(nvme_port(d), cpu(), {ctn(nvme(d) + "-read"), ctn(up, "UP")}));
+      xml.line(depth, one_way_route(cpu(), nvme_port(d), {ctn(up, "DOWN"), ctn(nvme(d) + "-write")}));
+    }
   }
 
   std::string pcie_link(int g) const { return link(pcie(g), pcie_x16_bandwidth(c_.pcie_gen), "500ns", "SPLITDUPLEX"); }
   std::string nic_link(int k) const { return link(nic(k), c_.nic_speed, "1us", "SPLITDUPLEX"); }
 
-  // Switch uplinks and the GPU-to-GPU fabric.
-  void write_shared_links(XmlWriter& xml, int depth) const {
+  // The PCIe switches' uplinks to the CPU.
+  void write_uplinks(XmlWriter& xml, int depth) const {
     for (int s = 0; s < switches(); ++s)
       xml.line(depth, link(uplink(s), pcie_x16_bandwidth(c_.pcie_gen), "500ns", "SPLITDUPLEX"));
+  }
+
+  // The GPU-to-GPU fabric.
+  void write_fabric_links(XmlWriter& xml, int depth) const {
     const double bandwidth = c_.gpu.gpu_link;
     switch (c_.fabric) {
     case Fabric::nvswitch:
@@ -181,7 +215,9 @@ void write_node(XmlWriter& xml, const ClusterSpec& c, int node) {
     xml.line(3, n.pcie_link(g));
   for (int k = 0; k < c.nics_per_node; ++k)
     xml.line(3, n.nic_link(k));
-  n.write_shared_links(xml, 3);
+  n.write_uplinks(xml, 3);
+  n.write_fabric_links(xml, 3);
+  n.write_nvme_links(xml, 3);
   for (int a = 0; a < c.gpus_per_node; ++a)
     for (int b = a + 1; b < c.gpus_per_node; ++b)
       xml.line(3, route(n.gpu(a), n.gpu(b), n.gpu_to_gpu(a, b)));
@@ -190,6 +226,7 @@ void write_node(XmlWriter& xml, const ClusterSpec& c, int node) {
   for (int g = 0; g < c.gpus_per_node; ++g)
     xml.line(3, route(n.gpu(g), n.cpu(), n.gpu_to_cpu(g)));
   xml.line(3, route(n.cpu(), n.name() + "-gw", {ctn(n.uplink(0), "DOWN"), ctn(n.nic(0), "UP")}));
+  n.write_nvme_routes(xml, 3);
   xml.line(2, "</zone>");
 }
 
@@ -212,12 +249,16 @@ void write_rail_optimized(XmlWriter& xml, const ClusterSpec& c) {
       xml.line(3, route(n.gpu(g), nic_router(n, g), n.gpu_to_network(g)));
       xml.line(2, "</zone>");
     }
+    // The CPU's zone holds the switch uplinks, which its drives' routes cross.
     xml.line(2, "<zone id=\"" + n.cpu() + "-zone\" routing=\"Full\">");
     n.write_cpu_host(xml, 3);
+    n.write_uplinks(xml, 3);
+    n.write_nvme_links(xml, 3);
+    n.write_nvme_routes(xml, 3);
     xml.line(2, "</zone>");
   }
   for (const NodeLayout& n : nodes)
-    n.write_shared_links(xml, 2);
+    n.write_fabric_links(xml, 2);
   const double rail_ports = c.nodes * c.nic_speed;
   for (int r = 0; r < c.gpus_per_node; ++r) {
     xml.line(2, link("rail" + std::to_string(r), rail_ports, "500ns", "FATPIPE"));

@@ -384,12 +384,24 @@ private:
     case OpKind::read:
     case OpKind::write: {
       sg4::Disk* disk = find_disk(op.target);
+      const bool read = op.kind == OpKind::read;
+      const double bandwidth = read ? disk->get_read_bandwidth() : disk->get_write_bandwidth();
       Usage& usage = shared_.disks[disk->get_name()];
       usage.bytes += op.bytes;
-      usage.busy_s += op.bytes / (op.kind == OpKind::read ? disk->get_read_bandwidth() : disk->get_write_bandwidth());
-      track(op.kind == OpKind::read ? disk->read_async(static_cast<sg_size_t>(op.bytes))
-                                    : disk->write_async(static_cast<sg_size_t>(op.bytes)),
+      usage.busy_s += op.bytes / bandwidth;
+      track(read ? disk->read_async(static_cast<sg_size_t>(op.bytes)) : disk->write_async(static_cast<sg_size_t>(op.bytes)),
             id);
+      // A drive behind a PCIe switch: its data also crosses its own PCIe link (at the drive's
+      // rates) and the switch's uplink to the CPU, sharing the uplink with the GPUs' copies.
+      if (const char* port = disk->get_property("pcie_port")) {
+        sg4::Host* drive = sg4::Host::by_name(port);
+        sg4::Host* memory = disk->get_host();
+        sg4::Host* from = read ? drive : memory;
+        sg4::Host* to = read ? memory : drive;
+        shared_.link_use->carry(shared_.link_use->route(from, to), op.bytes);
+        track(sg4::Comm::sendto_async(from, to, static_cast<uint64_t>(op.bytes)), id);
+        parts_left_[id] = 2;
+      }
       return;
     }
     case OpKind::alloc:
@@ -475,8 +487,14 @@ private:
 
   void activity_done(OpId id) {
     const Op& op = program_.ops[id];
-    if (op.kind != OpKind::collective)
+    if (op.kind != OpKind::collective) {
+      const auto parts = parts_left_.find(id);
+      if (parts != parts_left_.end() && --parts->second > 0)
+        return;  // the other part of an I/O is still under way
+      if (parts != parts_left_.end())
+        parts_left_.erase(parts);
       return finish(id);
+    }
     CollectiveState& state = collectives_[id];
     if (--state.outstanding > 0)
       return;
@@ -567,6 +585,7 @@ private:
   std::vector<bool> group_busy_;
   std::vector<std::deque<OpId>> group_queue_;
   sg4::Host* cpu_;                       // the node's CPU host, or nullptr
+  std::unordered_map<OpId, int> parts_left_;  // I/O ops with a drive transfer and a PCIe transfer
   std::size_t finished_ = 0;
   double last_finish_ = 0;
 };
@@ -651,9 +670,14 @@ void check_targets(const Workload& workload, const std::vector<sg4::Host*>& host
         throw InputError(where + " op " + op.name + " needs an NVMe drive on its node's CPU host and the platform has "
                          "none (a <disk> in that host; described clusters: platform.nvme_per_node >= 1)");
       const sg4::Host* cpu = gpu.cpu_host.empty() ? nullptr : sg4::Host::by_name(gpu.cpu_host);
-      if (find_disk_of(op.target == node_nvme ? gpu.nvme_disk : op.target, hosts[rank], cpu) == nullptr)
+      const sg4::Disk* disk = find_disk_of(op.target == node_nvme ? gpu.nvme_disk : op.target, hosts[rank], cpu);
+      if (disk == nullptr)
         throw InputError(where + " op " + op.name + ": neither " + hosts[rank]->get_name() +
                          " nor its node's CPU host has a disk '" + op.target + "'");
+      const char* port = disk->get_property("pcie_port");
+      if (port && sg4::Host::by_name_or_null(port) == nullptr)
+        throw InputError("disk " + disk->get_name() + ": pcie_port '" + port +
+                         "' is not a host of the platform (the drive's end of its PCIe route to the CPU)");
     }
   }
 }

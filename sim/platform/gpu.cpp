@@ -45,6 +45,8 @@ std::string link_class(const std::string& link_name) {
   const auto has = [&](const char* part) { return link_name.find(part) != std::string::npos; };
   if (has("nvlink") || has("nvswitch") || has("bridge") || has("mesh"))
     return "nvlink";
+  if (has("nvme"))
+    return "pcie-nvme";
   if (has("pcie-up"))
     return "pcie-uplink";
   if (has("pcie"))

@@ -34,7 +34,8 @@ GpuInfo gpu_from_properties(const std::string& file, const std::string& host, co
                             const std::function<const char*(const char*)>& property);
 
 // The class of a link by its name, for utilisation reports: nvlink (names holding nvlink,
-// nvswitch, bridge or mesh), pcie-uplink (pcie-up), pcie-gpu (other pcie), nic, else network.
+// nvswitch, bridge or mesh), pcie-nvme (a drive's own link), pcie-uplink (pcie-up), pcie-gpu
+// (other pcie), nic, else network.
 std::string link_class(const std::string& link_name);
 
 // The dense peak a matmul in this precision reaches on this GPU.

@@ -199,6 +199,28 @@ TEST_CASE("an offload copy and a send to another node share the GPU's PCIe link"
             .get<double>() == doctest::Approx(pcie / 2 / 25e9).epsilon(1e-4));
 }
 
+TEST_CASE("an NVMe drive behind a PCIe switch shares the switch's uplink with the GPUs' copies") {
+  // Drive 0 hangs on switch 0, like GPU 0. GPU 0 copies P bytes to the CPU (P = 31.5 GB/s, the
+  // gen4 x16 rate: 1 s alone) while reading D = 6.8 GB from the drive (its read rate: 1 s alone).
+  // Both cross uplink 0 upwards: for the first second the read takes its 6.8 GB/s and the copy
+  // the rest, P - D per second; the copy's last D bytes then go at P: 1 + D / P seconds.
+  const fs::path platform = generate("nvme_uplink", "--gpu a100-80gb --nvme-per-node 1");
+  const double pcie = 16 * 16e9 * 128 / 130 / 8, drive = 6.8e9;
+  const std::string copy = "0 copy target=@cpu bytes=" + std::to_string(pcie) + "\n";
+  const std::string read = "0 read target=@nvme bytes=" + std::to_string(drive) + "\n";
+  CHECK(replay_summary("nvme_alone", programs_trace("nvme_alone", {read}), platform)["step_time_s"].get<double>() ==
+        doctest::Approx(1.0).epsilon(1e-5));
+  const json both = replay_summary("nvme_and_copy", programs_trace("nvme_and_copy", {copy + "1 read target=@nvme bytes=" +
+                                                                                      std::to_string(drive) + "\n"}),
+                                   platform);
+  CHECK(both["step_time_s"].get<double>() == doctest::Approx(1 + drive / pcie).epsilon(1e-4));
+  CHECK(both["resources"]["pcie-uplink"]["bytes"].get<double>() == doctest::Approx(pcie + drive).epsilon(1e-9));
+  CHECK(both["resources"]["nvme"]["busy_s"].get<double>() == doctest::Approx(1.0).epsilon(1e-9));
+  // GPU 2 sits behind switch 1: its copy does not meet the drive's traffic.
+  CHECK(replay_summary("nvme_apart", programs_trace("nvme_apart", {read, "", copy}), platform)["step_time_s"]
+            .get<double>() == doctest::Approx(1.0).epsilon(1e-4));
+}
+
 TEST_CASE("work on the CPU host is timed by its speed and memory bandwidth, shared by the node's GPUs") {
   // The generated CPU host: 2 TFLOP/s, 200 GB/s of DRAM.
   const fs::path platform = generate("cpu", "--gpu a100-80gb");

@@ -81,12 +81,14 @@ TEST_CASE("the generated platform has the hosts, links, disks and routes asked f
   // 3 nodes of 8 A100s on NVSwitch, 8 NICs each, 2 drives per node, one switch between nodes.
   const ClusterSpec spec = cluster({{"gpu", "a100-80gb"}, {"nodes", "3"}, {"nvme_per_node", "2"}});
   const pt::ptree xml = parse(platform_xml(spec));
-  CHECK(count(xml, "host") == 3 * (8 + 1));  // GPUs and one CPU per node
+  CHECK(count(xml, "host") == 3 * (8 + 1 + 2));  // GPUs, one CPU and each drive's PCIe port per node
   CHECK(count(xml, "disk") == 3 * 2);
-  // Per node: 8 PCIe links to the GPUs, 4 switch uplinks (2 GPUs per switch), 8 NICs, 8 NVLinks; then the fabric.
-  CHECK(count(xml, "link") == 3 * (8 + 4 + 8 + 8) + 1);
-  // Per node: 28 GPU pairs, 8 routes to the gateway, 8 to the CPU, 1 CPU to the gateway; 3 node pairs.
-  CHECK(count(xml, "route") == 3 * (28 + 8 + 8 + 1));
+  // Per node: 8 PCIe links to the GPUs, 4 switch uplinks (2 GPUs per switch), 8 NICs, 8 NVLinks,
+  // a read and a write link per drive; then the fabric.
+  CHECK(count(xml, "link") == 3 * (8 + 4 + 8 + 8 + 2 * 2) + 1);
+  // Per node: 28 GPU pairs, 8 routes to the gateway, 8 to the CPU, 1 CPU to the gateway, each
+  // drive to and from the CPU; 3 node pairs.
+  CHECK(count(xml, "route") == 3 * (28 + 8 + 8 + 1 + 2 * 2));
   CHECK(count(xml, "zoneRoute") == 3);
   CHECK(count(xml, "zone") == 1 + 3);
 }
@@ -97,7 +99,7 @@ TEST_CASE("fabrics: GPU pairs over a bridge or PCIe, a full mesh, PCIe only") {
   const pt::ptree mesh = parse(platform_xml(cluster({{"gpu", "mi300x"}})));
   CHECK(count(mesh, "link") == 8 + 4 + 8 + 28);  // 28 GPU-to-GPU links
   const pt::ptree pcie = parse(platform_xml(cluster({{"gpu", "rtx4090"}, {"gpus_per_node", "4"}, {"nvme_per_node", "1"}})));
-  CHECK(count(pcie, "link") == 4 + 2 + 1);  // no GPU-to-GPU links, one NIC
+  CHECK(count(pcie, "link") == 4 + 2 + 1 + 2);  // no GPU-to-GPU links, one NIC, the drive's two
   CHECK(count(pcie, "disk") == 1);
 }
 
@@ -173,8 +175,8 @@ TEST_CASE("the host side of a node: CPU speed, DRAM, drives and GPUs per PCIe sw
   CHECK(parse_flops(cpu->get<std::string>("<xmlattr>.speed")) == doctest::Approx(4.1e12).epsilon(1e-12));
   CHECK(count(*cpu, "disk") == 8);
   // One node (no network beyond it): 16 PCIe links, 8 uplinks (2 GPUs per switch), 16 NICs, 16
-  // NVSwitch ports.
-  CHECK(count(xml, "link") == 16 + 8 + 16 + 16);
+  // NVSwitch ports, 8 drives' read and write links.
+  CHECK(count(xml, "link") == 16 + 8 + 16 + 16 + 16);
   // Each GPU on its own root port: 16 uplinks.
   const ClusterSpec direct = cluster({{"gpu", "v100-32gb"}, {"gpus_per_node", "16"}, {"gpus_per_pcie_switch", "1"}});
   CHECK(count(parse(platform_xml(direct)), "link") == 16 + 16 + 16 + 16);
