@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "common/units.hpp"
 #include "model/costs.hpp"
+#include "program/offloaded_optimizer.hpp"
 
 namespace trainsim {
 namespace {
@@ -83,12 +84,7 @@ private:
 
   bool offloads_optimizer() const { return s_.offload_optimizer != OffloadTier::none; }
   bool offloads_params() const { return s_.offload_params != OffloadTier::none; }
-  bool uses_nvme() const {
-    return s_.offload_optimizer == OffloadTier::nvme || s_.offload_params == OffloadTier::nvme;
-  }
-  double master_copy_bytes() const { return s_.precision == Precision::fp32 ? 0.0 : 4.0; }  // fp32 master weights
   double weight_bytes() const { return s_.precision == Precision::fp8 ? 3.0 : bytes_per_element(s_.precision); }
-  static Device device_of(OffloadTier tier) { return tier == OffloadTier::nvme ? Device::nvme : Device::host; }
 
   // Where each model state lives follows the ZeRO-Offload table (REFERENCES.md): offloading the
   // optimizer moves the fp32 states and gradients to the host (the GPU keeps 16-bit weights and,
@@ -107,23 +103,21 @@ private:
     const double gradient_params = stage_ >= 2 ? shard(params) : params;
     optimizer_params_ = stage_ >= 1 ? shard(params) : params;
     const double gradient_copy = s_.fp32_grad_copy ? 4.0 : 0.0;
-    alloc("weights", MemCategory::weights, weight_params * weight_bytes(),
-          offloads_params() ? device_of(s_.offload_params) : Device::gpu);
+    const Device weights_device = s_.offload_params == OffloadTier::nvme ? Device::nvme
+                                  : offloads_params()                     ? Device::host
+                                                                          : Device::gpu;
+    alloc("weights", MemCategory::weights, weight_params * weight_bytes(), weights_device);
     if (!offloads_optimizer()) {
+      const double master_copy = s_.precision == Precision::fp32 ? 0.0 : 4.0;  // fp32 master weights
       alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
       alloc("optimizer", MemCategory::optimizer,
-            optimizer_params_ * (master_copy_bytes() + gradient_copy + 8.0));  // + momentum, variance
+            optimizer_params_ * (master_copy + gradient_copy + 8.0));  // + momentum, variance
       return;
     }
     if (stage_ < 2)  // reduced in place on the GPU, then copied out
       alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
-    // The CPU optimizer accumulates and reads fp32 gradients beside its states (ZeRO-Infinity
-    // keeps them on NVMe too: a trillion parameters' gradients exceed any node's DRAM).
-    alloc("gradients.offloaded", MemCategory::gradients, optimizer_params_ * 4.0, device_of(s_.offload_optimizer));
-    alloc("optimizer.states", MemCategory::optimizer, optimizer_params_ * (master_copy_bytes() + 8.0),
-          device_of(s_.offload_optimizer));
-    if (uses_nvme())
-      alloc("pinned-buffers", MemCategory::buffers, s_.pinned_buffer_bytes, Device::host);
+    offloaded_.emplace(static_cast<ProgramWriter&>(*this), s_, optimizer_params_);
+    offloaded_->allocate_states();
   }
 
   // ---- ZeRO-3 parameter gathering ----------------------------------------------------------
@@ -238,31 +232,19 @@ private:
       done = collective(Stream::dp_comm, kind, gradient_group_, pending_bytes_,
                         std::string(stage_ == 0 ? "grad-allreduce" : "grad-reducescatter") + bucket, {producer});
     }
-    std::optional<OpId> copied;
-    if (offloads_optimizer()) {
-      const double bytes = stage_ >= 1 ? pending_bytes_ / ranks_ : pending_bytes_;
-      copied = done = copy(node_cpu, false, bytes, "d2h.grads" + bucket, {done});
-      done = accumulate_on_cpu(bytes / bytes_per_element(s_.grad_precision), bucket, done);
-      if (s_.offload_optimizer == OffloadTier::nvme)  // staged in the pinned buffer, written as fp32
-        done = disk_io(OpKind::write, node_nvme, bytes / bytes_per_element(s_.grad_precision) * 4.0,
-                       "nvme-write.grads" + bucket, {done});
+    OpId copied = done;
+    if (offloaded_) {
+      const auto arrival = offloaded_->gradients(stage_ >= 1 ? pending_bytes_ / ranks_ : pending_bytes_, bucket, done);
+      copied = arrival.copied;
+      done = arrival.done;
     }
     sync_ops_.push_back(done);
     if (bucket_open_) {
-      in_flight_.emplace_back(bucket_tensor_, copied.value_or(done));  // the GPU buffer is free once copied out
+      in_flight_.emplace_back(bucket_tensor_, copied);  // the GPU buffer is free once copied out
       bucket_open_ = false;
     }
     pending_bytes_ = 0;
     ++buckets_;
-  }
-
-  // The CPU turns the 16-bit gradients that arrived into fp32 (the first reduction of the step)
-  // or adds them to the fp32 gradients of earlier micro-batches: memory-bound DRAM traffic.
-  OpId accumulate_on_cpu(double params, const std::string& bucket, OpId arrived) {
-    const double fp32_traffic = accumulated_before_ ? 8.0 : 4.0;  // read and write the accumulator, or write it
-    return compute_on(node_cpu, "cpu-accumulate.grads" + bucket,
-                      Work{params, params * (bytes_per_element(s_.grad_precision) + fp32_traffic)}, Phase::other,
-                      {arrived});
   }
 
   // The end of a synchronising backward waits for the bucket buffers' reductions.
@@ -370,7 +352,8 @@ private:
     release_use();
     gradients_ready(costs_.embedding_parameters, embedding, true);
     if (sync_now_) {
-      accumulated_before_ = true;
+      if (offloaded_)
+        offloaded_->micro_batch_done();
       drain_buckets();
       if (accumulates_unsharded())
         release("gradient-accumulator", sync_ops_);
@@ -458,43 +441,10 @@ private:
                           parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {step});
   }
 
-  // Adam on the node's CPU over this rank's shard (fp32 gradients in host memory), then the
-  // updated 16-bit parameters go where the GPU reads them: up to the GPU, or back to NVMe when
-  // parameters are offloaded there. With the optimizer states on NVMe, the step streams them
-  // and the fp32 gradients through the pinned buffer in chunks of half of it: the read of a chunk
-  // overlaps the update of the one before, and each chunk's states are written back after its update.
+  // Adam on the node's CPU, then the updated 16-bit parameters go where the GPU reads them: up
+  // to the GPU (and ZeRO-1/2 all-gather them), or back to NVMe when parameters live there.
   void cpu_optimizer_step() {
-    const double state_bytes = master_copy_bytes() + 8.0;
-    std::vector<OpId> updated;
-    if (s_.offload_optimizer == OffloadTier::cpu) {
-      updated.push_back(compute_on(node_cpu, "cpu-adam", cpu_adam_work(optimizer_params_), Phase::optimizer, sync_ops_));
-    } else {
-      const double chunk_params = std::max(1.0, std::floor(s_.pinned_buffer_bytes / 2 / (state_bytes + 4.0)));
-      std::vector<double> chunks;
-      for (double done = 0; done < optimizer_params_; done += chunk_params)
-        chunks.push_back(std::min(chunk_params, optimizer_params_ - done));
-      // The io stream runs in program order: read k + 1 is issued before write k.
-      std::vector<OpId> reads, writes;
-      const auto read = [&](std::size_t k) {
-        std::vector<OpId> buffer_free;
-        if (k >= 2)
-          buffer_free.push_back(writes[k - 2]);
-        reads.push_back(disk_io(OpKind::read, node_nvme, chunks[k] * (state_bytes + 4.0),  // + fp32 gradients
-                                "nvme-read.optimizer.chunk" + std::to_string(k), buffer_free));
-      };
-      if (!chunks.empty())
-        read(0);
-      for (std::size_t k = 0; k < chunks.size(); ++k) {
-        if (k + 1 < chunks.size())
-          read(k + 1);
-        std::vector<OpId> deps = sync_ops_;
-        deps.push_back(reads[k]);
-        const std::string chunk = ".chunk" + std::to_string(k);
-        updated.push_back(compute_on(node_cpu, "cpu-adam" + chunk, cpu_adam_work(chunks[k]), Phase::optimizer, deps));
-        writes.push_back(disk_io(OpKind::write, node_nvme, chunks[k] * state_bytes, "nvme-write.optimizer" + chunk,
-                                 {updated.back()}));
-      }
-    }
+    const std::vector<OpId> updated = offloaded_->step(sync_ops_);
     const double param_bytes = optimizer_params_ * bytes_per_element(s_.precision);
     if (s_.offload_params == OffloadTier::nvme) {
       disk_io(OpKind::write, node_nvme, param_bytes, "nvme-write.params", updated);
@@ -507,10 +457,6 @@ private:
       bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
                           parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {upload});
   }
-
-  // CPU Adam reads fp32 gradients, master weights and moments and writes the last three and the
-  // 16-bit weights for the GPU.
-  Work cpu_adam_work(double params) const { return optimizer_step_work(params, s_.precision, Precision::fp32); }
 
   const Scenario& s_;
   const ModelSpec& model_;
@@ -541,7 +487,7 @@ private:
   std::string bucket_tensor_;
   std::deque<std::pair<std::string, OpId>> in_flight_;
   std::vector<OpId> sync_ops_;
-  bool accumulated_before_ = false;  // an earlier micro-batch of this step already reduced its gradients
+  std::optional<OffloadedOptimizer> offloaded_;  // when the optimizer runs on the CPU
 };
 
 // What a rank holds besides layer activations: model states, the non-layer activations and

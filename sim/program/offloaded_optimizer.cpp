@@ -1,0 +1,79 @@
+#include "program/offloaded_optimizer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainsim {
+namespace {
+
+Device device_of(OffloadTier tier) { return tier == OffloadTier::nvme ? Device::nvme : Device::host; }
+
+} // namespace
+
+OffloadedOptimizer::OffloadedOptimizer(ProgramWriter& writer, const Scenario& scenario, double shard)
+    : w_(writer), s_(scenario), shard_(shard) {}
+
+double OffloadedOptimizer::state_bytes() const { return (s_.precision == Precision::fp32 ? 0.0 : 4.0) + 8.0; }
+
+// CPU Adam reads fp32 gradients, master weights and moments and writes the last three and the
+// 16-bit weights for the GPU.
+Work OffloadedOptimizer::adam_work(double params) const {
+  return optimizer_step_work(params, s_.precision, Precision::fp32);
+}
+
+void OffloadedOptimizer::allocate_states() {
+  // ZeRO-Infinity keeps the fp32 gradients beside the states: a trillion parameters' gradients
+  // exceed any node's DRAM.
+  w_.alloc("gradients.offloaded", MemCategory::gradients, shard_ * 4.0, device_of(s_.offload_optimizer));
+  w_.alloc("optimizer.states", MemCategory::optimizer, shard_ * state_bytes(), device_of(s_.offload_optimizer));
+  if (s_.offload_optimizer == OffloadTier::nvme || s_.offload_params == OffloadTier::nvme)
+    w_.alloc("pinned-buffers", MemCategory::buffers, s_.pinned_buffer_bytes, Device::host);
+}
+
+OffloadedOptimizer::Arrival OffloadedOptimizer::gradients(double bytes, const std::string& bucket, OpId reduced) {
+  const OpId copied = w_.copy(node_cpu, false, bytes, "d2h.grads" + bucket, {reduced});
+  // The CPU turns them into fp32 (write 4 bytes) or adds them to the fp32 ones (read and write 8).
+  const double params = bytes / bytes_per_element(s_.grad_precision);
+  const double fp32_traffic = accumulated_before_ ? 8.0 : 4.0;
+  OpId done = w_.compute_on(node_cpu, "cpu-accumulate.grads" + bucket,
+                            Work{params, params * (bytes_per_element(s_.grad_precision) + fp32_traffic)}, Phase::other,
+                            {copied});
+  if (s_.offload_optimizer == OffloadTier::nvme)  // staged in the pinned buffer, written as fp32
+    done = w_.disk_io(OpKind::write, node_nvme, params * 4.0, "nvme-write.grads" + bucket, {done});
+  return {copied, done};
+}
+
+std::vector<OpId> OffloadedOptimizer::step(const std::vector<OpId>& after) {
+  if (s_.offload_optimizer == OffloadTier::cpu)
+    return {w_.compute_on(node_cpu, "cpu-adam", adam_work(shard_), Phase::optimizer, after)};
+  const double per_param = state_bytes();
+  const double chunk_params = std::max(1.0, std::floor(s_.pinned_buffer_bytes / 2 / (per_param + 4.0)));
+  std::vector<double> chunks;
+  for (double done = 0; done < shard_; done += chunk_params)
+    chunks.push_back(std::min(chunk_params, shard_ - done));
+  // The io stream runs in program order: read k + 1 is issued before write k, and read k + 2
+  // waits for write k (two chunks fit in the pinned buffer).
+  std::vector<OpId> reads, writes, updated;
+  const auto read = [&](std::size_t k) {
+    std::vector<OpId> buffer_free;
+    if (k >= 2)
+      buffer_free.push_back(writes[k - 2]);
+    reads.push_back(w_.disk_io(OpKind::read, node_nvme, chunks[k] * (per_param + 4.0),  // + fp32 gradients
+                               "nvme-read.optimizer.chunk" + std::to_string(k), buffer_free));
+  };
+  if (!chunks.empty())
+    read(0);
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    if (k + 1 < chunks.size())
+      read(k + 1);
+    std::vector<OpId> deps = after;
+    deps.push_back(reads[k]);
+    const std::string chunk = ".chunk" + std::to_string(k);
+    updated.push_back(w_.compute_on(node_cpu, "cpu-adam" + chunk, adam_work(chunks[k]), Phase::optimizer, deps));
+    writes.push_back(
+        w_.disk_io(OpKind::write, node_nvme, chunks[k] * per_param, "nvme-write.optimizer" + chunk, {updated.back()}));
+  }
+  return updated;
+}
+
+} // namespace trainsim

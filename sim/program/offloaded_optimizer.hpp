@@ -1,0 +1,47 @@
+#pragma once
+// The optimizer moved off the GPU: ZeRO-Offload's CPU Adam over states in host memory, or
+// ZeRO-Infinity's states on NVMe streamed through a pinned buffer. The ops every program
+// builder adds for it, written through the builder's ProgramWriter.
+#include <string>
+#include <vector>
+
+#include "program/program_writer.hpp"
+
+namespace trainsim {
+
+class OffloadedOptimizer {
+public:
+  // `shard`: the parameters whose optimizer states this rank keeps.
+  OffloadedOptimizer(ProgramWriter& writer, const Scenario& scenario, double shard);
+
+  // fp32 master weights, momentum, variance and fp32 gradients (16 bytes per shard parameter)
+  // in host memory or on NVMe, and the pinned buffer NVMe traffic goes through.
+  void allocate_states();
+
+  struct Arrival {
+    OpId copied;  // the gradients left the GPU: their buffer may be freed
+    OpId done;    // they are in the optimizer's fp32 gradients
+  };
+  // `bytes` of this rank's reduced 16-bit gradients, ready after `reduced`: copied to host memory,
+  // turned into fp32 (or added to the fp32 gradients of the step's earlier micro-batches) on the
+  // CPU, and written to NVMe when the states live there.
+  Arrival gradients(double bytes, const std::string& bucket, OpId reduced);
+  // The gradients of a whole micro-batch have arrived: later ones are added to them.
+  void micro_batch_done() { accumulated_before_ = true; }
+
+  // Adam over the shard on the node's CPU after `after`; on NVMe in chunks of half the pinned
+  // buffer (read k + 1 overlapping update k, states written back after their update). Returns the
+  // ops that produced the updated 16-bit parameters.
+  std::vector<OpId> step(const std::vector<OpId>& after);
+
+private:
+  Work adam_work(double params) const;
+  double state_bytes() const;  // per parameter: fp32 master copy (unless fp32 training), momentum, variance
+
+  ProgramWriter& w_;
+  const Scenario& s_;
+  const double shard_;
+  bool accumulated_before_ = false;
+};
+
+} // namespace trainsim
