@@ -586,10 +586,9 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   if (scenario.zero >= 2 && scenario.pp > 1)
     values.fail("memory.zero", "ZeRO-2/3 shard gradients that pipeline parallelism accumulates across micro-batches; "
                                "with pp > 1 accepted: 0 or 1 (Megatron's distributed optimizer)");
-  const bool offloads = scenario.offload_optimizer != OffloadTier::none || scenario.offload_activations;
-  if (offloads && scenario.pp > 1)
-    values.fail(scenario.offload_activations ? "memory.offload_activations" : "memory.offload_optimizer",
-                "offload is simulated for data-parallel programs (with tp, sp and cp); accepted with parallel.pp = 1");
+  if (scenario.offload_activations && scenario.pp > 1)
+    values.fail("memory.offload_activations", "offloading activation checkpoints is simulated without pipelines; "
+                                              "with parallel.pp > 1 accepted: none");
   if (scenario.grad_accum > 100'000)
     values.fail("training.global_batch", "gives more than 100000 accumulation steps per step");
   scenario.tokens = values.quantity("training.tokens", parse_count);

@@ -106,11 +106,12 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               for (const char* recompute : {"none", "selective", "full"}) {
                 for (int zero : zeros)
                   variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute});
-                if (request.host_capacity <= 0 || pp > 1)
-                  continue;  // offload needs a CPU host and is simulated without pipelines
+                if (request.host_capacity <= 0)
+                  continue;  // offload needs a CPU host
                 for (int zero : zeros)
                   variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer"});
-                variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, 3, recompute, "optimizer+params"});
+                if (pp == 1)  // parameters are streamed by ZeRO-3, which pipelines do not combine with
+                  variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, 3, recompute, "optimizer+params"});
               }
               std::stable_sort(variants.begin(), variants.end(), [](const Candidate& a, const Candidate& b) {
                 return technique_cost(a) < technique_cost(b);

@@ -40,8 +40,8 @@ struct Candidate {
 };
 
 // The search space, as data: every layout the model and batch allow, each with its memory
-// variants in order of expected cost (cheapest first). Offload to the CPU comes last, for
-// data-parallel layouts on platforms with a CPU host (the optimizer; with ZeRO-3 the parameters too).
+// variants in order of expected cost (cheapest first). Offload to the CPU comes last, on
+// platforms with a CPU host (the optimizer; without pipelines, with ZeRO-3, the parameters too).
 std::vector<Candidate> enumerate_candidates(const PlanRequest& request);
 
 struct MemoryCheck {

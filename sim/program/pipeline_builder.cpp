@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "common/error.hpp"
+#include "program/offloaded_optimizer.hpp"
 #include "program/pipeline_schedule.hpp"
 #include "program/program_writer.hpp"
 
@@ -49,6 +51,9 @@ public:
 
   Program build() {
     allocate_model_states();
+    // A delayed update applies the previous step's gradients while this step runs.
+    if (s_.delayed_update)
+      optimizer_step();
     const auto steps = pipeline_schedule(s_.schedule, p_, v_, s_.grad_accum, coords_.pp);
     // Per step: a chunk's layers with their collectives, allocs and frees, and the transfers.
     expect(steps.size() * static_cast<std::size_t>(stage_layers_.front() + 2) * 12 + 64);
@@ -62,7 +67,8 @@ public:
       if (!step.forward && --backwards_left[step.chunk] == 0)
         synchronize_gradients(step.chunk, last);
     }
-    optimizer_step();
+    if (!s_.delayed_update)
+      optimizer_step();
     return take();
   }
 
@@ -107,8 +113,13 @@ private:
     const double weight_bytes = s_.precision == Precision::fp8 ? 3.0 : bytes_per_element(s_.precision);
     alloc("weights", MemCategory::weights, parameters_ * weight_bytes);
     alloc("gradients", MemCategory::gradients, parameters_ * bytes_per_element(s_.grad_precision));
-    alloc("optimizer", MemCategory::optimizer, shard * (master_copy + gradient_copy + 8.0));
     optimizer_parameters_ = shard;
+    if (s_.offload_optimizer == OffloadTier::none) {
+      alloc("optimizer", MemCategory::optimizer, shard * (master_copy + gradient_copy + 8.0));
+      return;
+    }
+    offloaded_.emplace(static_cast<ProgramWriter&>(*this), s_, shard);
+    offloaded_->allocate_states();
   }
 
   // Runs the chunk's forward for one micro-batch; returns its last op.
@@ -221,22 +232,47 @@ private:
       if (last_virtual_stage(chunk))
         parameters += embedding;
     }
-    if (gradient_ranks_ <= 1)
+    const double bytes = parameters * bytes_per_element(s_.grad_precision);
+    const std::string name = ".c" + std::to_string(chunk);
+    if (gradient_ranks_ <= 1) {
+      if (offloaded_)
+        sync_ops_.push_back(offloaded_->gradients(bytes, name, producer).done);
       return;
+    }
     const bool sharded = s_.zero >= 1;
     const auto reductions = bucketed_collective(
-        Stream::dp_comm, sharded ? Collective::reduce_scatter : Collective::all_reduce, gradient_slot,
-        parameters * bytes_per_element(s_.grad_precision), s_.bucket_bytes,
-        std::string(sharded ? "grad-reducescatter" : "grad-allreduce") + ".c" + std::to_string(chunk), {producer});
-    sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
+        Stream::dp_comm, sharded ? Collective::reduce_scatter : Collective::all_reduce, gradient_slot, bytes,
+        s_.bucket_bytes, std::string(sharded ? "grad-reducescatter" : "grad-allreduce") + name, {producer});
+    if (!offloaded_) {
+      sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
+      return;
+    }
+    // Each bucket's share goes to the host once reduced (buckets as bucketed_collective cut them).
+    double left = bytes;
+    for (std::size_t b = 0; b < reductions.size(); ++b) {
+      const double bucket = std::min(left, s_.bucket_bytes);
+      left -= bucket;
+      sync_ops_.push_back(offloaded_
+                              ->gradients(sharded ? bucket / gradient_ranks_ : bucket, name + ".bucket" + std::to_string(b),
+                                          reductions[b])
+                              .done);
+    }
   }
 
+  // The update on the GPU, or on the CPU with the new 16-bit parameters copied up; each rank
+  // updated its shard under ZeRO-1: the ranks all-gather the new parameters.
   void optimizer_step() {
-    const Work work = optimizer_step_work(optimizer_parameters_, s_.precision, s_.grad_precision);
-    const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
-    if (s_.zero >= 1 && gradient_ranks_ > 1)  // each rank updated its shard: all-gather the new parameters
+    OpId updated = 0;
+    if (offloaded_) {
+      updated = copy(node_cpu, true, optimizer_parameters_ * bytes_per_element(s_.precision), "h2d.params",
+                     offloaded_->step(sync_ops_));
+    } else {
+      const Work work = optimizer_step_work(optimizer_parameters_, s_.precision, s_.grad_precision);
+      updated = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
+    }
+    if (s_.zero >= 1 && gradient_ranks_ > 1)
       bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_slot,
-                          parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {step});
+                          parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {updated});
   }
 
   const Scenario& s_;
@@ -253,6 +289,7 @@ private:
   double parameters_ = 0;
   double optimizer_parameters_ = 0;
   std::vector<OpId> sync_ops_;
+  std::optional<OffloadedOptimizer> offloaded_;  // when the optimizer runs on the CPU
 };
 
 } // namespace

@@ -136,6 +136,10 @@ TEST_CASE("offload that the layout or the platform cannot carry") {
                      {"memory.offload_optimizer", "none, cpu, nvme"});
   expect_input_error("offload_activations", "run " + tiny + " --out out --set memory.offload_activations=cpu",
                      {"memory.offload_activations", "memory.recompute"});
+  expect_input_error("offload_activations_pp",
+                     "run " + tiny + " --out out --set parallel.pp=2 --set parallel.dp=8 --set memory.recompute=full"
+                     " --set memory.offload_activations=cpu",
+                     {"memory.offload_activations", "without pipelines"});
   // The hand-written DGX A100 platform has no CPU host: the offloaded step has nowhere to run.
   expect_input_error("offload_no_cpu", "run " + tiny + " --out out --set memory.offload_optimizer=cpu",
                      {"dgx-a100-2n.xml", "rank 0", "CPU host", "role"});

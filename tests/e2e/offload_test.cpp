@@ -228,3 +228,26 @@ TEST_CASE("memory --compare adds host and NVMe columns when a row offloads") {
   CHECK(lines[3].find("| 1.00 TiB | 0 B | yes |") != std::string::npos);
   CHECK(lines[4].find("| 8.00 GiB | 1.00 TiB | yes |") != std::string::npos);
 }
+
+TEST_CASE("pipeline stages offload their optimizer to the CPU too") {
+  // tiny-gpt over 2 pipeline stages on one node, fp16, the optimizer on the CPU: each rank keeps
+  // its stage's 16-bit weights and gradients; the host keeps 16 bytes per parameter (fp32
+  // master, momentum, variance, gradients), 8 times the 2-byte weights, and the node both stages'.
+  const json summary = run_summary(
+      "pipeline_offload", project_file("tests/fixtures/tiny-ddp.ini") +
+                              " --set platform.gpu=a100-80gb --set parallel.dp=1 --set parallel.pp=2"
+                              " --set training.global_batch=8 --set memory.precision=fp16"
+                              " --set memory.offload_optimizer=cpu --no-report");
+  double node = 0;
+  for (const json& rank : summary["memory"]["ranks"]) {
+    const double weights = rank["model_states"]["weights"].get<double>();
+    CHECK(rank["model_states"]["optimizer"].get<double>() == 0);
+    CHECK(rank["model_states"]["gradients"].get<double>() == weights);
+    CHECK(rank["host_peak_bytes"].get<double>() == 8 * weights);
+    node += rank["host_peak_bytes"].get<double>();
+  }
+  CHECK(summary["memory"]["host"]["peak_bytes"].get<double>() == node);
+  CHECK(summary["time"]["offload"]["cpu_optimizer"]["total_s"].get<double>() > 0);
+  CHECK(summary["time"]["offload"]["h2d"]["bytes"].get<double>() ==
+        summary["memory"]["ranks"][summary["time"]["critical_rank"].get<int>()]["model_states"]["weights"].get<double>());
+}

@@ -144,7 +144,7 @@ TEST_CASE("offload is the planner's last resort, for data-parallel layouts on pl
     bool offloading = false;
     for (const Candidate* c : variants) {
       if (c->pp > 1)
-        CHECK(c->offload == "none");  // offload is simulated without pipelines
+        CHECK(c->offload != "optimizer+params");  // ZeRO-3 parameter streaming does not combine with pipelines
       if (c->offload == "optimizer+params")
         CHECK(c->zero == 3);
       // Every variant after the first offloading one offloads too: offload comes after every
