@@ -82,7 +82,8 @@ public:
       double latency = 0;
       from->route_to(to, links, &latency);
       for (const sg4::Link* link : links)
-        found->second.push_back(index_.at(link));
+        if (const auto indexed = index_.find(link); indexed != index_.end())  // not a host's own loopback
+          found->second.push_back(indexed->second);
     }
     return found->second;
   }
@@ -687,7 +688,7 @@ void check_targets(const Workload& workload, const std::vector<sg4::Host*>& host
 std::vector<ResourceUse> resource_use(const SharedState& shared) {
   std::map<std::string, ResourceUse> by_kind;
   const auto add = [&](const std::string& kind, const std::string& name, double busy_s, double bytes) {
-    if (!(bytes > 0) && !(busy_s > 0))
+    if (kind.empty() || (!(bytes > 0) && !(busy_s > 0)))
       return;
     ResourceUse& use = by_kind[kind];
     use.kind = kind;

@@ -43,6 +43,8 @@ GpuInfo gpu_from_properties(const std::string& file, const std::string& host, co
 
 std::string link_class(const std::string& link_name) {
   const auto has = [&](const char* part) { return link_name.find(part) != std::string::npos; };
+  if (has("__loopback__"))
+    return "";  // SimGrid's link from a host to itself
   if (has("nvlink") || has("nvswitch") || has("bridge") || has("mesh"))
     return "nvlink";
   if (has("nvme"))

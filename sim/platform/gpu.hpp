@@ -35,7 +35,7 @@ GpuInfo gpu_from_properties(const std::string& file, const std::string& host, co
 
 // The class of a link by its name, for utilisation reports: nvlink (names holding nvlink,
 // nvswitch, bridge or mesh), pcie-nvme (a drive's own link), pcie-uplink (pcie-up), pcie-gpu
-// (other pcie), nic, else network.
+// (other pcie), nic, else network; "" for SimGrid's loopback.
 std::string link_class(const std::string& link_name);
 
 // The dense peak a matmul in this precision reaches on this GPU.

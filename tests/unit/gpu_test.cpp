@@ -60,3 +60,15 @@ TEST_CASE("a missing, malformed, zero or negative property names the host and th
   CHECK(error_of(negative).find("peak_fp16") != std::string::npos);
   CHECK(error_of(a100_properties(), 0).find("speed 0") != std::string::npos);
 }
+
+TEST_CASE("links are classed by the names platforms give them") {
+  CHECK(link_class("node0-nvlink3_UP") == "nvlink");
+  CHECK(link_class("node2-bridge1") == "nvlink");
+  CHECK(link_class("node0-mesh0-5") == "nvlink");
+  CHECK(link_class("node1-pcie-up2_DOWN") == "pcie-uplink");
+  CHECK(link_class("node1-pcie6_UP") == "pcie-gpu");
+  CHECK(link_class("node0-nvme1-read") == "pcie-nvme");
+  CHECK(link_class("node3-nic7_UP") == "nic");
+  CHECK(link_class("spine") == "network");
+  CHECK(link_class("__loopback__").empty());
+}
