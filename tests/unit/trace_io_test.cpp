@@ -156,7 +156,8 @@ TEST_CASE("copies go either way and compute may run on a host, and both survive 
   CHECK(ops[2].target == "cpu0");
   const fs::path copy = fresh_dir("offload_ops_copy");
   write_trace(workload, copy);
-  const auto& back = read_trace(copy).program(0).ops;
+  const Workload read_back = read_trace(copy);
+  const auto& back = read_back.program(0).ops;
   CHECK(back[1].inbound);
   CHECK(back[2].target == "cpu0");
 
