@@ -283,29 +283,21 @@ private:
   double local_duration(const Op& op) const {
     if (op.kind == OpKind::compute)
       return gpu_kernel_seconds(op);
-    if (op.kind == OpKind::collective) {
-      count_analytic(op, 0);
-      return analytic_seconds(op, 0);
-    }
+    if (op.kind == OpKind::collective)
+      return analytic_collective(op, 0);
     return 0.0;
   }
 
-  // What an analytically timed collective's remaining phases carry over this rank's ring edge.
-  void count_analytic(const Op& op, int from_phase) const {
+  // A ring collective timed from its slowest edge: each remaining phase is one pass of
+  // bytes / bandwidth plus n-1 steps of latency. What those phases carry over this rank's ring
+  // edge is counted as they are timed.
+  double analytic_collective(const Op& op, int from_phase) const {
     const GroupPlan& plan = shared_.groups[group(op)];
     const int members = static_cast<int>(shared_.workload->groups[group(op)].ranks.size());
     const RingPhases phases = ring_phases(op.collective, op.bytes, members);
     if (members > 1)
       shared_.link_use->carry(*plan.edge_route[0][plan.member_of_rank.at(rank_)],
                               (phases.phases - from_phase) * phases.bytes_per_phase);
-  }
-
-  // A ring collective timed from its slowest edge: each remaining phase is one pass of
-  // bytes / bandwidth plus n-1 steps of latency.
-  double analytic_seconds(const Op& op, int from_phase) const {
-    const GroupPlan& plan = shared_.groups[group(op)];
-    const int members = static_cast<int>(shared_.workload->groups[group(op)].ranks.size());
-    const RingPhases phases = ring_phases(op.collective, op.bytes, members);
     return (phases.phases - from_phase) *
            (phases.bytes_per_phase / plan.edge_bandwidth + (members - 1) * plan.step_latency);
   }
@@ -449,8 +441,7 @@ private:
       const double now = sg4::Engine::get_clock();
       state.first_transfer = std::min(state.first_transfer, now);
       state.phase = phases.phases - 1;
-      count_analytic(op, phase);
-      timers_.push({now + analytic_seconds(op, phase), sequence_++, id});
+      timers_.push({now + analytic_collective(op, phase), sequence_++, id});
       return;
     }
     const int me = plan.member_of_rank.at(rank_);

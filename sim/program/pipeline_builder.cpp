@@ -247,15 +247,11 @@ private:
       sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
       return;
     }
-    // Each bucket's share goes to the host once reduced (buckets as bucketed_collective cut them).
-    double left = bytes;
+    // Each bucket's share goes to the host once reduced.
+    const std::vector<double> buckets = bucket_sizes(bytes, s_.bucket_bytes);
     for (std::size_t b = 0; b < reductions.size(); ++b) {
-      const double bucket = std::min(left, s_.bucket_bytes);
-      left -= bucket;
-      sync_ops_.push_back(offloaded_
-                              ->gradients(sharded ? bucket / gradient_ranks_ : bucket, name + ".bucket" + std::to_string(b),
-                                          reductions[b])
-                              .done);
+      const double share = sharded ? buckets[b] / gradient_ranks_ : buckets[b];
+      sync_ops_.push_back(offloaded_->gradients(share, name + ".bucket" + std::to_string(b), reductions[b]).done);
     }
   }
 

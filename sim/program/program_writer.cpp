@@ -83,12 +83,16 @@ std::vector<OpId> ProgramWriter::bucketed_collective(Stream stream, Collective k
                                                      double bucket, const std::string& name,
                                                      const std::vector<OpId>& deps) {
   std::vector<OpId> issued;
-  for (int index = 0; bytes > 0; ++index) {
-    const double size = std::min(bytes, bucket);
-    issued.push_back(collective(stream, kind, group, size, name + ".bucket" + std::to_string(index), deps));
-    bytes -= size;
-  }
+  for (const double size : bucket_sizes(bytes, bucket))
+    issued.push_back(collective(stream, kind, group, size, name + ".bucket" + std::to_string(issued.size()), deps));
   return issued;
+}
+
+std::vector<double> bucket_sizes(double bytes, double bucket) {
+  std::vector<double> sizes;
+  for (; bytes > 0; bytes -= sizes.back())
+    sizes.push_back(std::min(bytes, bucket));
+  return sizes;
 }
 
 OpId ProgramWriter::point_to_point(OpKind kind, Stream stream, int peer, int tag, double bytes,

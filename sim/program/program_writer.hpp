@@ -21,7 +21,7 @@ public:
   void release(const std::string& tensor, std::vector<OpId> deps = {});
   OpId collective(Stream stream, Collective kind, int group, double bytes, const std::string& name,
                   std::vector<OpId> deps);
-  // One collective per bucket of at most `bucket` bytes, all after `deps`; returns them.
+  // One collective per bucket of at most `bucket` bytes (bucket_sizes), all after `deps`; returns them.
   std::vector<OpId> bucketed_collective(Stream stream, Collective kind, int group, double bytes, double bucket,
                                         const std::string& name, const std::vector<OpId>& deps);
   OpId send(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
@@ -47,6 +47,9 @@ private:
   Program program_;
   std::set<std::string> live_;
 };
+
+// `bytes` cut into buckets of at most `bucket` bytes, in order.
+std::vector<double> bucket_sizes(double bytes, double bucket);
 
 // Group slots of one rank's model-parallel groups (-1: not split that way).
 struct ModelParallelGroups {

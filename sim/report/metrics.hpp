@@ -4,6 +4,7 @@
 // behind compute) and memory per rank. Pure: no SimGrid.
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/observer.hpp"
@@ -93,6 +94,11 @@ struct MemorySummary {
   NodeTier nvme;
   bool fits = true;             // on the GPUs, in host memory and on NVMe
 };
+
+// The node tiers of a summary with their names: host memory, then NVMe.
+inline std::vector<std::pair<const NodeTier*, std::string>> node_tiers(const MemorySummary& summary) {
+  return {{&summary.host, "host memory"}, {&summary.nvme, "NVMe"}};
+}
 
 struct StepMetrics {
   double step_time_s = 0;

@@ -202,8 +202,7 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
 
 std::string breakdown_svg(const StepMetrics& metrics) {
   constexpr double width = 860, left = 20, bar_width = 820, bar_height = 28, bar_spacing = 110;
-  const std::vector<std::pair<const NodeTier*, std::string>> tiers = {{&metrics.memory.host, "host memory"},
-                                                                      {&metrics.memory.nvme, "NVMe"}};
+  const auto tiers = node_tiers(metrics.memory);
   const auto used_tiers = std::count_if(tiers.begin(), tiers.end(), [](const auto& tier) { return tier.first->used; });
   Svg svg(width, 250 + bar_spacing * static_cast<double>(used_tiers));
   const auto bar = [&](double y, const std::string& title,

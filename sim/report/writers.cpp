@@ -204,15 +204,12 @@ void print_memory_lines(std::ostream& out, const MemorySummary& summary, const s
               summary.gpu_fits ? "fits" : "DOES NOT FIT");
   out << line("  %-16s %s\n", "at peak", breakdown(worst.gpu().at_peak).c_str());
   out << line("  %-16s %s\n", "model states", breakdown(model_states_only(worst.persistent_gpu)).c_str());
-  const auto tier_line = [&](const char* label, const NodeTier& tier) {
-    if (!tier.used)
-      return;
-    out << line("  %-16s %s of %s on %s (shared by its GPUs) — %s\n", label, format_bytes(tier.peak_bytes).c_str(),
-                tier.capacity_bytes > 0 ? format_bytes(tier.capacity_bytes).c_str() : "an unknown capacity",
-                tier.node.c_str(), tier.fits ? "fits" : "DOES NOT FIT");
-  };
-  tier_line("host memory", summary.host);
-  tier_line("nvme", summary.nvme);
+  for (const auto& [tier, name] : node_tiers(summary))
+    if (tier->used)
+      out << line("  %-16s %s of %s on %s (shared by its GPUs) — %s\n", name == "NVMe" ? "nvme" : name.c_str(),
+                  format_bytes(tier->peak_bytes).c_str(),
+                  tier->capacity_bytes > 0 ? format_bytes(tier->capacity_bytes).c_str() : "an unknown capacity",
+                  tier->node.c_str(), tier->fits ? "fits" : "DOES NOT FIT");
   if (!summary.gpu_fits) {
     int over = 0;
     for (std::size_t rank = 0; rank < ranks.size(); ++rank)
@@ -262,10 +259,10 @@ std::string bottleneck_line(const StepMetrics& metrics) {
     prefix = "does not fit: rank " + std::to_string(peak.rank) + " needs " + format_bytes(peak.memory.gpu().peak) +
              " of " + format_bytes(metrics.memory.capacity_bytes) + "; ";
   }
-  for (const auto& [tier, name] : {std::pair{&metrics.memory.host, "host memory"}, std::pair{&metrics.memory.nvme, "NVMe"}})
+  for (const auto& [tier, name] : node_tiers(metrics.memory))
     if (!tier->fits)
-      prefix += std::string("does not fit: ") + tier->node + " " + name + " needs " + format_bytes(tier->peak_bytes) +
-                " of " + format_bytes(tier->capacity_bytes) + "; ";
+      prefix += "does not fit: " + tier->node + " " + name + " needs " + format_bytes(tier->peak_bytes) + " of " +
+                format_bytes(tier->capacity_bytes) + "; ";
   // The largest part of the step that is not computing: the thing to attack first.
   std::string kind;  // of communication; empty: idle
   double overhead_s = parts.bubble_s;
@@ -451,7 +448,7 @@ std::vector<std::pair<std::string, std::string>> report_facts(const StepMetrics&
                                         format_bytes(metrics.memory.capacity_bytes) + " on rank " +
                                         std::to_string(metrics.memory.peak_rank) +
                                         (metrics.memory.gpu_fits ? " (fits)" : " (does not fit)"));
-  for (const auto& [tier, name] : {std::pair{&metrics.memory.host, "host memory"}, std::pair{&metrics.memory.nvme, "NVMe"}})
+  for (const auto& [tier, name] : node_tiers(metrics.memory))
     if (tier->used)
       facts.emplace_back(name, format_bytes(tier->peak_bytes) + " of " + format_bytes(tier->capacity_bytes) + " on " +
                                    tier->node + (tier->fits ? " (fits)" : " (does not fit)"));
