@@ -19,14 +19,24 @@ struct ResourceUse {
   double bytes = 0;         // moved through all of them (links: summed over each link crossed)
 };
 
+// When a send's or a collective's data moved, and what it waited for before that.
+struct Transfer {
+  double start = 0;        // when its data could move: every member of a collective had arrived
+  double end = 0;
+  // The member of a collective that arrived last, when this rank arrived before it and waited
+  // from `wait_start` to `start`: idle time caused by that rank. -1 otherwise (and for sends).
+  int waited_for = -1;
+  double wait_start = 0;
+};
+
 class ReplayObserver {
 public:
   virtual ~ReplayObserver() = default;
   virtual void op_started(int rank, OpId op, double time) = 0;
   virtual void op_finished(int rank, OpId op, double time) = 0;
-  // A send's or a collective's data moved from `start` (when its peers were ready) to `end`;
-  // told just before op_finished, so `start` may be earlier than events already told.
-  virtual void op_transferred(int rank, OpId op, double start, double end) = 0;
+  // A send's or a collective's data moved; told just before op_finished, so its start may be
+  // earlier than events already told.
+  virtual void op_transferred(int rank, OpId op, const Transfer& transfer) = 0;
 };
 
 } // namespace trainsim

@@ -101,6 +101,16 @@ private:
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::vector<int>> routes_;
 };
 
+// One collective call as its group's members reach it: the n-th collective a rank starts on a
+// group is the n-th of every member (each rank runs a group's collectives one at a time, in
+// the same order).
+struct Arrivals {
+  int arrived = 0;
+  int finished = 0;
+  double latest = 0;      // when the last member so far arrived
+  int last_rank = -1;     // and which rank that was
+};
+
 struct SharedState {
   std::map<std::string, Usage> disks;   // by drive name
   std::map<std::string, Usage> cpus;    // by host name
@@ -109,6 +119,7 @@ struct SharedState {
   std::vector<sg4::Host*> hosts;        // per rank
   const std::vector<GpuInfo>* gpus = nullptr;
   std::vector<GroupPlan> groups;
+  std::vector<std::unordered_map<std::uint64_t, Arrivals>> arrivals;  // per group, per call
   std::map<const Program*, ProgramPlan> plans;
   ReplayObserver* observer = nullptr;
   std::vector<double> rank_finish;
@@ -175,6 +186,7 @@ public:
         plan_(shared.plans.at(&program_)), host_(shared.hosts[rank]), gpu_((*shared.gpus)[rank]),
         waiting_(plan_.graph.predecessors), ready_at_(program_.ops.size(), 0.0),
         group_busy_(shared.groups.size(), false), group_queue_(shared.groups.size()),
+        group_calls_(shared.groups.size(), 0),
         cpu_(gpu_.cpu_host.empty() ? nullptr : sg4::Host::by_name(gpu_.cpu_host)) {}
 
   void run() {
@@ -200,12 +212,7 @@ public:
       const OpId op = activity_ops_[index];
       const OpKind kind = program_.ops[op].kind;
       if (kind == OpKind::send)
-        transferred(op, activities_[index]->get_start_time(), sg4::Engine::get_clock());
-      if (kind == OpKind::collective) {
-        CollectiveState& state = collectives_[op];
-        if (state.phase == 0)
-          state.first_transfer = std::min(state.first_transfer, activities_[index]->get_start_time());
-      }
+        transferred(op, {activities_[index]->get_start_time(), sg4::Engine::get_clock()});
       activities_[index] = activities_.back();
       activities_.pop_back();
       activity_ops_[index] = activity_ops_.back();
@@ -240,7 +247,7 @@ private:
     std::uint64_t sequence;
     OpId op;
     Told what;
-    double transfer_start;
+    Transfer transfer;
     bool operator>(const Event& other) const {
       return time != other.time ? time > other.time : sequence > other.sequence;
     }
@@ -248,8 +255,8 @@ private:
   struct CollectiveState {
     int phase = 0;
     int outstanding = 0;
-    // When data first moved: the members had arrived. Waiting for them is not transfer time.
-    double first_transfer = std::numeric_limits<double>::infinity();
+    std::uint64_t call = 0;  // which call on its group this is (see Arrivals)
+    double arrived = 0;      // when this rank reached it
   };
   template <typename T>
   using MinHeap = std::priority_queue<T, std::vector<T>, std::greater<>>;
@@ -270,7 +277,7 @@ private:
       tell(Told::started, id, ready);
       const double end = ready + local_duration(program_.ops[id]);
       if (program_.ops[id].kind == OpKind::collective)
-        transferred(id, ready, end);
+        transferred(id, {ready, end});
       complete(id, end);
     }
   }
@@ -358,6 +365,7 @@ private:
       return;
     }
     case OpKind::collective:
+      arrive(id);
       return start_collective_phase(id, 0);
     case OpKind::send:
       shared_.link_use->carry(shared_.link_use->route(host_, shared_.hosts[peer(op)]), op.bytes);
@@ -439,7 +447,6 @@ private:
     if (plan.analytic && op.collective != Collective::all_to_all) {
       // All phases at once (this group is shared by several streams, so not settled locally).
       const double now = sg4::Engine::get_clock();
-      state.first_transfer = std::min(state.first_transfer, now);
       state.phase = phases.phases - 1;
       timers_.push({now + analytic_collective(op, phase), sequence_++, id});
       return;
@@ -512,9 +519,7 @@ private:
     const Op& op = program_.ops[id];
     const double now = sg4::Engine::get_clock();
     if (op.kind == OpKind::collective) {
-      const auto state = collectives_.find(id);
-      if (state != collectives_.end() && state->second.first_transfer <= now)
-        transferred(id, state->second.first_transfer, now);
+      transferred(id, depart(id, now));
       collectives_.erase(id);
     }
     complete(id, now);
@@ -542,8 +547,42 @@ private:
     }
   }
 
-  void transferred(OpId id, double start, double end) { events_.push({end, sequence_++, id, Told::transferred, start}); }
-  void tell(Told what, OpId id, double time) { events_.push({time, sequence_++, id, what, 0.0}); }
+  // This rank reached a collective now.
+  void arrive(OpId id) {
+    const int g = group(program_.ops[id]);
+    CollectiveState& state = collectives_[id];
+    state.call = group_calls_[g]++;
+    state.arrived = sg4::Engine::get_clock();
+    Arrivals& call = shared_.arrivals[g][state.call];
+    ++call.arrived;
+    if (call.last_rank < 0 || state.arrived >= call.latest) {
+      call.latest = state.arrived;
+      call.last_rank = rank_;
+    }
+  }
+
+  // A collective finished now: its data could move once every member had arrived (a broadcast's
+  // root may finish before the last member arrives: then as far as is known); the time before
+  // that was waiting for the last member.
+  Transfer depart(OpId id, double now) {
+    const int g = group(program_.ops[id]);
+    const CollectiveState& state = collectives_.at(id);
+    auto found = shared_.arrivals[g].find(state.call);
+    Arrivals& call = found->second;
+    Transfer transfer{std::min(call.latest, now), now};
+    if (call.last_rank != rank_ && transfer.start > state.arrived) {
+      transfer.waited_for = call.last_rank;
+      transfer.wait_start = state.arrived;
+    }
+    if (++call.finished == static_cast<int>(shared_.workload->groups[g].ranks.size()))
+      shared_.arrivals[g].erase(found);
+    return transfer;
+  }
+
+  void transferred(OpId id, const Transfer& transfer) {
+    events_.push({transfer.end, sequence_++, id, Told::transferred, transfer});
+  }
+  void tell(Told what, OpId id, double time) { events_.push({time, sequence_++, id, what, {}}); }
 
   void tell_observer_until(double time) {
     ReplayObserver& observer = *shared_.observer;
@@ -553,7 +592,7 @@ private:
       switch (event.what) {
       case Told::started: observer.op_started(rank_, event.op, event.time); break;
       case Told::finished: observer.op_finished(rank_, event.op, event.time); break;
-      case Told::transferred: observer.op_transferred(rank_, event.op, event.transfer_start, event.time); break;
+      case Told::transferred: observer.op_transferred(rank_, event.op, event.transfer); break;
       }
     }
   }
@@ -576,6 +615,7 @@ private:
   std::unordered_map<OpId, CollectiveState> collectives_;
   std::vector<bool> group_busy_;
   std::vector<std::deque<OpId>> group_queue_;
+  std::vector<std::uint64_t> group_calls_;  // collectives started per group
   sg4::Host* cpu_;                       // the node's CPU host, or nullptr
   std::unordered_map<OpId, int> parts_left_;  // I/O ops with a drive transfer and a PCIe transfer
   std::size_t finished_ = 0;
@@ -736,6 +776,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   for (std::size_t g = 0; g < workload.groups.size(); ++g)
     shared.groups.push_back(plan_group(workload.groups[g], static_cast<int>(g), shared.hosts, gpus, settings.channels,
                                        settings.fast_intra_node_collectives, *shared.link_use));
+  shared.arrivals.resize(workload.groups.size());
   std::map<const Program*, std::vector<bool>> analytic_slots;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     const Program& program = workload.program(rank);

@@ -222,10 +222,13 @@ void StepCollector::apply_to_node(int rank, OpId id) {
   peak = std::max(peak, in_use);
 }
 
-void StepCollector::op_transferred(int rank, OpId id, double start, double end) {
-  const int kind = ranks_[rank].facts->kind[id];
+void StepCollector::op_transferred(int rank, OpId id, const Transfer& transfer) {
+  RankState& state = ranks_[rank];
+  const int kind = state.facts->kind[id];
   if (kind >= 0)
-    ranks_[rank].comm[kind].add(start, end);
+    state.comm[kind].add(transfer.start, transfer.end);
+  if (transfer.waited_for >= 0)
+    state.waits[transfer.waited_for].add(transfer.wait_start, transfer.start);
 }
 
 namespace {
@@ -279,6 +282,21 @@ MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::
   return summary;
 }
 
+double StepBreakdown::idle_s() const {
+  double idle = bubble_s;
+  for (const auto& [rank, seconds] : waiting_s)
+    idle += seconds;
+  return idle;
+}
+
+std::pair<int, double> StepBreakdown::longest_wait() const {
+  std::pair<int, double> longest{-1, 0.0};
+  for (const auto& [rank, seconds] : waiting_s)
+    if (seconds > longest.second)
+      longest = {rank, seconds};
+  return longest;
+}
+
 StepBreakdown StepCollector::breakdown_of(const RankState& state, const RankMetrics& rank, double step_time) const {
   StepBreakdown breakdown;
   breakdown.recompute_s = rank.recompute_s;
@@ -304,6 +322,17 @@ StepBreakdown StepCollector::breakdown_of(const RankState& state, const RankMetr
     const double exposed = uncovered_time(intervals, covered);
     breakdown.exposed_comm_s[kinds_[k]] = exposed;
     accounted += exposed;
+    covered = merge_intervals(covered, intervals);
+  }
+  // Waiting for a later member counts where nothing above ran (and once, when two collectives
+  // waited at the same time).
+  for (const auto& [waited_for, waits] : state.waits) {
+    const auto& intervals = waits.intervals();
+    const double waited = uncovered_time(intervals, covered);
+    if (waited <= 0)
+      continue;
+    breakdown.waiting_s[waited_for] = waited;
+    accounted += waited;
     covered = merge_intervals(covered, intervals);
   }
   breakdown.bubble_s = std::max(0.0, step_time - accounted);

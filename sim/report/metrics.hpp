@@ -48,13 +48,18 @@ struct CommMetrics {
 
 // Where a rank's step went, each instant counted once, in priority order: computing (forward
 // and backward, recompute, optimizer), else communicating while no compute runs (by kind), else
-// idle: waiting for pipeline peers (the bubble). The parts add up to the step time.
+// idle: waiting in a collective for a member that arrived later (by that member), else waiting
+// for pipeline peers or for nothing (the bubble). The parts add up to the step time.
 struct StepBreakdown {
   double compute_s = 0;
   double recompute_s = 0;
   double optimizer_s = 0;
   std::map<std::string, double> exposed_comm_s;
+  std::map<int, double> waiting_s;  // by the rank waited for
   double bubble_s = 0;
+  double idle_s() const;            // waiting and bubble
+  // The rank this rank waited for longest, and how long; -1 when it waited for none.
+  std::pair<int, double> longest_wait() const;
 };
 
 struct RankMetrics {
@@ -132,7 +137,7 @@ public:
   StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, const std::vector<bool>& timeline_ranks);
   void op_started(int rank, OpId op, double time) override;
   void op_finished(int rank, OpId op, double time) override;
-  void op_transferred(int rank, OpId op, double start, double end) override;
+  void op_transferred(int rank, OpId op, const Transfer& transfer) override;
   StepMetrics finish(double training_tokens) const;
 
 private:
@@ -149,6 +154,7 @@ private:
     std::vector<BusyTime> comm;          // by kind index
     std::vector<double> comm_bytes;      // by kind index
     std::vector<bool> comm_seen;         // by kind index: a transfer of that kind happened
+    std::map<int, BusyTime> waits;       // collectives waiting for a later member, by that member
     MemoryTracker memory;
     double finish = 0;
     const ProgramFacts* facts = nullptr;

@@ -237,6 +237,8 @@ std::string breakdown_svg(const StepMetrics& metrics) {
       {"optimizer", b.optimizer_s, phase_colour(Phase::optimizer)}};
   for (const auto& [kind, seconds] : b.exposed_comm_s)
     time_parts.emplace_back("exposed " + kind, seconds, comm_colour(kind));
+  for (const auto& [rank, seconds] : b.waiting_s)
+    time_parts.emplace_back("waiting for rank " + std::to_string(rank), seconds, "#8c8c8c");
   time_parts.emplace_back("idle (bubble)", b.bubble_s, "#c7c7c7");
   bar(40, "step time " + format_seconds(metrics.step_time_s) + " on rank " + std::to_string(critical.rank) +
               " (the last to finish)",

@@ -25,11 +25,11 @@ void SpanRecorder::op_finished(int rank, OpId op, double time) {
     spans_[slot].push_back({op, started_[slot][op], time});
 }
 
-void SpanRecorder::op_transferred(int rank, OpId op, double start, double) {
+void SpanRecorder::op_transferred(int rank, OpId op, const Transfer& transfer) {
   // A send or collective spans the wait for its peers; the chart shows when data moved.
   const int slot = slot_of_rank_[rank];
   if (slot >= 0)
-    started_[slot][op] = start;
+    started_[slot][op] = transfer.start;
 }
 
 void ObserverFanout::op_started(int rank, OpId op, double time) {
@@ -42,9 +42,9 @@ void ObserverFanout::op_finished(int rank, OpId op, double time) {
     observer->op_finished(rank, op, time);
 }
 
-void ObserverFanout::op_transferred(int rank, OpId op, double start, double end) {
+void ObserverFanout::op_transferred(int rank, OpId op, const Transfer& transfer) {
   for (ReplayObserver* observer : observers_)
-    observer->op_transferred(rank, op, start, end);
+    observer->op_transferred(rank, op, transfer);
 }
 
 OpLabels labels_of(const std::string& name) {

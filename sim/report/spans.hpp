@@ -21,7 +21,7 @@ public:
   SpanRecorder(const Workload& workload, std::vector<int> ranks);
   void op_started(int rank, OpId op, double time) override;
   void op_finished(int rank, OpId op, double time) override;
-  void op_transferred(int rank, OpId op, double start, double end) override;
+  void op_transferred(int rank, OpId op, const Transfer& transfer) override;
 
   const std::vector<int>& ranks() const { return ranks_; }
   // Spans of ranks()[i], in the order the ops finished.
@@ -40,7 +40,7 @@ public:
   explicit ObserverFanout(std::vector<ReplayObserver*> observers) : observers_(std::move(observers)) {}
   void op_started(int rank, OpId op, double time) override;
   void op_finished(int rank, OpId op, double time) override;
-  void op_transferred(int rank, OpId op, double start, double end) override;
+  void op_transferred(int rank, OpId op, const Transfer& transfer) override;
 
 private:
   std::vector<ReplayObserver*> observers_;

@@ -78,6 +78,14 @@ json memory_section(const MemorySummary& summary, const std::vector<RankMemory>&
   return out;
 }
 
+// Idle time waiting for a later member of a collective, by that member (rank numbers as keys).
+json waiting_json(const StepBreakdown& breakdown) {
+  json waiting = json::object();
+  for (const auto& [rank, seconds] : breakdown.waiting_s)
+    waiting[std::to_string(rank)] = seconds;
+  return waiting;
+}
+
 json breakdown_json(const StepBreakdown& breakdown) {
   json comm = json::object();
   for (const auto& [kind, seconds] : breakdown.exposed_comm_s)
@@ -86,6 +94,7 @@ json breakdown_json(const StepBreakdown& breakdown) {
           {"recompute_s", breakdown.recompute_s},
           {"optimizer_s", breakdown.optimizer_s},
           {"exposed_comm_s", comm},
+          {"waiting_s", waiting_json(breakdown)},
           {"bubble_s", breakdown.bubble_s}};
 }
 
@@ -266,15 +275,22 @@ std::string bottleneck_line(const StepMetrics& metrics) {
   // The largest part of the step that is not computing: the thing to attack first.
   std::string kind;  // of communication; empty: idle
   double overhead_s = parts.bubble_s;
+  const auto [straggler, waited_s] = parts.longest_wait();
+  if (waited_s > overhead_s)
+    overhead_s = waited_s;
   for (const auto& [comm, seconds] : parts.exposed_comm_s)
     if (seconds > overhead_s) {
       kind = comm;
       overhead_s = seconds;
     }
+  const bool waiting = kind.empty() && straggler >= 0 && overhead_s == waited_s;
   const bool offload = is_offload_kind(kind);
-  const std::string overhead = kind.empty() ? "idle (pipeline bubble or waiting for peers)"
-                               : offload    ? "waiting on " + offload_wait_name(kind)
-                                            : "exposed " + kind + " communication";
+  const std::string overhead = waiting        ? "idle waiting for rank " + std::to_string(straggler) +
+                                                    " at collectives (it computes " +
+                                                    share(metrics.ranks[straggler].compute_s) + " of the step)"
+                               : kind.empty() ? "idle (pipeline bubble or waiting for peers)"
+                               : offload      ? "waiting on " + offload_wait_name(kind)
+                                              : "exposed " + kind + " communication";
   const double computing = parts.compute_s + parts.recompute_s + parts.optimizer_s;
   const std::string on_rank = " (rank " + std::to_string(critical.rank) + ")";
   if (step <= 0)
@@ -290,7 +306,7 @@ std::string bottleneck_line(const StepMetrics& metrics) {
     return prefix + "compute-bound: " + share(computing) + " of the step computes" +
            (parts.recompute_s > 0 ? " (recompute " + share(parts.recompute_s) + ")" : "") + "; the largest overhead is " +
            overhead + ", " + share(overhead_s) + on_rank;
-  return prefix + (kind.empty() ? "idle" : kind + "-communication") + "-bound: " + share(overhead_s) +
+  return prefix + (waiting ? "straggler" : kind.empty() ? "idle" : kind + "-communication") + "-bound: " + share(overhead_s) +
          " of the step is " + overhead + ", computing " + share(computing) + on_rank;
 }
 
@@ -338,6 +354,7 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
                      {"recompute_s", rank.recompute_s},
                      {"bubble_s", rank.breakdown.bubble_s},
                      {"bubble_fraction", metrics.step_time_s > 0 ? rank.breakdown.bubble_s / metrics.step_time_s : 0.0},
+                     {"waiting_s", waiting_json(rank.breakdown)},
                      {"comm", comm_json(rank.comm, false)},
                      {"offload", offload_json(rank.comm)}});
   out["time"] = {{"critical_rank", metrics.critical_rank},
@@ -416,6 +433,8 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
   for (const auto& [kind, seconds] : parts.exposed_comm_s)
     if (seconds > 0)
       step_parts += " + exposed " + kind + " " + format_seconds(seconds);
+  for (const auto& [rank, seconds] : parts.waiting_s)
+    step_parts += " + waiting for rank " + std::to_string(rank) + " " + format_seconds(seconds);
   step_parts += " + bubble " + format_seconds(parts.bubble_s);
   out << line("  %-16s %s (rank %d)\n", "step breakdown", step_parts.c_str(), critical.rank);
   if (!run.coords.empty() && run.coords.size() == memories.size()) {

@@ -124,3 +124,39 @@ TEST_CASE("kernels on two streams share the GPU, kernels on one stream run back 
   CHECK(serial["step_time_s"].get<double>() == doctest::Approx(2.0).epsilon(1e-9));
   CHECK(serial["memory"]["peak_bytes"].get<double>() == doctest::Approx(1e9));
 }
+
+TEST_CASE("waiting in a collective for a slower member is idle time attributed to that member") {
+  // Ranks 0 and 1 compute 1.56e14 FLOPs (1 s at 0.5 x 312 TFLOP/s), rank 2 three times as much
+  // (3 s), then all three all-reduce S = 3e9 bytes over NVLink: two ring phases, in each every
+  // GPU sends (n-1)/n S = 2e9 bytes through its own 300 GB/s NVLink; a flow crosses two 1 us hops
+  // and the ring's one other step adds another 2 us.
+  // The data can only move once rank 2 arrives at 3 s (ranks 0 and 1 can exchange their first
+  // pieces earlier, but the ring needs everyone): the two seconds before are idle, caused by
+  // rank 2, and only the transfer itself is exposed communication.
+  const fs::path dir = fresh_dir("straggler_trace");
+  std::ofstream(dir / "workload.txt") << "format 1\nranks 3\nprecision bf16\nmatmul_efficiency 0.5\n"
+                                      << "group world dp 0-2\nprogram fast.trace 0-1\nprogram slow.trace 2\n";
+  std::ofstream(dir / "fast.trace") << "0 compute flops=1.56e14 bytes=0\n"
+                                    << "1 collective op=allreduce group=world bytes=3e9 deps=0\n";
+  std::ofstream(dir / "slow.trace") << "0 compute flops=4.68e14 bytes=0\n"
+                                    << "1 collective op=allreduce group=world bytes=3e9 deps=0\n";
+  const json summary = replay("straggler", dir, "dgx-a100.xml");
+  const double transfer = 2 * (2e9 / 300e9 + 2e-6 + 2e-6);
+  CHECK(summary["step_time_s"].get<double>() == doctest::Approx(3 + transfer).epsilon(1e-9));
+  for (int rank : {0, 1}) {
+    CAPTURE(rank);
+    const json& fast = summary["time"]["ranks"][rank];
+    CHECK(fast["waiting_s"]["2"].get<double>() == doctest::Approx(2.0).epsilon(1e-9));
+    CHECK(fast["comm"]["dp"]["total_s"].get<double>() == doctest::Approx(transfer).epsilon(1e-6));
+    CHECK(fast["comm"]["dp"]["exposed_s"].get<double>() == doctest::Approx(transfer).epsilon(1e-6));
+    CHECK(fast["bubble_s"].get<double>() == doctest::Approx(0.0));
+  }
+  const json& slow = summary["time"]["ranks"][2];
+  CHECK(slow["waiting_s"].empty());
+  CHECK(slow["comm"]["dp"]["exposed_s"].get<double>() == doctest::Approx(transfer).epsilon(1e-6));
+  // The bottleneck line names the straggler, not communication.
+  const std::string bottleneck = summary["bottleneck"];
+  CAPTURE(bottleneck);
+  CHECK(bottleneck.find("dp-communication") == std::string::npos);
+  CHECK(bottleneck.find("rank 2") != std::string::npos);
+}

@@ -58,7 +58,7 @@ TEST_CASE("the collector turns op events into step metrics") {
     collector.op_started(rank, 0, 0);
     collector.op_started(rank, 1, 1);
     collector.op_finished(rank, 0, 2);
-    collector.op_transferred(rank, 1, 1, 3 + rank);  // data moved from 1 s
+    collector.op_transferred(rank, 1, {1, 3.0 + rank});  // data moved from 1 s
     collector.op_finished(rank, 1, 3 + rank);        // rank 1 finishes last
   }
   const StepMetrics metrics = collector.finish(1e6);
