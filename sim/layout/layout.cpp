@@ -29,17 +29,21 @@ Dim dim_from(const std::string& name) {
   return Dim::tp;
 }
 
+// A group is its kind and its members: with dp = 1 the gradient group has the members of the
+// context-parallel group, yet its traffic is dp's.
+using GroupKey = std::pair<std::string, std::vector<int>>;
+
 // Adds the group of `rank` along `dims` once, and records its index for each member.
 void add_group(const Layout& layout, int rank, const std::vector<Dim>& dims, const std::string& kind,
-               std::vector<Group>& groups, std::map<std::vector<int>, int>& known, std::vector<int>& index_of_rank) {
-  const std::vector<int> members = layout.group_of(rank, dims);
-  auto found = known.find(members);
+               std::vector<Group>& groups, std::map<GroupKey, int>& known, std::vector<int>& index_of_rank) {
+  GroupKey key{kind, layout.group_of(rank, dims)};
+  auto found = known.find(key);
   if (found == known.end()) {
     int count = 0;
     for (const Group& group : groups)
       count += group.kind == kind;
-    found = known.emplace(members, static_cast<int>(groups.size())).first;
-    groups.push_back({kind + std::to_string(count), kind, members});
+    groups.push_back({kind + std::to_string(count), kind, key.second});
+    found = known.emplace(std::move(key), static_cast<int>(groups.size()) - 1).first;
   }
   index_of_rank[rank] = found->second;
 }
@@ -112,7 +116,7 @@ LayoutGroups groups_of(const Layout& layout) {
   result.tp.assign(world, -1);
   result.cp.assign(world, -1);
   result.gradient.assign(world, -1);
-  std::map<std::vector<int>, int> known;
+  std::map<GroupKey, int> known;
   // Gradient groups first: with a single data-parallel layout, group 0 is the dp group.
   for (int rank = 0; rank < world; ++rank)
     add_group(layout, rank, {Dim::dp, Dim::cp}, "dp", result.groups, known, result.gradient);

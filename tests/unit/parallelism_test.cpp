@@ -149,3 +149,22 @@ TEST_CASE("the ranks of a pipeline stage share one program and bind its slots to
   }
   CHECK_NOTHROW(validate_workload(workload, "stages"));
 }
+
+TEST_CASE("a group is its kind and its members: with dp 1 the context-parallel group is not the gradient group") {
+  // dp = 1, cp = 4, tp = 2: the gradient group (dp x cp) of rank 0 has the members of its cp
+  // group, {0, 2, 4, 6}; ring-attention traffic must still be reported as cp, gradients as dp.
+  Layout layout;
+  layout.tp = 2;
+  layout.cp = 4;
+  const LayoutGroups groups = groups_of(layout);
+  for (int rank = 0; rank < layout.world(); ++rank) {
+    CAPTURE(rank);
+    const Group& gradient = groups.groups[groups.gradient[rank]];
+    const Group& context = groups.groups[groups.cp[rank]];
+    CHECK(gradient.kind == "dp");
+    CHECK(context.kind == "cp");
+    CHECK(gradient.ranks == context.ranks);
+    CHECK(groups.gradient[rank] != groups.cp[rank]);
+  }
+  CHECK(groups.groups[groups.cp[0]].ranks == std::vector<int>{0, 2, 4, 6});
+}
