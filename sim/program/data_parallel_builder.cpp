@@ -193,58 +193,62 @@ private:
 
   // ---- gradient reduction ------------------------------------------------------------------
 
+  // One rank has nothing to reduce, unless its gradients go to the CPU.
+  bool reduces_gradients() const { return ranks_ > 1 || offloads_optimizer(); }
   bool reduces_into_bucket_buffers() const { return stage_ >= 2 && !accumulates_unsharded(); }
   // ZeRO-2/3 that reduce only after the last micro-batch must accumulate full gradients first.
   bool accumulates_unsharded() const { return stage_ >= 2 && s_.grad_sync == GradSync::last && s_.grad_accum > 1; }
   double gradient_bytes(double parameters) const { return parameters * bytes_per_element(s_.grad_precision); }
 
-  // Called before a backward op that produces gradients: opens a bucket buffer if needed.
-  void prepare_gradients() {
-    if (!sync_now_ || !reduces_into_bucket_buffers() || bucket_open_)
-      return;
-    if (static_cast<int>(in_flight_.size()) >= buckets_in_flight) {
-      release(in_flight_.front().first, {in_flight_.front().second});
-      in_flight_.pop_front();
-    }
-    const double total = gradient_bytes(parameters_);
-    bucket_tensor_ = "grad-bucket" + std::to_string(buckets_) + mb_suffix();
-    alloc(bucket_tensor_, MemCategory::buffers, std::min(s_.bucket_bytes, total));
-    bucket_open_ = true;
-  }
-
+  // The gradients of `parameters` are final once `producer` is done: they fill buckets, and each
+  // full bucket is reduced. ZeRO-2/3 copy them into bucket buffers first (each the size of its
+  // bucket), at most `buckets_in_flight` of them (DeepSpeed's overlap_comm double buffer): a
+  // further bucket waits on the compute stream until the oldest is reduced, as DeepSpeed's
+  // gradient hooks wait for its reduction stream.
   void gradients_ready(double parameters, OpId producer, bool last_of_backward) {
-    if (!sync_now_)
+    if (!sync_now_ || !reduces_gradients())
       return;
-    pending_bytes_ += gradient_bytes(parameters);
-    if (pending_bytes_ >= s_.bucket_bytes || last_of_backward)
-      flush_bucket(producer);
+    // Bucket by bucket, so that a buffer is freed before the next of the same op is needed.
+    for (double left = gradient_bytes(parameters); left > 0;) {
+      const double room = buckets_.room();
+      const double part = room > 0 ? std::min(left, room) : left;  // past the planned total: rounding
+      left -= part;
+      std::optional<OpId> buffer;
+      if (reduces_into_bucket_buffers() && !buckets_.opened_by(part).empty()) {
+        if (static_cast<int>(in_flight_.size() + filling_.size()) >= buckets_in_flight && !in_flight_.empty()) {
+          release(in_flight_.front().first, {in_flight_.front().second});
+          in_flight_.pop_front();
+        }
+        filling_.push_back("grad-bucket" + std::to_string(buffers_opened_++) + mb_suffix());
+        buffer = alloc(filling_.back(), MemCategory::buffers, buckets_.opened_by(part).front());
+      }
+      for (const double size : buckets_.add(part, last_of_backward && left <= 0))
+        reduce_bucket(size, producer, buffer);
+    }
   }
 
-  // Reduces the filled bucket over the gradient group and, when the optimizer runs on the CPU,
+  // Reduces a full bucket over the gradient group and, when the optimizer runs on the CPU,
   // copies this rank's share of it to host memory.
-  void flush_bucket(OpId producer) {
-    if (pending_bytes_ <= 0 || (ranks_ == 1 && !offloads_optimizer()))
-      return;
-    const std::string bucket = ".bucket" + std::to_string(buckets_) + mb_suffix();
+  void reduce_bucket(double bytes, OpId producer, std::optional<OpId> buffer) {
+    const std::string bucket = ".bucket" + std::to_string(buckets_reduced_++) + mb_suffix();
     OpId done = producer;
     if (ranks_ > 1) {
       const Collective kind = stage_ == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-      done = collective(Stream::dp_comm, kind, gradient_group_, pending_bytes_,
-                        std::string(stage_ == 0 ? "grad-allreduce" : "grad-reducescatter") + bucket, {producer});
+      done = collective(Stream::dp_comm, kind, gradient_group_, bytes,
+                        std::string(stage_ == 0 ? "grad-allreduce" : "grad-reducescatter") + bucket,
+                        buffer ? std::vector<OpId>{producer, *buffer} : std::vector<OpId>{producer});
     }
     OpId copied = done;
     if (offloaded_) {
-      const auto arrival = offloaded_->gradients(stage_ >= 1 ? pending_bytes_ / ranks_ : pending_bytes_, bucket, done);
+      const auto arrival = offloaded_->gradients(stage_ >= 1 ? bytes / ranks_ : bytes, bucket, done);
       copied = arrival.copied;
       done = arrival.done;
     }
     sync_ops_.push_back(done);
-    if (bucket_open_) {
-      in_flight_.emplace_back(bucket_tensor_, copied);  // the GPU buffer is free once copied out
-      bucket_open_ = false;
+    if (!filling_.empty()) {
+      in_flight_.emplace_back(filling_.front(), copied);  // the GPU buffer is free once copied out
+      filling_.pop_front();
     }
-    pending_bytes_ = 0;
-    ++buckets_;
   }
 
   // The end of a synchronising backward waits for the bucket buffers' reductions.
@@ -299,7 +303,8 @@ private:
       alloc("gradient-accumulator", MemCategory::gradients, gradient_bytes(parameters_));
     alloc("act-grad" + mb, MemCategory::buffers, costs_.activation_gradient_buffer);
     auto gathered = acquire();
-    prepare_gradients();
+    if (sync_now_ && reduces_gradients())
+      buckets_ = BucketFiller(s_.bucket_bytes, gradient_bytes(parameters_));
     const OpId head = ops_.head_backward("head.bwd" + mb, after_chain(gathered));
     chain_ = head;
     release("head.act" + mb);
@@ -334,7 +339,6 @@ private:
           alloc(layer_tensor(l, "core"), MemCategory::activations, act.attention_core);
           compute(layer_tensor(l, "recompute-core"), costs_.layer.attention_core, Phase::recompute, deps);
         }
-        prepare_gradients();
         const OpId backward_op = ops_.backward(layer_tensor(l, "bwd"), after_chain(deps));
         chain_ = backward_op;
         release(layer_tensor(l, "core"));
@@ -344,7 +348,6 @@ private:
       }
     }
     gathered = acquire();
-    prepare_gradients();
     const OpId embedding = ops_.embedding_backward("embedding.bwd" + mb, after_chain(gathered));
     chain_ = embedding;
     release("embedding.act" + mb);
@@ -481,11 +484,11 @@ private:
   std::vector<long long> kept_uses_;
   std::map<long long, OpId> returning_;  // offloaded checkpoints on their way back, by first layer
   // gradient buckets
-  double pending_bytes_ = 0;
-  int buckets_ = 0;
-  bool bucket_open_ = false;
-  std::string bucket_tensor_;
-  std::deque<std::pair<std::string, OpId>> in_flight_;
+  BucketFiller buckets_;                                // of the current synchronising backward
+  long long buckets_reduced_ = 0;
+  long long buffers_opened_ = 0;
+  std::deque<std::string> filling_;                     // bucket buffers not yet full
+  std::deque<std::pair<std::string, OpId>> in_flight_;  // full ones, with the op that empties them
   std::vector<OpId> sync_ops_;
   std::optional<OffloadedOptimizer> offloaded_;  // when the optimizer runs on the CPU
 };

@@ -1,6 +1,7 @@
 #include "program/program_writer.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace trainsim {
 
@@ -92,6 +93,44 @@ std::vector<double> bucket_sizes(double bytes, double bucket) {
   std::vector<double> sizes;
   for (; bytes > 0; bytes -= sizes.back())
     sizes.push_back(std::min(bytes, bucket));
+  return sizes;
+}
+
+// Byte counts are sums of parameter counts times element sizes: compared with a relative tolerance.
+constexpr double bucket_tolerance = 1e-12;
+
+double BucketFiller::size_of(long long bucket) const {
+  return std::min(bucket_, total_ - static_cast<double>(bucket) * bucket_);
+}
+
+long long BucketFiller::count() const {
+  return static_cast<long long>(std::ceil(total_ / bucket_ * (1 - bucket_tolerance)));
+}
+
+long long BucketFiller::buckets_up_to(double bytes) const {
+  if (bytes >= total_ * (1 - bucket_tolerance))
+    return count();
+  return std::min(count(), static_cast<long long>(std::floor(bytes / bucket_ * (1 + bucket_tolerance))));
+}
+
+std::vector<double> BucketFiller::opened_by(double bytes) const {
+  std::vector<double> opened;
+  if (bytes <= 0)
+    return opened;
+  // Bucket k opens at byte k x bucket: the first not yet open up to the one holding the last byte.
+  const auto first = static_cast<long long>(std::ceil(filled_ / bucket_ * (1 - bucket_tolerance)));
+  const auto last = std::min(count(), static_cast<long long>(std::ceil((filled_ + bytes) / bucket_ * (1 - bucket_tolerance)))) - 1;
+  for (long long k = first; k <= last; ++k)
+    opened.push_back(size_of(k));
+  return opened;
+}
+
+std::vector<double> BucketFiller::add(double bytes, bool last) {
+  filled_ += bytes;
+  const long long complete = last ? count() : buckets_up_to(filled_);
+  std::vector<double> sizes;
+  for (; completed_ < complete; ++completed_)
+    sizes.push_back(size_of(completed_));
   return sizes;
 }
 

@@ -51,6 +51,32 @@ private:
 // `bytes` cut into buckets of at most `bucket` bytes, in order.
 std::vector<double> bucket_sizes(double bytes, double bucket);
 
+// Gradients filling the buckets of one backward pass as they become final: the buckets are the
+// backward's gradient bytes cut as bucket_sizes cuts them, so a large layer spans several and
+// small layers share one. (Frameworks close a bucket at the parameter boundary once it is full,
+// so theirs are up to one parameter larger.)
+class BucketFiller {
+public:
+  BucketFiller() = default;
+  BucketFiller(double bucket_bytes, double total_bytes) : bucket_(bucket_bytes), total_(total_bytes) {}
+  // The sizes of the buckets that the next `bytes` of gradients start filling.
+  std::vector<double> opened_by(double bytes) const;
+  // Adds `bytes` of gradients; returns the sizes of the buckets they complete, in order.
+  // `last`: the backward's last gradients, which complete the last bucket.
+  std::vector<double> add(double bytes, bool last);
+  // Bytes until the bucket being filled is full.
+  double room() const { return std::min(static_cast<double>(completed_ + 1) * bucket_, total_) - filled_; }
+
+private:
+  double size_of(long long bucket) const;
+  long long count() const;
+  long long buckets_up_to(double bytes) const;  // buckets that end at or before `bytes`
+  double bucket_ = 0;
+  double total_ = 0;
+  double filled_ = 0;
+  long long completed_ = 0;
+};
+
 // Group slots of one rank's model-parallel groups (-1: not split that way).
 struct ModelParallelGroups {
   int tp = -1;

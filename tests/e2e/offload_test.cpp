@@ -111,14 +111,17 @@ namespace {
 
 // One A100 streaming Llama 3.2 1B's parameters from host memory layer by layer, one layer at a
 // time (no prefetch), with the CPU step delayed and made fast so that parameter traffic is the
-// only thing besides compute: ZeRO-Infinity's setting for its efficiency formula.
+// only thing besides compute: ZeRO-Infinity's setting for its efficiency formula. Gradient
+// buckets hold two layers' gradients (2 x 121.6 MB of bf16), so that their copies to the host
+// hide behind backward: smaller ones make the compute stream wait for their buffers, larger ones
+// leave more of the copies after backward.
 json streaming_run(const std::string& name, int pcie_gen) {
   const fs::path dir = fresh_dir(name + "_scenario");
   std::ofstream(dir / "stream.ini")
       << "[model]\nname = llama3.2-1b\n[platform]\ngpu = a100-80gb\ngpus_per_node = 1\npcie_gen = " << pcie_gen
       << "\ncpu_speed = 1000Tf\nhost_memory_bandwidth = 100TBps\n[parallel]\ndp = 1\n"
       << "[memory]\nzero = 3\nrecompute = full\ngrad_precision = bf16\noffload_optimizer = cpu\noffload_params = cpu\n"
-      << "prefetch_depth = 0\ndelayed_update = true\n[training]\nseq_len = 1024\nmicro_batch = 1\n";
+      << "prefetch_depth = 0\ndelayed_update = true\n[comm]\nbucket_size = 256MiB\n[training]\nseq_len = 1024\nmicro_batch = 1\n";
   return run_summary(name, (dir / "stream.ini").string() + " --no-report");
 }
 
