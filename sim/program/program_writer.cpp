@@ -33,7 +33,7 @@ OpId ProgramWriter::copy(const std::string& host, bool inbound, double bytes, co
 
 OpId ProgramWriter::disk_io(OpKind kind, const std::string& disk, double bytes, const std::string& name,
                             std::vector<OpId> deps) {
-  const OpId id = add_op(kind, Stream::io, bytes, name, std::move(deps));
+  const OpId id = add_op(kind, kind == OpKind::read ? Stream::io_read : Stream::io_write, bytes, name, std::move(deps));
   program_.ops[id].target = disk;
   return id;
 }
