@@ -17,7 +17,7 @@
 namespace trainsim {
 
 enum class Precision { fp32, fp16, bf16, fp8 };
-// every: checkpoint segments of `recompute_every` layers; optimal: a per-layer plan that fits a budget.
+// every: segments of `recompute_every` layers, all checkpointed but the last; optimal: a per-layer plan that fits a budget.
 enum class Recompute { none, selective, full, every, optimal };
 // When gradients are reduced under accumulation: after the last micro-batch, or after each one.
 enum class GradSync { last, every };

@@ -61,7 +61,7 @@ struct ProgramPlan {
   std::vector<bool> local;
 };
 
-// Work handed to a drive or a CPU: busy time at full speed and bytes.
+// Work handed to a CPU: busy time at full speed and bytes.
 struct Usage {
   double busy_s = 0;
   double bytes = 0;
@@ -111,8 +111,18 @@ struct Arrivals {
   int last_rank = -1;     // and which rank that was
 };
 
+// A drive serves reads and writes side by side, together at most at the rate of its faster
+// direction (SimGrid's default for a disk): busy for the least time its traffic needs.
+struct DriveUsage {
+  double read_s = 0;
+  double write_s = 0;
+  double bytes = 0;
+  double combined_bandwidth = 0;
+  double busy_s() const { return std::max({read_s, write_s, bytes / combined_bandwidth}); }
+};
+
 struct SharedState {
-  std::map<std::string, Usage> disks;   // by drive name
+  std::map<std::string, DriveUsage> disks;  // by drive name
   std::map<std::string, Usage> cpus;    // by host name
   std::unique_ptr<LinkCounter> link_use;
   const Workload* workload = nullptr;
@@ -387,9 +397,10 @@ private:
       sg4::Disk* disk = find_disk(op.target);
       const bool read = op.kind == OpKind::read;
       const double bandwidth = read ? disk->get_read_bandwidth() : disk->get_write_bandwidth();
-      Usage& usage = shared_.disks[disk->get_name()];
+      DriveUsage& usage = shared_.disks[disk->get_name()];
       usage.bytes += op.bytes;
-      usage.busy_s += op.bytes / bandwidth;
+      (read ? usage.read_s : usage.write_s) += op.bytes / bandwidth;
+      usage.combined_bandwidth = std::max(disk->get_read_bandwidth(), disk->get_write_bandwidth());
       track(read ? disk->read_async(static_cast<sg_size_t>(op.bytes)) : disk->write_async(static_cast<sg_size_t>(op.bytes)),
             id);
       // A drive behind a PCIe switch: its data also crosses its own PCIe link (at the drive's
@@ -736,7 +747,7 @@ std::vector<ResourceUse> resource_use(const SharedState& shared) {
     add(link_class(link->get_name()), link->get_name(), counter.bytes(i) / link->get_bandwidth(), counter.bytes(i));
   }
   for (const auto& [name, usage] : shared.disks)
-    add("nvme", name, usage.busy_s, usage.bytes);
+    add("nvme", name, usage.busy_s(), usage.bytes);
   for (const auto& [name, usage] : shared.cpus)
     add("cpu", name, usage.busy_s, usage.bytes);
   std::vector<ResourceUse> uses;

@@ -51,27 +51,31 @@ std::vector<OpId> OffloadedOptimizer::step(const std::vector<OpId>& after) {
   std::vector<double> chunks;
   for (double done = 0; done < shard_; done += chunk_params)
     chunks.push_back(std::min(chunk_params, shard_ - done));
-  // The io stream runs in program order: read k + 1 is issued before write k, and read k + 2
-  // waits for write k (two chunks fit in the pinned buffer).
+  // DeepSpeed's pipelined optimizer swapper (runtime/swap_tensor/pipelined_optimizer_swapper.py)
+  // has a read and a write aio handle: chunk k + 1 is read while k is updated, and k is written
+  // back while k + 1 is updated. Reads and writes go on the two I/O streams, each in order, and
+  // the drive serves them side by side as the platform allows. The first read waits for the
+  // gradients (DeepSpeed flushes the gradient swapper before swapping states in); read k + 2
+  // waits for write k, which frees its half of the pinned buffer.
   std::vector<OpId> reads, writes, updated;
   const auto read = [&](std::size_t k) {
-    std::vector<OpId> buffer_free;
+    std::vector<OpId> deps = k == 0 ? after : std::vector<OpId>{};
     if (k >= 2)
-      buffer_free.push_back(writes[k - 2]);
+      deps.push_back(writes[k - 2]);
     reads.push_back(w_.disk_io(OpKind::read, node_nvme, chunks[k] * (per_param + 4.0),  // + fp32 gradients
-                               "nvme-read.optimizer.chunk" + std::to_string(k), buffer_free));
+                               "nvme-read.optimizer.chunk" + std::to_string(k), deps));
   };
-  if (!chunks.empty())
-    read(0);
+  for (std::size_t k = 0; k < std::min<std::size_t>(2, chunks.size()); ++k)
+    read(k);
   for (std::size_t k = 0; k < chunks.size(); ++k) {
-    if (k + 1 < chunks.size())
-      read(k + 1);
     std::vector<OpId> deps = after;
     deps.push_back(reads[k]);
     const std::string chunk = ".chunk" + std::to_string(k);
     updated.push_back(w_.compute_on(node_cpu, "cpu-adam" + chunk, adam_work(chunks[k]), Phase::optimizer, deps));
     writes.push_back(
         w_.disk_io(OpKind::write, node_nvme, chunks[k] * per_param, "nvme-write.optimizer" + chunk, {updated.back()}));
+    if (k + 2 < chunks.size())
+      read(k + 2);
   }
   return updated;
 }

@@ -30,8 +30,8 @@ public:
   void micro_batch_done() { accumulated_before_ = true; }
 
   // Adam over the shard on the node's CPU after `after`; on NVMe in chunks of half the pinned
-  // buffer (read k + 1 overlapping update k, states written back after their update). Returns the
-  // ops that produced the updated 16-bit parameters.
+  // buffer (read k + 1 overlapping update k and write k - 1). Returns the ops that produced
+  // the updated 16-bit parameters.
   std::vector<OpId> step(const std::vector<OpId>& after);
 
 private:

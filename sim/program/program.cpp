@@ -19,7 +19,7 @@ std::optional<Enum> lookup(const std::string& text, const char* const (&names)[N
 }
 
 const char* const op_kind_names[] = {"compute", "collective", "send", "recv", "copy", "read", "write", "alloc", "free"};
-const char* const stream_names[] = {"compute", "tp-comm", "dp-comm", "pp-comm", "copy", "io", "cp-comm", "pp-bwd", "copy-out", "cpu"};
+const char* const stream_names[] = {"compute", "tp-comm", "dp-comm", "pp-comm", "copy", "io-read", "cp-comm", "pp-bwd", "copy-out", "cpu", "io-write"};
 const char* const collective_names[] = {"allreduce", "reducescatter", "allgather", "alltoall", "broadcast"};
 const char* const category_names[] = {"weights", "gradients", "optimizer", "activations", "buffers"};
 const char* const device_names[] = {"gpu", "host", "nvme"};

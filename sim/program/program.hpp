@@ -20,15 +20,18 @@ enum class OpKind : std::uint8_t { compute, collective, send, recv, copy, read, 
 // pp-comm carries activations to the next pipeline stage, pp-bwd gradients to the previous one:
 // two streams, so that a send blocked on a busy neighbour never holds up the other direction.
 // copy and copy-out are the two copy engines: host-to-device and device-to-host traffic do not
-// queue behind each other. cpu is work the rank hands to its node's CPU.
-enum class Stream : std::uint8_t { compute, tp_comm, dp_comm, pp_comm, copy, io, cp_comm, pp_bwd, copy_out, cpu };
+// queue behind each other; io-read and io-write likewise for a drive (DeepSpeed's swappers keep
+// a read and a write handle). cpu is work the rank hands to its node's CPU.
+enum class Stream : std::uint8_t {
+  compute, tp_comm, dp_comm, pp_comm, copy, io_read, cp_comm, pp_bwd, copy_out, cpu, io_write
+};
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast };
 enum class MemCategory : std::uint8_t { weights, gradients, optimizer, activations, buffers };
 enum class Device : std::uint8_t { gpu, host, nvme };
 // What a compute op is part of, for reports (recompute time, Gantt charts).
 enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer };
 
-constexpr int stream_count = 10;
+constexpr int stream_count = 11;
 constexpr int category_count = 5;
 constexpr int device_count = 3;
 

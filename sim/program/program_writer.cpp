@@ -34,7 +34,7 @@ OpId ProgramWriter::copy(const std::string& host, bool inbound, double bytes, co
 
 OpId ProgramWriter::disk_io(OpKind kind, const std::string& disk, double bytes, const std::string& name,
                             std::vector<OpId> deps) {
-  const OpId id = add_op(kind, Stream::io, bytes, name, std::move(deps));
+  const OpId id = add_op(kind, kind == OpKind::read ? Stream::io_read : Stream::io_write, bytes, name, std::move(deps));
   program_.ops[id].target = disk;
   return id;
 }
@@ -177,20 +177,22 @@ OpId LayerOps::attention(const std::string& name, const Work& work, double core_
                          Phase phase, bool backward) {
   if (groups_.cp < 0)
     return w_.compute(name, work, phase, std::move(deps));
-  // Ring attention: this rank's own K/V block is computed while the other blocks travel
-  // around the CP ring; the rest of the attention core waits for them. Backward sends the
-  // K/V gradients back around the ring.
+  // Ring attention (Liu et al. 2023): this rank's own K/V block is computed while the other
+  // blocks travel around the CP ring; the rest of the attention core waits for them. Forward
+  // keeps only the local block, so backward circulates K/V again and, behind them, the dK/dV
+  // accumulators, each going back to the block's owner: Transformer Engine's p2p context
+  // parallelism (AttnFuncWithCPAndKVP2P.backward, dot_product_attention/context_parallel.py)
+  // sends K/V in cp - 1 steps and dK/dV, of the same size and type, in cp - 1 steps.
   const double ring_flops = core_flops * (groups_.cp_size - 1.0) / groups_.cp_size;
   const double ring_share = work.flops > 0 ? ring_flops / work.flops : 0.0;
   const OpId local = w_.compute(name + ".local", scaled(work, 1.0 - ring_share), phase, deps);
-  if (!backward) {
-    const OpId exchange = w_.collective(Stream::cp_comm, Collective::all_gather, groups_.cp, costs_.layer.cp_kv_bytes,
-                                        name + ".cp-kv-allgather", std::move(deps));
-    return w_.compute(name + ".ring", scaled(work, ring_share), phase, {local, exchange});
-  }
-  const OpId ring = w_.compute(name + ".ring", scaled(work, ring_share), phase, {local});
+  const OpId exchange = w_.collective(Stream::cp_comm, Collective::all_gather, groups_.cp, costs_.layer.cp_kv_bytes,
+                                      name + ".cp-kv-allgather", std::move(deps));
+  const OpId ring = w_.compute(name + ".ring", scaled(work, ring_share), phase, {local, exchange});
+  if (!backward)
+    return ring;
   return w_.collective(Stream::cp_comm, Collective::reduce_scatter, groups_.cp, costs_.layer.cp_kv_bytes,
-                       name + ".cp-kv-reducescatter", {ring});
+                       name + ".cp-dkv-reducescatter", {ring});
 }
 
 OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase phase) {

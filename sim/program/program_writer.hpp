@@ -28,7 +28,7 @@ public:
   OpId recv(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
   // Host memory to this GPU (inbound, on the copy stream) or back (on copy-out).
   OpId copy(const std::string& host, bool inbound, double bytes, const std::string& name, std::vector<OpId> deps);
-  // A read or write of a disk, on the io stream.
+  // A read or write of a disk, on the io-read or io-write stream.
   OpId disk_io(OpKind kind, const std::string& disk, double bytes, const std::string& name, std::vector<OpId> deps);
   // Work on another host (the node's CPU) instead of the GPU.
   OpId compute_on(const std::string& host, const std::string& name, const Work& work, Phase phase,

@@ -192,11 +192,17 @@ RecomputePlan plan_recompute(const Scenario& scenario, long long layers, const L
     for (long long l = 0; l < layers; ++l)
       plan.segments.push_back({l, 1, LayerPolicy::checkpoint});
     break;
-  case Recompute::every:
+  case Recompute::every: {
     plan.strategy = "every:" + std::to_string(scenario.recompute_every);
-    for (long long l = 0; l < layers; l += scenario.recompute_every)
-      plan.segments.push_back({l, std::min<long long>(scenario.recompute_every, layers - l), LayerPolicy::checkpoint});
+    // As torch.utils.checkpoint.checkpoint_sequential: every segment but the last is
+    // checkpointed; the last runs normally and keeps its activations ("the last chunk has to be
+    // non-volatile", torch/utils/checkpoint.py), its backward following at once.
+    long long first = 0;
+    for (; first + scenario.recompute_every < layers; first += scenario.recompute_every)
+      plan.segments.push_back({first, scenario.recompute_every, LayerPolicy::checkpoint});
+    plan.segments.push_back({first, layers - first, LayerPolicy::keep});
     break;
+  }
   case Recompute::optimal:
     plan = optimal_plan(layers, layer, budget);
     plan.strategy = "optimal";

@@ -23,8 +23,8 @@ Stream default_stream(OpKind kind) {
   case OpKind::send:
   case OpKind::recv: return Stream::pp_comm;
   case OpKind::copy: return Stream::copy;
-  case OpKind::read:
-  case OpKind::write: return Stream::io;
+  case OpKind::read: return Stream::io_read;
+  case OpKind::write: return Stream::io_write;
   default: return Stream::compute;
   }
 }

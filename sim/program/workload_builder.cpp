@@ -1,5 +1,6 @@
 #include "program/workload_builder.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <memory>
 
@@ -29,9 +30,20 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
     clash("training.seq_len = " + std::to_string(s.seq_len) + " is longer than the " +
           std::to_string(model.max_positions) + " learned positions of model " + model.name + "; accepted: at most " +
           std::to_string(model.max_positions));
-  if (s.recompute == Recompute::every && s.recompute_every > model.layers)
-    clash("memory.recompute = every:" + std::to_string(s.recompute_every) + " is longer than the model's " +
-          std::to_string(model.layers) + " layers; accepted: every:1 to every:" + std::to_string(model.layers));
+  if (s.recompute == Recompute::every) {
+    // Each rank's layers (a pipeline stage's chunk) are one checkpoint_sequential: its last
+    // segment is not checkpointed, so a segment as long as the chunk would recompute nothing.
+    long long fewest = model.layers;
+    if (s.pp > 1)
+      for (long long layers : layers_per_virtual_stage(s, model))
+        fewest = std::min(fewest, layers);
+    if (s.recompute_every >= fewest)
+      clash("memory.recompute = every:" + std::to_string(s.recompute_every) + " recomputes nothing: the last " +
+            "segment is not checkpointed (torch checkpoint_sequential) and " +
+            (s.pp > 1 ? "the smallest pipeline stage has " : "the model has ") + std::to_string(fewest) +
+            " layers; accepted: " +
+            (fewest > 2 ? "every:1 to every:" + std::to_string(fewest - 1) : fewest == 2 ? "every:1" : "full or none"));
+  }
   const double ops_per_rank = static_cast<double>(s.grad_accum) * static_cast<double>(model.layers) * 20.0 / s.pp;
   if (ops_per_rank > 50e6)
     clash(std::to_string(s.grad_accum) + " micro-batches x " + std::to_string(model.layers) +

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "memory/ledger.hpp"
+#include "program/program_graph.hpp"
 #include "program/workload_builder.hpp"
 #include "test_support.hpp"
 
@@ -170,6 +171,46 @@ TEST_CASE("optimizer states on NVMe are read, updated and written back in chunks
   }
   REQUIRE(reads.size() >= 3);
   CHECK(program.ops[reads[2]].deps == std::vector<OpId>{writes[0]});
+  // Reads and write-backs are on streams of their own, so read k + 1 never queues behind write
+  // k; the first read waits for every gradient to be on the drive.
+  for (OpId id : reads)
+    CHECK(program.ops[id].stream == Stream::io_read);
+  for (OpId id : writes)
+    CHECK(program.ops[id].stream == Stream::io_write);
+  for (OpId id = 0; id < program.ops.size(); ++id)
+    if (program.ops[id].name.rfind("nvme-write.grads", 0) == 0)
+      CHECK(std::find(program.ops[reads[0]].deps.begin(), program.ops[reads[0]].deps.end(), id) !=
+            program.ops[reads[0]].deps.end());
+}
+
+TEST_CASE("ZeRO-3 parameter reads from NVMe do not queue behind gradient writes") {
+  // ZeRO-Infinity with parameters and optimizer on NVMe: backward writes each reduced gradient
+  // bucket while the next layers' parameters are read for their backward. Nothing orders a read
+  // after a write except the optimizer's reuse of its pinned buffer halves.
+  const Scenario scenario = offload_scenario(4, {"memory.zero=3", "memory.offload_optimizer=nvme",
+                                                 "memory.offload_params=nvme", "comm.bucket_size=1MB"});
+  const Workload workload = workload_of(scenario);
+  const Program& program = workload.program(0);
+  const ProgramGraph graph(program);
+  int parameter_reads = 0, gradient_writes = 0;
+  for (OpId id = 0; id < program.ops.size(); ++id) {
+    const Op& op = program.ops[id];
+    if (op.kind == OpKind::write) {
+      CHECK(op.stream == Stream::io_write);
+      gradient_writes += op.name.rfind("nvme-write.grads", 0) == 0;
+    }
+    if (op.kind != OpKind::read || op.name.rfind("nvme-read.L", 0) != 0)
+      continue;
+    ++parameter_reads;
+    CHECK(op.stream == Stream::io_read);
+    for (OpId before = 0; before < id; ++before)
+      if (program.ops[before].kind == OpKind::write) {
+        const auto& next = graph.successors[before];
+        CHECK_MESSAGE(std::find(next.begin(), next.end(), id) == next.end(), op.name);
+      }
+  }
+  CHECK(parameter_reads > 0);
+  CHECK(gradient_writes > 0);
 }
 
 TEST_CASE("offloaded activation checkpoints leave the GPU after their segment and come back before its recompute") {

@@ -73,6 +73,32 @@ TEST_CASE("tensor-parallel traffic per layer is 8bsh(t-1)/t elements per device 
   }
 }
 
+TEST_CASE("ring attention sends cp - 1 K/V blocks per layer in forward and twice that in backward") {
+  // Liu et al. 2023 (Ring Attention); Transformer Engine's p2p context parallelism: forward
+  // passes each rank's K/V block around the ring (cp - 1 sends); backward passes K/V around
+  // again and the dK/dV accumulators behind them (cp - 1 sends each, dK/dV in the type of K/V).
+  const Scenario scenario = load_scenario(test::write_temp_file("cp.ini", test::tiny_scenario_ini),
+                                          {"parallel.cp=4", "parallel.dp=1", "training.global_batch=2"});
+  const ModelSpec model = load_model(scenario.model_file, scenario.vocab_multiple);
+  const WorkloadBuild build = build_workload(scenario, model, 0);
+  double forward = 0, backward = 0;
+  for (const Op& op : build.workload.program(0).ops) {
+    if (op.kind != OpKind::collective || op.stream != Stream::cp_comm)
+      continue;
+    const int members = static_cast<int>(build.workload.groups[build.workload.group_of(0, op.group)].ranks.size());
+    const double sent = bytes_sent_per_rank(op.collective, op.bytes, members);
+    if (op.name.rfind("L0.fwd.", 0) == 0)
+      forward += sent;
+    if (op.name.rfind("L0.bwd.", 0) == 0)
+      backward += sent;
+  }
+  // tiny-gpt: multi-head attention of width h = 256; a block is K and V of b = 2 sequences of
+  // s / cp = 128 tokens in bf16: 2 x 2 x 128 x 256 x 2 bytes.
+  const double block = 2.0 * 2 * 128 * 256 * 2;
+  CHECK(forward == doctest::Approx(3 * block));
+  CHECK(backward == doctest::Approx(6 * block));
+}
+
 TEST_CASE("pipeline schedules run every micro-batch's forward before its backward, once each") {
   for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved}) {
     const int chunks = schedule == Schedule::interleaved ? 2 : 1;

@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
+#include "common/error.hpp"
 #include "program/recompute_plan.hpp"
+#include "program/workload_builder.hpp"
 #include "test_support.hpp"
 
 using namespace trainsim;
@@ -35,14 +37,63 @@ TEST_CASE("fixed strategies keep what Korthikanti et al. Table 2 says and recomp
   CHECK(full.extra_flops == doctest::Approx(96 * layer.forward.flops));  // one more forward per layer
 }
 
-TEST_CASE("every:N keeps one input per segment and re-materialises a whole segment") {
+TEST_CASE("every:N checkpoints every segment of N layers but the last, as torch checkpoint_sequential") {
+  // torch/utils/checkpoint.py, checkpoint_sequential: "All segments except the last will not
+  // store the intermediate activations"; the last runs without checkpoint and keeps them.
   const LayerCosts layer = gpt3_layer();
-  const RecomputePlan plan = plan_recompute(with_recompute("every:4"), 10, layer, 0);
-  REQUIRE(plan.segments.size() == 3);  // 4 + 4 + 2 layers, like torch checkpoint_sequential
-  CHECK(plan.segments[2].count == 2);
-  CHECK(plan.kept_bytes == doctest::Approx(3 * layer.activations.input));
-  CHECK(plan.transient_bytes == doctest::Approx(4 * layer.activations.total - layer.activations.input));
-  CHECK(plan.extra_flops == doctest::Approx(10 * layer.forward.flops));
+  const LayerActivations& act = layer.activations;
+  // 10 layers in segments of 4: layers 0-3 and 4-7 checkpointed, 8-9 kept.
+  const RecomputePlan ten = plan_recompute(with_recompute("every:4"), 10, layer, 0);
+  REQUIRE(ten.segments.size() == 3);
+  CHECK(ten.segments[0].policy == LayerPolicy::checkpoint);
+  CHECK(ten.segments[1].policy == LayerPolicy::checkpoint);
+  CHECK(ten.segments[2].policy == LayerPolicy::keep);
+  CHECK(ten.segments[2].first == 8);
+  CHECK(ten.segments[2].count == 2);
+  CHECK(ten.checkpointed_layers == 8);
+  // Two segment inputs and two layers' full activations kept; a recompute re-materialises one
+  // segment of 4 layers; 8 layers' forward recomputed.
+  CHECK(ten.kept_bytes == doctest::Approx(2 * act.input + 2 * act.total));
+  CHECK(ten.transient_bytes == doctest::Approx(4 * act.total - act.input));
+  CHECK(ten.extra_flops == doctest::Approx(8 * layer.forward.flops));
+
+  // 8 layers in segments of 4: only the first segment is recomputed, the second keeps all.
+  const RecomputePlan eight = plan_recompute(with_recompute("every:4"), 8, layer, 0);
+  REQUIRE(eight.segments.size() == 2);
+  CHECK(eight.checkpointed_layers == 4);
+  CHECK(eight.extra_flops == doctest::Approx(4 * layer.forward.flops));
+  CHECK(eight.kept_bytes == doctest::Approx(act.input + 4 * act.total));
+}
+
+TEST_CASE("a rank's program recomputes the checkpointed segments of every:N only, and every:N recomputing nothing is refused") {
+  // tiny-gpt has 4 layers: every:2 checkpoints layers 0-1; layers 2-3 run as without recompute.
+  const Scenario every2 = load_scenario(test::write_temp_file("every2.ini", test::tiny_scenario_ini),
+                                        {"memory.recompute=every:2", "training.global_batch=8"});
+  const ModelSpec model = load_model(every2.model_file, every2.vocab_multiple);
+  const WorkloadBuild build = build_workload(every2, model, 0);
+  const ModelCosts costs = compute_costs(model, every2.micro_batch, every2.seq_len, every2.precision,
+                                         every2.grad_precision, every2.flash_attention);
+  double recomputed = 0;
+  for (const Op& op : build.workload.program(0).ops)
+    if (op.kind == OpKind::compute && op.phase == Phase::recompute) {
+      CHECK((op.name.rfind("L0.", 0) == 0 || op.name.rfind("L1.", 0) == 0));
+      recomputed += op.flops;
+    }
+  REQUIRE(every2.grad_accum == 1);
+  CHECK(recomputed == doctest::Approx(2 * costs.layer.forward.flops));
+
+  // Segments as long as the model (or a pipeline stage's chunk) would checkpoint nothing.
+  const auto refusal = [&](const std::vector<std::string>& overrides) {
+    const Scenario scenario = load_scenario(test::write_temp_file("every.ini", test::tiny_scenario_ini), overrides);
+    try {
+      build_workload(scenario, model, 0);
+    } catch (const InputError& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refusal({"memory.recompute=every:4"}).find("accepted: every:1 to every:3") != std::string::npos);
+  CHECK(refusal({"memory.recompute=every:2", "parallel.pp=2"}).find("has 2 layers; accepted: every:1") != std::string::npos);
 }
 
 TEST_CASE("the optimal plan fits its budget and never recomputes more than full recompute") {

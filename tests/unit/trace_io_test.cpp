@@ -113,7 +113,7 @@ TEST_CASE("a hand-written trace with every op kind is read") {
   CHECK(ops[1].flops == 1e12);
   CHECK(ops[2].stream == Stream::dp_comm);  // default stream of a collective
   CHECK(ops[2].deps == std::vector<OpId>{1});
-  CHECK(ops[4].stream == Stream::io);
+  CHECK(ops[4].stream == Stream::io_read);
   CHECK(ops[0].device == Device::gpu);
 }
 
