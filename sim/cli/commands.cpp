@@ -126,6 +126,11 @@ void build_programs(PreparedScenario& prepared) {
   WorkloadBuild build = build_workload(scenario, prepared.model, capacity);
   prepared.workload = std::move(build.workload);
   validate_workload(prepared.workload, scenario.file.string());
+  try {
+    check_node_targets(prepared.workload, prepared.gpus);
+  } catch (const InputError& error) {
+    throw InputError(scenario.platform_file.string() + ": " + error.what());
+  }
   RunInfo& run = prepared.run;
   run.name = scenario.name;
   run.platform = scenario.cluster ? "generated " + describe(*scenario.cluster) : scenario.platform_file.filename().string();

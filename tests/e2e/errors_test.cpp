@@ -148,4 +148,14 @@ TEST_CASE("offload that the layout or the platform cannot carry") {
                      "run " + tiny + " --out out --set platform.gpu=a100-80gb --set platform.nodes=2"
                      " --set memory.offload_optimizer=nvme",
                      {"generated cluster", "rank 0", "NVMe drive", "platform.nvme_per_node"});
+  // trainsim memory refuses the same input with the same line: one check for every command.
+  const std::string no_drives = "--set platform.gpu=a100-80gb --set platform.nodes=2 --set memory.offload_optimizer=nvme";
+  const CliResult run = run_trainsim("offload_no_nvme_run", "run " + tiny + " --out out " + no_drives);
+  const CliResult memory = run_trainsim("offload_no_nvme_memory", "memory " + tiny + " " + no_drives);
+  CHECK(memory.status == 2);
+  CHECK(memory.out.empty());  // no "nvme ... of an unknown capacity — fits"
+  CHECK(memory.err == run.err);
+  const CliResult trace = run_trainsim("offload_no_nvme_trace", "trace " + tiny + " --out out " + no_drives);
+  CHECK(trace.status == 2);
+  CHECK(trace.err == run.err);
 }
