@@ -159,3 +159,17 @@ TEST_CASE("offload that the layout or the platform cannot carry") {
   CHECK(trace.status == 2);
   CHECK(trace.err == run.err);
 }
+
+TEST_CASE("a sliding attention window shorter than the sequence is refused, not simulated as full attention") {
+  const fs::path dir = fresh_dir("sliding_window_model");
+  std::ofstream(dir / "windowed.json")
+      << R"({"model_type": "mistral", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
+             "num_hidden_layers": 4, "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
+             "sliding_window": 256})";
+  const std::string model = " --set model.path=" + (dir / "windowed.json").string();
+  expect_input_error("sliding_window", "run " + tiny + " --out out" + model,
+                     {"sliding window of 256 tokens", "training.seq_len at most 256"});
+  // Within the window, sliding-window attention is full causal attention.
+  const CliResult within = run_trainsim("sliding_window_within", "memory " + tiny + model + " --set training.seq_len=256");
+  CHECK_MESSAGE(within.status == 0, within.err);
+}
