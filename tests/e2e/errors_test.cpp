@@ -109,7 +109,7 @@ TEST_CASE("an output directory that cannot be created stops the run before it si
 }
 
 TEST_CASE("a directory or a missing file given as the scenario") {
-  expect_input_error("scenario_is_dir", "run " + project_file("scenarios"), {"no such scenario file"});
+  expect_input_error("scenario_is_dir", "run " + project_file("scenarios"), {"is a directory", "INI file"});
   expect_input_error("scenario_missing", "run nowhere.ini", {"nowhere.ini", "no such scenario file"});
 }
 
@@ -126,7 +126,7 @@ TEST_CASE("text that looks like Boost's message placeholders does not hang the p
   // %invalid_line% in its messages until none is left, forever when the user's text has one.
   expect_input_error("placeholder_option", "run " + tiny + " --%canonical_option%", {"%canonical_option%"});
   const auto file = scenario_with("placeholder_line", "\n%invalid_line%\n");
-  expect_input_error("placeholder_line", "run " + file.string() + " --out out", {"invalid line '%invalid_line%'"});
+  expect_input_error("placeholder_line", "run " + file.string() + " --out out", {"bad.ini:19", "'%invalid_line%' is not a key = value line"});
 }
 
 TEST_CASE("offload that the layout or the platform cannot carry") {
@@ -172,4 +172,37 @@ TEST_CASE("a sliding attention window shorter than the sequence is refused, not 
   // Within the window, sliding-window attention is full causal attention.
   const CliResult within = run_trainsim("sliding_window_within", "memory " + tiny + model + " --set training.seq_len=256");
   CHECK_MESSAGE(within.status == 0, within.err);
+}
+
+TEST_CASE("help for a command is the same whichever way it is asked") {
+  const CliResult help_run = run_trainsim("help_run", "help run");
+  const CliResult run_help = run_trainsim("run_help", "run --help");
+  CHECK(help_run.status == 0);
+  CHECK(help_run.out == run_help.out);
+  CHECK(help_run.out.find("Usage: trainsim run SCENARIO") != std::string::npos);
+  const CliResult help_merge = run_trainsim("help_merge", "help sweep merge");
+  CHECK(help_merge.status == 0);
+  CHECK(help_merge.out == run_trainsim("merge_help", "sweep merge --help").out);
+  const CliResult top = run_trainsim("help_top", "help");
+  CHECK(top.out.find("sweep merge") != std::string::npos);
+  CHECK(top.out.find("Examples:") != std::string::npos);
+}
+
+TEST_CASE("a missing scenario or trace directory is named as the usage line names it") {
+  expect_input_error("run_no_scenario", "run", {"an argument is missing", "usage: trainsim run SCENARIO"});
+  expect_input_error("replay_no_dir", "replay --platform dgx-a100.xml", {"usage: trainsim replay DIR"});
+  for (const char* command : {"run", "replay --platform dgx-a100.xml"}) {
+    const CliResult result = run_trainsim("no_hidden_option", command);
+    CHECK(result.err.find("--scenario") == std::string::npos);
+    CHECK(result.err.find("--trace-dir") == std::string::npos);
+  }
+}
+
+TEST_CASE("token counts take units on the command line too") {
+  const CliResult plan = run_trainsim(
+      "plan_tokens_units", "plan --model llama3-70b --platform dgx-a100.xml --gpus 1 --global-batch 8 --tokens 300B -o out");
+  CHECK_MESSAGE(plan.status == 0, plan.err);
+  expect_input_error("plan_tokens_absurd",
+                     "plan --model llama3-70b --platform dgx-a100.xml --gpus 1 --global-batch 8 --tokens 1e308 -o out",
+                     {"--tokens 1e308", "1000T"});
 }
