@@ -330,6 +330,9 @@ ClusterSpec cluster_from(const ValueReader& values) {
   cluster.oversubscription = values.quantity("platform.oversubscription", parse_count);
   if (!(cluster.oversubscription >= 1 && cluster.oversubscription <= 64))
     values.fail("platform.oversubscription", "out of range; accepted: 1 (non-blocking) to 64");
+  values.needs("platform.oversubscription", cluster.topology != Topology::single_switch,
+               "platform.topology = fat-tree or rail-optimized (a single switch is non-blocking)");
+  values.needs("platform.nodes_per_leaf", cluster.topology == Topology::fat_tree, "platform.topology = fat-tree");
   cluster.pcie_gen = values.text("platform.pcie_gen") == "auto"
                          ? gpu.pcie_gen
                          : static_cast<int>(values.integer("platform.pcie_gen", 3, 6));
@@ -551,6 +554,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
                                                                       {"interleaved", Schedule::interleaved}});
   if (scenario.vpp > 1 && scenario.schedule != Schedule::interleaved)
     values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved");
+  values.needs("parallel.schedule", scenario.pp > 1, "parallel.pp > 1 (a schedule orders pipeline stages)");
   {
     auto dims = split(values.text("parallel.order"), '-');
     auto sorted = dims;
@@ -610,7 +614,10 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
         {{"auto", Precision::fp32}, {"same", Precision::fp32}, {"fp32", Precision::fp32}, {"fp16", Precision::fp16},
          {"bf16", Precision::bf16}});
   scenario.flash_attention = values.boolean("memory.flash_attention");
-  scenario.fp32_grad_copy = values.boolean("memory.fp32_grad_copy") && scenario.grad_precision != Precision::fp32;
+  scenario.fp32_grad_copy = values.boolean("memory.fp32_grad_copy");
+  if (scenario.fp32_grad_copy)
+    values.needs("memory.fp32_grad_copy", scenario.grad_precision != Precision::fp32,
+                 "16-bit gradients (memory.grad_precision = fp16 or bf16); fp32 gradients need no fp32 copy");
 
   const std::vector<std::pair<std::string, OffloadTier>> tiers = {
       {"none", OffloadTier::none}, {"cpu", OffloadTier::cpu}, {"nvme", OffloadTier::nvme}};
@@ -675,6 +682,9 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   scenario.efficiency.matmul = values.fraction("compute.matmul_efficiency");
   scenario.efficiency.memory = values.fraction("compute.memory_efficiency");
   scenario.efficiency.allow_tf32 = values.boolean("compute.allow_tf32");
+  if (!scenario.efficiency.allow_tf32)
+    values.needs("compute.allow_tf32", scenario.precision == Precision::fp32,
+                 "memory.precision = fp32 (16-bit and fp8 matmuls do not use TF32)");
 
   scenario.bucket_bytes = values.quantity("comm.bucket_size", parse_bytes);
   if (scenario.bucket_bytes < 1)
@@ -688,6 +698,9 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
     scenario.grad_sync = values.choice<GradSync>("comm.grad_sync", {{"auto", GradSync::last},
                                                                     {"last", GradSync::last},
                                                                     {"every", GradSync::every}});
+  values.needs("comm.grad_sync", scenario.grad_accum > 1,
+               "gradient accumulation (training.global_batch > micro_batch x dp): with one micro-batch "
+               "the last is every one");
 
   for (const auto& spec : option_specs())
     scenario.settings[spec.key] = values.text(spec.key);

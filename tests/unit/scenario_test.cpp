@@ -143,12 +143,23 @@ TEST_CASE("a setting changed where it has no effect is refused, naming what it n
   const std::string pinned = error_of("pinned.ini", valid, {"memory.pinned_buffer_bytes=64MiB"});
   CHECK(contains(pinned, "memory.pinned_buffer_bytes"));
   CHECK(contains(pinned, "nvme"));
+  CHECK(contains(error_of("schedule.ini", valid, {"parallel.schedule=gpipe"}), "parallel.pp > 1"));
+  CHECK(contains(error_of("grad_copy.ini", valid, {"memory.fp32_grad_copy=true"}), "16-bit gradients"));
+  CHECK(contains(error_of("tf32.ini", valid, {"compute.allow_tf32=false"}), "memory.precision = fp32"));
+  CHECK(contains(error_of("sync.ini", valid, {"training.global_batch=8", "comm.grad_sync=every"}),
+                 "gradient accumulation"));
+  const std::string leaf = error_of("leaf.ini", "[model]\nname = tiny-gpt\n[platform]\ngpu = a100-80gb\n"
+                                                "oversubscription = 2\n");
+  CHECK(contains(leaf, "platform.oversubscription"));
+  CHECK(contains(leaf, "fat-tree or rail-optimized"));
   // Where they apply, they are read; written out at their defaults they change nothing and pass.
   const auto file = test::write_temp_file("applies.ini", valid);
   CHECK(load_scenario(file, {"memory.recompute=optimal", "memory.activation_budget=40GiB"}).activation_budget ==
         40.0 * 1024 * 1024 * 1024);
   CHECK(load_scenario(file, {"memory.zero=3", "memory.prefetch_depth=2"}).prefetch_depth == 2);
   CHECK_NOTHROW(load_scenario(file, {"memory.prefetch_depth=1", "memory.activation_budget=auto"}));
+  CHECK(load_scenario(file, {"memory.precision=fp16", "memory.fp32_grad_copy=true"}).fp32_grad_copy);
+  CHECK_NOTHROW(load_scenario(file, {"memory.fp32_grad_copy=no", "compute.allow_tf32=yes"}));
 }
 
 TEST_CASE("a leading UTF-8 byte-order mark is skipped") {
