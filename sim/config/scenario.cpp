@@ -208,6 +208,18 @@ private:
   std::map<std::string, RawValue> values_;
 };
 
+// "[model], [platform], ...": the sections of the option table, in its order.
+std::string section_headers() {
+  std::string list, last;
+  for (const auto& spec : option_specs()) {
+    const std::string key = spec.key, section = key.substr(0, key.find('.'));
+    if (section != last)
+      list += (list.empty() ? "[" : ", [") + section + "]";
+    last = section;
+  }
+  return list;
+}
+
 struct IniLine {
   std::string key;  // section.key
   std::string value;
@@ -234,8 +246,7 @@ std::vector<IniLine> read_ini(std::string_view text, const fs::path& file) {
         throw InputError(where + "section header '" + line + "' lacks its closing ']'; accepted: [section]");
       section = trim(line.substr(1, line.size() - 2));
       if (section.empty())
-        throw InputError(where + "'[]' names no section; accepted: [model], [platform], [parallel], [memory], "
-                                 "[training], [compute] or [comm]");
+        throw InputError(where + "'[]' names no section; accepted: " + section_headers());
       continue;
     }
     const auto equals = line.find('=');

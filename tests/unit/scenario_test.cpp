@@ -177,6 +177,7 @@ TEST_CASE("malformed lines are named by their line number") {
   CHECK(contains(unclosed, "unclosed.ini:14"));
   CHECK(contains(unclosed, "closing ']'"));
   CHECK(contains(error_of("twice_line.ini", std::string(valid) + "[parallel]\ndp = 2\n"), "twice_line.ini:15"));
+  CHECK(contains(error_of("empty_section.ini", std::string(valid) + "[ ]\n"), "[model], [platform], [parallel]"));
 }
 
 TEST_CASE("an unknown key suggests the closest keys, not every key") {
