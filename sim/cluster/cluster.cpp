@@ -307,7 +307,7 @@ const std::vector<GpuSpec>& gpu_catalog() {
        2039 * giga,
        300 * giga, "nvswitch", 4, 25 * giga, "NVIDIA A100 datasheet; NVLink 3: 600 GB/s per GPU"},
       {"h100-sxm", "H100-SXM5-80GB", 67 * tera, 494 * tera, 989 * tera, 989 * tera, 1979 * tera,
-       reported_capacity(81559),  // nvidia-smi, H100 80GB HBM3: 81559MiB (wilicc/gpu-burn issue #114)
+       reported_capacity(81559),  // nvidia-smi, H100 80GB HBM3: 81559MiB (wilicc/gpu-burn issue #114, NVIDIA/nccl issue #1264)
        3350 * giga, 450 * giga, "nvswitch", 5, 50 * giga, "NVIDIA H100 datasheet; NVLink 4: 900 GB/s per GPU"},
       {"h100-pcie", "H100-PCIe-80GB", 51 * tera, 378 * tera, 756 * tera, 756 * tera, 1513 * tera,
        reported_capacity(81559),  // nvidia-smi, NVIDIA H100 PCIe: 81559MiB (published nvidia-smi outputs)
@@ -317,14 +317,14 @@ const std::vector<GpuSpec>& gpu_catalog() {
        4800 * giga,
        450 * giga, "nvswitch", 5, 50 * giga, "NVIDIA H200 datasheet; NVLink 4: 900 GB/s per GPU"},
       {"b200", "B200-SXM-180GB", 80 * tera, 1100 * tera, 2250 * tera, 2250 * tera, 4500 * tera,
-       reported_capacity(183359),  // nvidia-smi, NVIDIA B200: 183359MiB (published nvidia-smi outputs)
+       reported_capacity(183359),  // nvidia-smi, NVIDIA B200: 183359MiB (NVIDIA/TensorRT-LLM issue #10278)
        7700 * giga, 900 * giga, "nvswitch", 5, 50 * giga, "NVIDIA HGX B200 datasheet (per GPU); NVLink 5: 1.8 TB/s"},
       {"mi300x", "MI300X-192GB", 163.4 * tera, 653.7 * tera, 1307.4 * tera, 1307.4 * tera, 2614.9 * tera,
        reported_capacity(196288),  // rocm-smi --showmeminfo vram, MI300X: 205822885888 B = 196288MiB
        5300 * giga, 64 * giga, "mesh", 5, 50 * giga,
        "AMD Instinct MI300X datasheet; Infinity Fabric: 7 links of 128 GB/s per GPU, a full mesh of 8"},
       {"rtx4090", "RTX-4090-24GB", 82.6 * tera, 82.6 * tera, 165.2 * tera, 165.2 * tera, 330.3 * tera,
-       reported_capacity(24564),  // nvidia-smi, GeForce RTX 4090: 24564MiB (published nvidia-smi outputs)
+       reported_capacity(24564),  // nvidia-smi, GeForce RTX 4090: 24564MiB (RLinf/RLinf issue #255)
        1008 * giga, 0, "pcie", 4, 12.5 * giga, "NVIDIA Ada whitepaper (fp32 accumulation); no NVLink"},
       {"v100-32gb", "V100-SXM2-32GB", 15.7 * tera, 15.7 * tera, 125 * tera, 15.7 * tera, 0,
        reported_capacity(32768),  // nvidia-smi, Tesla V100-SXM2-32GB: 32768MiB (published nvidia-smi outputs)
