@@ -14,15 +14,15 @@ void check_node_targets(const Workload& workload, const std::vector<GpuInfo>& gp
       continue;  // a replica on a node like its predecessor's: the same answer
     const std::string where = "rank " + std::to_string(rank) + " (" + gpu.host + ", node " + gpu.node + ")";
     for (const Op& op : workload.program(rank).ops) {
-      const std::string op_name = op.kind == OpKind::alloc ? "alloc " + op.tensor : op.name;
+      const auto op_name = [&op] { return op.kind == OpKind::alloc ? "alloc " + op.tensor : op.name; };
       const bool uses_cpu = op.target == node_cpu || (op.kind == OpKind::alloc && op.device == Device::host);
       const bool uses_nvme = op.target == node_nvme || (op.kind == OpKind::alloc && op.device == Device::nvme);
       if (uses_cpu && gpu.cpu_host.empty())
-        throw InputError(where + " op " + op_name + " needs its node's CPU host and the platform has none: a <host> "
+        throw InputError(where + " op " + op_name() + " needs its node's CPU host and the platform has none: a <host> "
                          "with <prop id=\"role\" value=\"cpu\"/> in the node's zone or with <prop id=\"node\" value=\"" +
                          gpu.node + "\"/> (described clusters have one)");
       if (uses_nvme && gpu.nvme_disk.empty())
-        throw InputError(where + " op " + op_name + " needs an NVMe drive on its node's CPU host and the platform has "
+        throw InputError(where + " op " + op_name() + " needs an NVMe drive on its node's CPU host and the platform has "
                          "none (a <disk> in that host; described clusters: platform.nvme_per_node >= 1)");
     }
   }
