@@ -151,17 +151,21 @@ public:
     return value;
   }
 
-  double fraction(const std::string& key) const {
-    static const std::string accepted = "accepted: a number in (0, 1], such as 0.55 (not a percentage)";
+  // A plain number within [min, max] (min excluded when `above_min`); `accepted` describes it.
+  double number(const std::string& key, double min, bool above_min, double max, const std::string& accepted) const {
     double value = 0;
     try {
       value = parse_count(text(key));
     } catch (const UnitError&) {
-      fail(key, "not a number; " + accepted);
+      fail(key, "not a number; accepted: " + accepted);
     }
-    if (!(value > 0.0 && value <= 1.0))
-      fail(key, "out of range; " + accepted);
+    if (!((above_min ? value > min : value >= min) && value <= max))
+      fail(key, "out of range; accepted: " + accepted);
     return value;
+  }
+
+  double fraction(const std::string& key) const {
+    return number(key, 0, true, 1, "a number in (0, 1], such as 0.55 (not a percentage)");
   }
 
   double quantity(const std::string& key, double (*parse)(std::string_view)) const {
@@ -338,9 +342,7 @@ ClusterSpec cluster_from(const ValueReader& values) {
   cluster.nodes_per_leaf = values.text("platform.nodes_per_leaf") == "auto"
                                ? std::max(1, 32 / cluster.nics_per_node)
                                : static_cast<int>(values.integer("platform.nodes_per_leaf", 1, 512));
-  cluster.oversubscription = values.quantity("platform.oversubscription", parse_count);
-  if (!(cluster.oversubscription >= 1 && cluster.oversubscription <= 64))
-    values.fail("platform.oversubscription", "out of range; accepted: 1 (non-blocking) to 64");
+  cluster.oversubscription = values.number("platform.oversubscription", 1, false, 64, "1 (non-blocking) to 64");
   values.needs("platform.oversubscription", cluster.topology != Topology::single_switch,
                "platform.topology = fat-tree or rail-optimized (a single switch is non-blocking)");
   values.needs("platform.nodes_per_leaf", cluster.topology == Topology::fat_tree, "platform.topology = fat-tree");

@@ -203,6 +203,10 @@ TEST_CASE("efficiencies that are not fractions say so, not that a count is expec
     CHECK(contains(message, "(0, 1]"));
     CHECK_FALSE(contains(message, "count"));
   }
+  const std::string ratio = error_of("ratio.ini", "[model]\nname = tiny-gpt\n[platform]\ngpu = a100-80gb\n"
+                                                  "topology = fat-tree\noversubscription = nan\n");
+  CHECK(contains(ratio, "1 (non-blocking) to 64"));
+  CHECK_FALSE(contains(ratio, "count"));
 }
 
 TEST_CASE("byte sizes need their unit and token counts a sane range") {
