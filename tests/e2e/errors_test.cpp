@@ -101,6 +101,15 @@ TEST_CASE("a malformed trace names the file and line") {
                      {"p.trace:2", "flops=abc"});
 }
 
+TEST_CASE("a trace whose send and recv disagree on the bytes is refused") {
+  const fs::path dir = fresh_dir("p2p_bytes_trace");
+  std::ofstream(dir / "workload.txt") << "format 1\nranks 2\nprogram a.trace 0\nprogram b.trace 1\n";
+  std::ofstream(dir / "a.trace") << "0 send peer=1 bytes=10\n";
+  std::ofstream(dir / "b.trace") << "0 recv peer=0 bytes=12\n";
+  expect_input_error("p2p_bytes", "replay " + dir.string() + " --platform dgx-a100.xml --out out",
+                     {"send 1 from rank 0 to rank 1 with tag 0 carries 10 bytes but its recv expects 12"});
+}
+
 TEST_CASE("an output directory that cannot be created stops the run before it simulates") {
   const CliResult result = run_trainsim("unwritable", "run " + tiny + " --out /proc/trainsim-cannot-write-here");
   CHECK(result.status == 2);
