@@ -2,8 +2,8 @@
 
 #include <fstream>
 #include <set>
-#include <vector>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
