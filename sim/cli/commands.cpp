@@ -126,6 +126,11 @@ void build_programs(PreparedScenario& prepared) {
   WorkloadBuild build = build_workload(scenario, prepared.model, capacity);
   prepared.workload = std::move(build.workload);
   validate_workload(prepared.workload, scenario.file.string());
+  try {
+    check_node_targets(prepared.workload, prepared.gpus);
+  } catch (const InputError& error) {
+    throw InputError(scenario.platform_file.string() + ": " + error.what());
+  }
   RunInfo& run = prepared.run;
   run.name = scenario.name;
   run.platform = scenario.cluster ? "generated " + describe(*scenario.cluster) : scenario.platform_file.filename().string();
@@ -273,7 +278,15 @@ void print_usage(std::ostream& out) {
                "  replay DIR         simulate trace files on a platform (--platform FILE)\n"
                "  platform           write the SimGrid platform of a described cluster (--gpu, --nodes, ... -o FILE)\n"
                "  sweep SCENARIO     simulate every combination of --vary KEY=V1,V2,... in parallel worker processes\n"
-               "  plan               the fastest strategy that fits: --model M (--platform FILE | --gpu G ...) [--gpus N..M]\n\n"
+               "  sweep merge FILES  merge the JSON-lines results of sweep shards (-o MERGED.csv)\n"
+               "  plan               the fastest strategy that fits: --model M (--platform FILE | --gpu G ...) [--gpus N..M]\n"
+               "  help [COMMAND]     this text, or a command's options (the same as COMMAND --help)\n\n"
+               "Examples:\n"
+               "  trainsim run scenarios/default.ini\n"
+               "  trainsim run scenarios/default.ini --set parallel.dp=8 --set memory.zero=1 -o results/zero1\n"
+               "  trainsim memory scenarios/default.ini --compare memory.zero=0,1,2,3\n"
+               "  trainsim sweep scenarios/default.ini --vary memory.zero=0,1,2,3 --vary comm.bucket_size=25MiB,100MiB\n"
+               "  trainsim plan --model llama3-8b --gpu h100-sxm --gpus 8..64\n\n"
                "Every command takes --help, --log-level, --sg-log and --sg-cfg. Exit status: 0 done,\n"
                "2 input error (one line naming the file and key), 3 internal error.\n";
 }
@@ -398,15 +411,14 @@ int platform_command(const std::vector<std::string>& arguments) {
 
 int replay_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
-  std::string directory, platform, channels_text = "auto", fidelity = "flows";
-  double tokens = 1e9;
+  std::string directory, platform, channels_text = "auto", fidelity = "flows", tokens_text = "1e9";
   po::options_description visible("Options");
   visible.add_options()("platform,p", po::value(&platform)->required(),
                         "SimGrid platform XML (a path or a file in platforms/)")(
       "out,o", po::value(&options.out), "output directory (default: results/replay-<trace directory name>)")(
       "channels", po::value(&channels_text)->default_value("auto"),
       "rings per collective (auto: GPUs of the group on its fullest node)")(
-      "tokens", po::value(&tokens)->default_value(1e9, "1e9"), "tokens to train, for time-to-train")(
+      "tokens", po::value(&tokens_text)->default_value(tokens_text), "tokens to train, for time-to-train (1e9, 300B, 2T)")(
       "fidelity", po::value(&fidelity)->default_value("flows"),
       "flows | fast: collectives inside a node timed from their ring instead of simulated");
   visible.add(report_options(options));
@@ -428,8 +440,7 @@ int replay_command(const std::vector<std::string>& arguments) {
     if (channels < 1 || channels > 64)
       throw InputError("--channels " + channels_text + ": accepted: auto or 1 to 64");
   }
-  if (!(tokens > 0))
-    throw InputError("--tokens: must be positive");
+  const double tokens = tokens_option(tokens_text);
   if (fidelity != "flows" && fidelity != "fast")
     throw InputError("--fidelity " + fidelity + ": accepted: flows, fast");
   const Workload workload = read_trace(directory);

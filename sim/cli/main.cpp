@@ -35,9 +35,19 @@ int main(int argc, char** argv) {
       cli::print_usage(std::cerr);
       return 2;
     }
-    const std::string command = arguments[i];
+    std::string command = arguments[i];
     std::vector<std::string> rest(arguments.begin() + static_cast<long>(i) + 1, arguments.end());
     rest.insert(rest.end(), leading.begin(), leading.end());
+    if (command == "help") {
+      if (rest.empty() || rest.front().rfind("-", 0) == 0 || rest.front() == "help") {
+        cli::print_usage(std::cout);
+        return 0;
+      }
+      // trainsim help run [merge] = trainsim run [merge] --help
+      command = rest.front();
+      rest.erase(rest.begin());
+      rest.push_back("--help");
+    }
     if (command == "run")
       return cli::run_command(rest);
     if (command == "memory")
@@ -52,10 +62,6 @@ int main(int argc, char** argv) {
       return cli::sweep_command(rest);
     if (command == "plan")
       return cli::plan_command(rest);
-    if (command == "help") {
-      cli::print_usage(std::cout);
-      return 0;
-    }
     std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, trace, replay, platform, sweep, plan, help\n";
     return 2;
   } catch (const InputError& error) {

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "config/option_errors.hpp"
 #include "config/scenario.hpp"
 
@@ -51,6 +52,12 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
     if (!common.help)
       po::notify(values);
   } catch (const po::error& error) {
+    // A missing positional argument is named as the usage line names it, not by the hidden option
+    // that carries it (--scenario, --trace-dir).
+    if (dynamic_cast<const po::required_option*>(&error))
+      for (unsigned position = 0; position < std::min(positional.max_total_count(), 8u); ++position)
+        if (static_cast<const po::required_option&>(error).get_option_name() == "--" + positional.name_for_position(position))
+          throw InputError("trainsim " + command + ": an argument is missing; usage: " + usage);
     throw InputError("trainsim " + command + ": " + describe_option_error(error) + "; see trainsim " + command +
                      " --help");
   }
@@ -62,6 +69,14 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
   }
   configure_logging(common.log_level);
   return true;
+}
+
+double tokens_option(const std::string& text) {
+  try {
+    return parse_tokens(text);
+  } catch (const UnitError& error) {
+    throw InputError("--tokens " + text + ": " + error.what());
+  }
 }
 
 po::options_description cluster_options(std::map<std::string, std::string>& values) {

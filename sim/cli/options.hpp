@@ -33,6 +33,9 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
                      const boost::program_options::positional_options_description& positional,
                      const std::string& usage, CommonOptions& common, bool show_scenario_keys);
 
+// --tokens as the scenario key reads it (1e9, 300B, 2T), refused out of range.
+double tokens_option(const std::string& text);
+
 // The options that describe a cluster (--gpu, --nodes, ...: the platform.* scenario keys), stored
 // by option name in `values`; and those given, as platform.* keys with where they were given.
 boost::program_options::options_description cluster_options(std::map<std::string, std::string>& values);

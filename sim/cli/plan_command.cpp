@@ -66,7 +66,8 @@ int plan_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
   std::string model_name, platform, gpus_text, precision = "bf16", fidelity = "fast", out;
   long long global_batch = 512, seq_len = 4096;
-  double tokens = 1e9, timeout = 0;
+  std::string tokens_text = "1e9";
+  double timeout = 0;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int simulate = 24;
   std::map<std::string, std::string> cluster_values;
@@ -76,7 +77,7 @@ int plan_command(const std::vector<std::string>& arguments) {
       "gpus", po::value(&gpus_text), "GPU counts to consider: N or N..M (doubling); default: the whole cluster")(
       "global-batch", po::value(&global_batch)->default_value(global_batch), "sequences per optimizer step")(
       "seq-len", po::value(&seq_len)->default_value(seq_len), "sequence length")(
-      "tokens", po::value(&tokens)->default_value(tokens, "1e9"), "tokens to train, for time and GPU-hours")(
+      "tokens", po::value(&tokens_text)->default_value(tokens_text), "tokens to train, for time and GPU-hours (1e9, 300B, 2T)")(
       "precision", po::value(&precision)->default_value(precision), "fp32 | fp16 | bf16 | fp8")(
       "simulate", po::value(&simulate)->default_value(simulate), "how many of the fitting candidates to simulate, best estimate first")(
       "fidelity", po::value(&fidelity)->default_value(fidelity), "comm.fidelity of the simulations: fast | flows")(
@@ -89,6 +90,7 @@ int plan_command(const std::vector<std::string>& arguments) {
                        "trainsim plan --model M (--platform FILE | --gpu G [--nodes N ...]) [--gpus N..M] [--global-batch B] [--tokens T]",
                        options, false))
     return 0;
+  const double tokens = tokens_option(tokens_text);
   if (jobs < 1 || jobs > 1024)
     throw InputError("--jobs: accepted: 1 to 1024");
   if (simulate < 1)

@@ -67,8 +67,9 @@ double parse_bytes(std::string_view text) {
   static const std::vector<Suffix> suffixes = {
       {"B", 1},        {"KB", kilo},     {"kB", kilo},     {"MB", mega},     {"GB", giga},
       {"TB", tera},    {"KiB", kibi},    {"MiB", mebi},    {"GiB", gibi},    {"TiB", tebi}};
-  return parse_with(text, suffixes, "a byte count such as 1048576, 25MB, 25MiB, 80GiB (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
-                    false);
+  // A size without a unit is refused: "25" meant as 25 MiB would silently be 25 bytes.
+  return parse_with(text, suffixes, "a size with its unit such as 25MiB, 80GiB or 1048576B (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+                    true);
 }
 
 double parse_bandwidth(std::string_view text) {
@@ -96,6 +97,14 @@ double parse_seconds(std::string_view text) {
 double parse_count(std::string_view text) {
   static const std::vector<Suffix> suffixes = {{"K", kilo}, {"k", kilo}, {"M", mega}, {"B", giga}, {"G", giga}, {"T", tera}};
   return parse_with(text, suffixes, "a count such as 1e9, 300B or 2T (K, M, B = 1e9, T = 1e12)", false);
+}
+
+double parse_tokens(std::string_view text) {
+  const double tokens = parse_count(text);
+  if (!(tokens > 0 && tokens <= max_tokens))
+    throw UnitError("'" + std::string(text) + "' is out of range; accepted: a token count above 0 and at most "
+                    "1000T (1e15), such as 1e9, 300B or 2T");
+  return tokens;
 }
 
 std::string format_bytes(double bytes) {

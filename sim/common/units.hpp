@@ -14,11 +14,13 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-double parse_bytes(std::string_view text);      // B, KB, MB, GB, TB (1000^k), KiB, MiB, GiB, TiB (1024^k)
+double parse_bytes(std::string_view text);      // B, KB, MB, GB, TB (1000^k), KiB, MiB, GiB, TiB (1024^k); unit required
 double parse_bandwidth(std::string_view text);  // bytes/s: Bps, KBps, .., GiBps; bits/s: bps, Kbps, Mbps, Gbps, Tbps
 double parse_flops(std::string_view text);      // f, kf, Mf, Gf, Tf, Pf, Ef (FLOP/s)
 double parse_seconds(std::string_view text);    // s, ms, us, ns, min, h, d
 double parse_count(std::string_view text);      // plain number, or K, M, B (billion), T (trillion)
+double parse_tokens(std::string_view text);     // a count of training tokens, positive and at most max_tokens
+constexpr double max_tokens = 1e15;             // 1000T: far beyond any training run, short of absurd times
 
 // Human-readable forms for reports: "79.5 GiB", "1.23 ms".
 std::string format_bytes(double bytes);

@@ -5,12 +5,9 @@
 #include <fstream>
 #include <sstream>
 
-#include <boost/program_options/errors.hpp>
-#include <boost/program_options/parsers.hpp>
 #include <boost/program_options/value_semantic.hpp>
 
 #include "common/error.hpp"
-#include "config/option_errors.hpp"
 #include "common/text.hpp"
 #include "common/units.hpp"
 
@@ -90,32 +87,41 @@ struct RawValue {
   bool given = true;  // false: the default
 };
 
-int line_of_key(const std::string& text, const std::string& dotted_key) {
-  std::istringstream lines(text);
-  std::string line, section;
-  int number = 0;
-  while (std::getline(lines, line)) {
-    ++number;
-    const std::string trimmed = trim(line.substr(0, line.find('#')));
-    if (trimmed.empty())
-      continue;
-    if (trimmed.front() == '[' && trimmed.back() == ']') {
-      section = trim(trimmed.substr(1, trimmed.size() - 2));
-      continue;
+// Levenshtein distance: how many single-character edits turn one key into the other.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
     }
-    const auto equals = trimmed.find('=');
-    const std::string key = trim(trimmed.substr(0, equals));
-    if ((section.empty() ? key : section + "." + key) == dotted_key)
-      return number;
   }
-  return 0;
+  return row[b.size()];
 }
 
-std::string accepted_keys() {
-  std::string list;
+// "unknown key 'x'; closest accepted: a, b, c (...)": the keys fewest edits away, not all of them.
+std::string unknown_key(const std::string& key) {
+  std::vector<std::pair<std::size_t, std::size_t>> ranked;  // (distance, position in the table)
+  const auto& specs = option_specs();
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    ranked.emplace_back(edit_distance(key, specs[i].key), i);
+  std::sort(ranked.begin(), ranked.end());
+  std::string closest;
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, ranked.size()); ++i)
+    closest += (closest.empty() ? "" : ", ") + std::string(specs[ranked[i].second].key);
+  return "unknown key '" + key + "'; closest accepted: " + closest + " (every key: trainsim run --help)";
+}
+
+std::string default_of(const std::string& key) {
   for (const auto& spec : option_specs())
-    list += (list.empty() ? "" : ", ") + std::string(spec.key);
-  return list;
+    if (key == spec.key)
+      return spec.default_value;
+  return "";
 }
 
 bool is_known_key(const std::string& key) {
@@ -145,11 +151,21 @@ public:
     return value;
   }
 
-  double fraction(const std::string& key) const {
-    const double value = quantity(key, parse_count);
-    if (!(value > 0.0 && value <= 1.0))
-      fail(key, "out of range; accepted: a number in (0, 1], such as 0.6");
+  // A plain number within [min, max] (min excluded when `above_min`); `accepted` describes it.
+  double number(const std::string& key, double min, bool above_min, double max, const std::string& accepted) const {
+    double value = 0;
+    try {
+      value = parse_count(text(key));
+    } catch (const UnitError&) {
+      fail(key, "not a number; accepted: " + accepted);
+    }
+    if (!((above_min ? value > min : value >= min) && value <= max))
+      fail(key, "out of range; accepted: " + accepted);
     return value;
+  }
+
+  double fraction(const std::string& key) const {
+    return number(key, 0, true, 1, "a number in (0, 1], such as 0.55 (not a percentage)");
   }
 
   double quantity(const std::string& key, double (*parse)(std::string_view)) const {
@@ -183,30 +199,80 @@ public:
 
   const RawValue& raw(const std::string& key) const { return values_.at(key); }
   bool given(const std::string& key) const { return values_.at(key).given; }
+  // Given with a value other than its default: a setting that must have an effect. (Writing the
+  // default out has none to miss.)
+  bool changed(const std::string& key) const { return given(key) && text(key) != default_of(key); }
+  // Refuses a changed setting whose precondition does not hold: it would have no effect.
+  void needs(const std::string& key, bool applies, const std::string& requirement) const {
+    if (changed(key) && !applies)
+      fail(key, "has no effect here; it needs " + requirement);
+  }
 
 private:
   std::map<std::string, RawValue> values_;
 };
 
+// "[model], [platform], ...": the sections of the option table, in its order.
+std::string section_headers() {
+  std::string list, last;
+  for (const auto& spec : option_specs()) {
+    const std::string key = spec.key, section = key.substr(0, key.find('.'));
+    if (section != last)
+      list += (list.empty() ? "[" : ", [") + section + "]";
+    last = section;
+  }
+  return list;
+}
+
+struct IniLine {
+  std::string key;  // section.key
+  std::string value;
+  int line = 0;
+};
+
+// The INI lines of a scenario: [section] headers and key = value lines; '#' starts a comment; a
+// leading UTF-8 byte-order mark, which editors on Windows write, is skipped.
+std::vector<IniLine> read_ini(std::string_view text, const fs::path& file) {
+  static constexpr std::string_view byte_order_mark = "\xEF\xBB\xBF";
+  if (text.substr(0, byte_order_mark.size()) == byte_order_mark)
+    text.remove_prefix(byte_order_mark.size());
+  std::vector<IniLine> lines;
+  std::string section;
+  int number = 0;
+  for (const std::string& raw : split(text, '\n')) {
+    ++number;
+    const std::string line = trim(raw.substr(0, raw.find('#')));
+    if (line.empty())
+      continue;
+    const std::string where = file.string() + ":" + std::to_string(number) + ": ";
+    if (line.front() == '[') {
+      if (line.back() != ']')
+        throw InputError(where + "section header '" + line + "' lacks its closing ']'; accepted: [section]");
+      section = trim(line.substr(1, line.size() - 2));
+      if (section.empty())
+        throw InputError(where + "'[]' names no section; accepted: " + section_headers());
+      continue;
+    }
+    const auto equals = line.find('=');
+    const std::string key = trim(line.substr(0, equals));
+    if (equals == std::string::npos || key.empty())
+      throw InputError(where + "'" + line + "' is not a key = value line; accepted: [section] headers and "
+                               "key = value lines (# starts a comment)");
+    lines.push_back({section.empty() ? key : section + "." + key, trim(line.substr(equals + 1)), number});
+  }
+  return lines;
+}
+
 std::map<std::string, RawValue> read_values(const std::string& text, const fs::path& file,
                                             const std::vector<std::string>& overrides) {
   std::map<std::string, RawValue> values;
-  po::parsed_options parsed(nullptr);
-  try {
-    std::istringstream input(text);
-    parsed = po::parse_config_file(input, scenario_options(), true);
-  } catch (const po::error& error) {
-    throw InputError(file.string() + ": " + describe_option_error(error) +
-                     "; accepted: [section] headers and key = value lines");
-  }
-  for (const auto& option : parsed.options) {
-    const int line = line_of_key(text, option.string_key);
-    const std::string where = file.string() + ":" + std::to_string(line);
-    if (option.unregistered || !is_known_key(option.string_key))
-      throw InputError(where + ": unknown key '" + option.string_key + "'; accepted: " + accepted_keys());
-    if (values.count(option.string_key))
-      throw InputError(where + ": '" + option.string_key + "' is set twice");
-    values[option.string_key] = {option.value.empty() ? "" : trim(option.value.front()), where};
+  for (const IniLine& line : read_ini(text, file)) {
+    const std::string where = file.string() + ":" + std::to_string(line.line);
+    if (!is_known_key(line.key))
+      throw InputError(where + ": " + unknown_key(line.key));
+    if (values.count(line.key))
+      throw InputError(where + ": '" + line.key + "' is set twice (first at " + values.at(line.key).where + ")");
+    values[line.key] = {line.value, where};
   }
   for (const auto& assignment : overrides) {
     const auto equals = assignment.find('=');
@@ -214,7 +280,7 @@ std::map<std::string, RawValue> read_values(const std::string& text, const fs::p
     if (equals == std::string::npos || key.find('.') == std::string::npos)
       throw InputError("--set " + assignment + ": expected section.key=value, e.g. --set parallel.dp=8");
     if (!is_known_key(key))
-      throw InputError("--set " + assignment + ": unknown key '" + key + "'; accepted: " + accepted_keys());
+      throw InputError("--set " + assignment + ": " + unknown_key(key));
     values[key] = {trim(assignment.substr(equals + 1)), "--set " + assignment};
     // Naming a model on the command line replaces the file's model, whichever way the file named it;
     // likewise a platform file replaces a described cluster and a GPU a platform file.
@@ -276,9 +342,10 @@ ClusterSpec cluster_from(const ValueReader& values) {
   cluster.nodes_per_leaf = values.text("platform.nodes_per_leaf") == "auto"
                                ? std::max(1, 32 / cluster.nics_per_node)
                                : static_cast<int>(values.integer("platform.nodes_per_leaf", 1, 512));
-  cluster.oversubscription = values.quantity("platform.oversubscription", parse_count);
-  if (!(cluster.oversubscription >= 1 && cluster.oversubscription <= 64))
-    values.fail("platform.oversubscription", "out of range; accepted: 1 (non-blocking) to 64");
+  cluster.oversubscription = values.number("platform.oversubscription", 1, false, 64, "1 (non-blocking) to 64");
+  values.needs("platform.oversubscription", cluster.topology != Topology::single_switch,
+               "platform.topology = fat-tree or rail-optimized (a single switch is non-blocking)");
+  values.needs("platform.nodes_per_leaf", cluster.topology == Topology::fat_tree, "platform.topology = fat-tree");
   cluster.pcie_gen = values.text("platform.pcie_gen") == "auto"
                          ? gpu.pcie_gen
                          : static_cast<int>(values.integer("platform.pcie_gen", 3, 6));
@@ -408,8 +475,30 @@ fs::path resolve_data_file(const std::string& value, const std::string& folder, 
                    "/); available: " + list_folder(data_dir() / folder, extension));
 }
 
+namespace {
+
+// A catalog name such as "llama2-7b" (never a path: those go in model.path) to its file.
+fs::path resolve_catalog_name(const std::string& value, const std::string& folder, const std::string& extension,
+                              const fs::path& scenario_dir, const std::string& where) {
+  if (value.find_first_of("/\\") != std::string::npos || value == "." || value == "..")
+    throw InputError(where + " = '" + value + "': a name from " + folder + "/ (one of: " +
+                     list_folder(data_dir() / folder, extension) + "), not a path; give a file's path with model.path");
+  const std::string file_name = fs::path(value).extension() == extension ? value : value + extension;
+  for (const fs::path& candidate : {scenario_dir / ".." / folder / file_name, data_dir() / folder / file_name}) {
+    std::error_code error;
+    if (fs::is_regular_file(candidate, error))
+      return candidate.lexically_normal();
+  }
+  throw InputError(where + ": no '" + value + "' in " + folder + "/; available: " +
+                   list_folder(data_dir() / folder, extension));
+}
+
+} // namespace
+
 Scenario load_scenario(const fs::path& file, const std::vector<std::string>& overrides) {
   std::error_code error;
+  if (fs::is_directory(file, error))
+    throw InputError(file.string() + ": is a directory; expected a scenario INI file such as scenarios/default.ini");
   if (!fs::is_regular_file(file, error))
     throw InputError(file.string() + ": no such scenario file (expected an INI file such as scenarios/default.ini)");
   std::ifstream stream(file);
@@ -432,8 +521,8 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
     throw InputError(file.string() + ": [model] needs exactly one of name (one of: " +
                      list_folder(data_dir() / "models", ".json") + ") or path (a Hugging Face config.json)");
   if (has_name)
-    scenario.model_file = resolve_data_file(values.text("model.name"), "models", ".json", scenario_dir,
-                                            values.raw("model.name").where + ": model.name");
+    scenario.model_file = resolve_catalog_name(values.text("model.name"), "models", ".json", scenario_dir,
+                                               values.raw("model.name").where + ": model.name");
   else
     scenario.model_file = resolve_data_file(values.text("model.path"), "models", ".json", scenario_dir,
                                             values.raw("model.path").where + ": model.path");
@@ -478,6 +567,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
                                                                       {"interleaved", Schedule::interleaved}});
   if (scenario.vpp > 1 && scenario.schedule != Schedule::interleaved)
     values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved");
+  values.needs("parallel.schedule", scenario.pp > 1, "parallel.pp > 1 (a schedule orders pipeline stages)");
   {
     auto dims = split(values.text("parallel.order"), '-');
     auto sorted = dims;
@@ -537,7 +627,10 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
         {{"auto", Precision::fp32}, {"same", Precision::fp32}, {"fp32", Precision::fp32}, {"fp16", Precision::fp16},
          {"bf16", Precision::bf16}});
   scenario.flash_attention = values.boolean("memory.flash_attention");
-  scenario.fp32_grad_copy = values.boolean("memory.fp32_grad_copy") && scenario.grad_precision != Precision::fp32;
+  scenario.fp32_grad_copy = values.boolean("memory.fp32_grad_copy");
+  if (scenario.fp32_grad_copy)
+    values.needs("memory.fp32_grad_copy", scenario.grad_precision != Precision::fp32,
+                 "16-bit gradients (memory.grad_precision = fp16 or bf16); fp32 gradients need no fp32 copy");
 
   const std::vector<std::pair<std::string, OffloadTier>> tiers = {
       {"none", OffloadTier::none}, {"cpu", OffloadTier::cpu}, {"nvme", OffloadTier::nvme}};
@@ -549,6 +642,12 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   if (!(scenario.pinned_buffer_bytes >= 2))
     values.fail("memory.pinned_buffer_bytes", "must be at least 2 bytes; accepted: a size such as 1GiB");
   scenario.delayed_update = values.boolean("memory.delayed_update");
+  values.needs("memory.activation_budget", scenario.recompute == Recompute::optimal, "memory.recompute = optimal");
+  values.needs("memory.prefetch_depth", scenario.zero == 3,
+               "memory.zero = 3 (only ZeRO-3 gathers parameters before their use)");
+  values.needs("memory.pinned_buffer_bytes",
+               scenario.offload_optimizer == OffloadTier::nvme || scenario.offload_params == OffloadTier::nvme,
+               "memory.offload_optimizer or memory.offload_params = nvme (it stages NVMe traffic)");
   if (scenario.offload_params != OffloadTier::none && scenario.zero != 3)
     values.fail("memory.offload_params", "streams ZeRO-3 parameter shards; it needs memory.zero = 3");
   if (scenario.offload_params != OffloadTier::none && scenario.offload_optimizer == OffloadTier::none)
@@ -591,13 +690,14 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
                                               "with parallel.pp > 1 accepted: none");
   if (scenario.grad_accum > 100'000)
     values.fail("training.global_batch", "gives more than 100000 accumulation steps per step");
-  scenario.tokens = values.quantity("training.tokens", parse_count);
-  if (!(scenario.tokens > 0))
-    values.fail("training.tokens", "must be positive");
+  scenario.tokens = values.quantity("training.tokens", parse_tokens);
 
   scenario.efficiency.matmul = values.fraction("compute.matmul_efficiency");
   scenario.efficiency.memory = values.fraction("compute.memory_efficiency");
   scenario.efficiency.allow_tf32 = values.boolean("compute.allow_tf32");
+  if (!scenario.efficiency.allow_tf32)
+    values.needs("compute.allow_tf32", scenario.precision == Precision::fp32,
+                 "memory.precision = fp32 (16-bit and fp8 matmuls do not use TF32)");
 
   scenario.bucket_bytes = values.quantity("comm.bucket_size", parse_bytes);
   if (scenario.bucket_bytes < 1)
@@ -611,6 +711,9 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
     scenario.grad_sync = values.choice<GradSync>("comm.grad_sync", {{"auto", GradSync::last},
                                                                     {"last", GradSync::last},
                                                                     {"every", GradSync::every}});
+  values.needs("comm.grad_sync", scenario.grad_accum > 1,
+               "gradient accumulation (training.global_batch > micro_batch x dp): with one micro-batch "
+               "the last is every one");
 
   for (const auto& spec : option_specs())
     scenario.settings[spec.key] = values.text(spec.key);

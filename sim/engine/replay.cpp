@@ -676,6 +676,7 @@ GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4:
 // Hosts and disks named by copies, host work, reads and writes exist for every rank that runs
 // them: InputError naming the rank, the op and what the platform lacks.
 void check_targets(const Workload& workload, const std::vector<sg4::Host*>& hosts, const std::vector<GpuInfo>& gpus) {
+  check_node_targets(workload, gpus);
   std::map<const Program*, std::vector<const Op*>> targeted;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     const Program& program = workload.program(rank);
@@ -690,10 +691,6 @@ void check_targets(const Workload& workload, const std::vector<sg4::Host*>& host
     for (const Op* target_op : ops->second) {
       const Op& op = *target_op;
       const bool on_host = op.kind == OpKind::copy || op.kind == OpKind::compute;
-      if (on_host && op.target == node_cpu && gpu.cpu_host.empty())
-        throw InputError(where + " op " + op.name + " needs its node's CPU host and the platform has none: a <host> "
-                         "with <prop id=\"role\" value=\"cpu\"/> in the node's zone or with <prop id=\"node\" value=\"" +
-                         gpu.node + "\"/> (described clusters have one)");
       const std::string host_name = op.target == node_cpu ? gpu.cpu_host : op.target;
       if (on_host && sg4::Host::by_name_or_null(host_name) == nullptr)
         throw InputError(where + " op " + op.name + ": " + to_string(op.kind) + " host '" + op.target +
@@ -709,9 +706,6 @@ void check_targets(const Workload& workload, const std::vector<sg4::Host*>& host
       }
       if (op.kind != OpKind::read && op.kind != OpKind::write)
         continue;
-      if (op.target == node_nvme && gpu.nvme_disk.empty())
-        throw InputError(where + " op " + op.name + " needs an NVMe drive on its node's CPU host and the platform has "
-                         "none (a <disk> in that host; described clusters: platform.nvme_per_node >= 1)");
       const sg4::Host* cpu = gpu.cpu_host.empty() ? nullptr : sg4::Host::by_name(gpu.cpu_host);
       const sg4::Disk* disk = find_disk_of(op.target == node_nvme ? gpu.nvme_disk : op.target, hosts[rank], cpu);
       if (disk == nullptr)

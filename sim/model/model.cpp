@@ -3,6 +3,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -90,13 +91,68 @@ Family family_of(const ConfigReader& config, const std::string& where) {
                    "\" is not a supported architecture; accepted: llama, mistral, qwen2, gpt2, gpt3");
 }
 
+// A JSON object with one key twice: parsers keep one of the values silently, so the config does
+// not say which it means.
+json parse_without_duplicate_keys(const std::string& text, const std::string& where) {
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start)
+      keys_of_open_objects.emplace_back();
+    else if (event == json::parse_event_t::object_end)
+      keys_of_open_objects.pop_back();
+    else if (event == json::parse_event_t::key && !keys_of_open_objects.back().insert(parsed.get<std::string>()).second)
+      throw InputError(where + ": field '" + parsed.get<std::string>() +
+                       "' is given twice; accepted: each field once");
+    return true;
+  };
+  return json::parse(text, check);
+}
+
+// A field with this value in use makes a model trainsim does not simulate: refused rather than
+// simulated as the dense Llama or GPT the other fields describe. Fields not listed are metadata
+// (torch_dtype, bos_token_id, architectures, ...) or fine details that do not change the counts.
+struct UnmodelledFeature {
+  const char* field;
+  const char* feature;
+  bool (*in_use)(const json& value);
+};
+
+bool more_than_one(const json& value) { return value.is_number() && value.get<double>() > 1; }
+bool is_true(const json& value) { return value.is_boolean() && value.get<bool>(); }
+
+void refuse_unmodelled(const json& config, const std::string& where) {
+  static const UnmodelledFeature features[] = {
+      {"num_local_experts", "a mixture of experts", more_than_one},
+      {"num_experts", "a mixture of experts", more_than_one},
+      {"n_routed_experts", "a mixture of experts", more_than_one},
+      {"moe_num_experts", "a mixture of experts", more_than_one},
+      {"num_experts_per_tok", "a mixture of experts", more_than_one},
+      {"is_encoder_decoder", "an encoder-decoder", is_true},
+      {"add_cross_attention", "cross-attention", is_true},
+      {"parallel_attn", "parallel attention and MLP blocks", is_true},
+      {"use_parallel_residual", "parallel attention and MLP blocks", is_true},
+  };
+  for (const UnmodelledFeature& feature : features)
+    if (config.contains(feature.field) && feature.in_use(config.at(feature.field)))
+      throw InputError(where + ": field '" + feature.field + "' = " + config.at(feature.field).dump() + " makes " +
+                       feature.feature + ", which trainsim does not simulate; accepted: dense decoder-only "
+                       "transformers (llama, mistral, qwen2, gpt2, gpt3)");
+}
+
+// Mistral's sliding window; Qwen2 gives one but uses it only with use_sliding_window.
+long long attention_window(const ConfigReader& reader) {
+  if (!reader.has("sliding_window") || !reader.boolean("use_sliding_window", true))
+    return 0;
+  return reader.integer({"sliding_window"});
+}
+
 } // namespace
 
 ModelSpec parse_model(const std::string& json_text, const std::string& where, const std::string& name,
                       long long vocab_multiple) {
   json config;
   try {
-    config = json::parse(json_text);
+    config = parse_without_duplicate_keys(json_text, where);
   } catch (const json::exception& error) {  // parse errors, and numbers too large for a double
     throw InputError(where + ": not valid JSON (" + std::string(error.what()) + "); accepted: a Hugging Face config.json");
   }
@@ -104,6 +160,7 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
     throw InputError(where + ": the top level is not a JSON object; accepted: a Hugging Face config.json");
   const ConfigReader reader(config, where);
   const Family family = family_of(reader, where);
+  refuse_unmodelled(config, where);
 
   ModelSpec model;
   model.name = name;
@@ -135,6 +192,7 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
     model.attention_dropout = reader.positive_number({"attention_dropout"}, false);
     model.hidden_dropout = reader.positive_number({"hidden_dropout"}, false);
   }
+  model.attention_window = attention_window(reader);
   model.head_dim = reader.integer({"head_dim"}, model.hidden / model.heads);
   if (!reader.has("head_dim") && model.hidden % model.heads != 0)
     throw InputError(where + ": hidden size " + std::to_string(model.hidden) + " is not divisible by " +

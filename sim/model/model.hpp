@@ -18,6 +18,7 @@ struct ModelSpec {
   long long vocab = 0;            // as in the config
   long long padded_vocab = 0;     // padded to the scenario's multiple; what is trained
   long long max_positions = 0;
+  long long attention_window = 0; // sliding-window attention: tokens a query sees; 0: the whole sequence
   bool gated_mlp = false;         // SwiGLU: gate and up projections
   bool rms_norm = false;          // RMSNorm (weight only) instead of LayerNorm (weight and bias)
   bool qkv_bias = false;

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 
 namespace trainsim {
 namespace {
@@ -132,7 +133,9 @@ void validate_workload(const Workload& workload, const std::string& where) {
   std::map<const Program*, std::map<int, std::pair<std::string, std::size_t>>> slot_shape;
   // Collectives must be issued in the same order by every member, or the replay would deadlock.
   std::vector<std::map<int, const CollectiveSequence*>> issued(workload.groups.size());
-  std::map<std::tuple<int, int, int>, long> unmatched;  // (from, to, tag) -> sends minus receives
+  // (from, to, tag) -> the bytes of its sends and of its receives, in program order: the k-th
+  // send meets the k-th receive, as the replay's mailboxes match them.
+  std::map<std::tuple<int, int, int>, std::pair<std::vector<double>, std::vector<double>>> p2p_bytes;
   for (std::size_t rank = 0; rank < ranks; ++rank) {
     const Program* program = workload.programs[rank].get();
     auto found = facts_of.find(program);
@@ -164,9 +167,9 @@ void validate_workload(const Workload& workload, const std::string& where) {
         throw InputError(describe(where, rank, index) + ": peer " + std::to_string(peer) +
                          " is not another rank; accepted: 0 to " + std::to_string(ranks - 1) + ", not itself");
       if (op->kind == OpKind::send)
-        ++unmatched[{me, peer, op->tag}];
+        p2p_bytes[{me, peer, op->tag}].first.push_back(op->bytes);
       else
-        --unmatched[{peer, me, op->tag}];
+        p2p_bytes[{peer, me, op->tag}].second.push_back(op->bytes);
     }
   }
   static const CollectiveSequence none;
@@ -180,17 +183,35 @@ void validate_workload(const Workload& workload, const std::string& where) {
     const CollectiveSequence* first = sequence_of(first_rank);
     for (int rank : workload.groups[g].ranks) {
       const CollectiveSequence* mine = sequence_of(rank);
-      if (mine != first && *mine != *first)
-        throw InputError(where + ": the members of group " + workload.groups[g].name +
-                         " do not issue the same collectives in the same order (rank " + std::to_string(rank) +
-                         " differs from rank " + std::to_string(first_rank) + ")");
+      if (mine == first || *mine == *first)
+        continue;
+      std::size_t k = 0;
+      while (k < mine->size() && k < first->size() && (*mine)[k] == (*first)[k])
+        ++k;
+      const auto issues = [&](const CollectiveSequence& sequence) -> std::string {
+        return k < sequence.size() ? std::string(to_string(sequence[k].first)) + " of " +
+                                         format_double(sequence[k].second) + " bytes"
+                                   : "nothing more";
+      };
+      throw InputError(where + ": the members of group " + workload.groups[g].name +
+                       " do not issue the same collectives in the same order: collective " + std::to_string(k + 1) +
+                       " is " + issues(*first) + " on rank " + std::to_string(first_rank) + " but " + issues(*mine) +
+                       " on rank " + std::to_string(rank));
     }
   }
-  for (const auto& [key, balance] : unmatched)
-    if (balance != 0)
-      throw InputError(where + ": " + std::to_string(std::abs(balance)) + " send(s) from rank " +
-                       std::to_string(std::get<0>(key)) + " to rank " + std::to_string(std::get<1>(key)) + " with tag " +
-                       std::to_string(std::get<2>(key)) + " have no matching recv" + (balance < 0 ? " (or the reverse)" : ""));
+  for (const auto& [key, bytes] : p2p_bytes) {
+    const auto& [sent, received] = bytes;
+    const std::string pair = "rank " + std::to_string(std::get<0>(key)) + " to rank " +
+                             std::to_string(std::get<1>(key)) + " with tag " + std::to_string(std::get<2>(key));
+    if (sent.size() != received.size())
+      throw InputError(where + ": " + std::to_string(sent.size()) + " send(s) from " + pair + " but " +
+                       std::to_string(received.size()) + " recv(s); accepted: one recv for each send");
+    for (std::size_t k = 0; k < sent.size(); ++k)
+      if (sent[k] != received[k])
+        throw InputError(where + ": send " + std::to_string(k + 1) + " from " + pair + " carries " +
+                         format_double(sent[k]) + " bytes but its recv expects " + format_double(received[k]) +
+                         "; accepted: the same bytes on both sides");
+  }
 }
 
 } // namespace trainsim

@@ -2,6 +2,8 @@
 // platform XML (read back with an XML parser).
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <functional>
 #include <map>
 #include <sstream>
@@ -70,11 +72,25 @@ TEST_CASE("every catalog GPU has its peaks, memory and a usable fabric") {
     CHECK((gpu.fabric == "pcie" || gpu.gpu_link > 0));
     CHECK(!gpu.source.empty());
   }
-  // Spot checks against the datasheets: H100 SXM 989 TFLOP/s bf16 dense, 3.35 TB/s; MI300X 192 GB.
+  // Spot checks against the datasheets: H100 SXM 989 TFLOP/s bf16 dense, 3.35 TB/s.
   CHECK(find_gpu("h100-sxm", "t").peak_bf16 == 989e12);
   CHECK(find_gpu("h100-sxm", "t").hbm_bandwidth == 3350e9);
-  CHECK(find_gpu("mi300x", "t").hbm_capacity == 192e9);
   CHECK(find_gpu("a100-80gb", "t").peak_fp8 == 0);
+}
+
+TEST_CASE("catalog capacities are what the devices report, in one unit") {
+  // nvidia-smi's memory total (rocm-smi's for the MI300X), in MiB: a whole number of MiB for every
+  // GPU, not a mix of "80 GiB" and "141e9 bytes".
+  const double mib = 1024.0 * 1024;
+  for (const GpuSpec& gpu : gpu_catalog()) {
+    CAPTURE(gpu.key);
+    CHECK(std::fmod(gpu.hbm_capacity, mib) == 0);
+  }
+  CHECK(find_gpu("a100-80gb", "t").hbm_capacity == 81920 * mib);  // = 80 GiB
+  CHECK(find_gpu("h100-sxm", "t").hbm_capacity == 81559 * mib);   // less than 80 GiB
+  CHECK(find_gpu("h200", "t").hbm_capacity == 143771 * mib);      // 150.76e9 B, not 141e9
+  CHECK(find_gpu("b200", "t").hbm_capacity == 183359 * mib);
+  CHECK(find_gpu("mi300x", "t").hbm_capacity == 205822885888.0);  // rocm-smi: VRAM Total Memory (B)
 }
 
 TEST_CASE("the generated platform has the hosts, links, disks and routes asked for") {

@@ -83,3 +83,54 @@ TEST_CASE("bad model files name the file and the field") {
                     "num_attention_heads": 4, "vocab_size": 10})")
             .find("implausible") != std::string::npos);
 }
+
+namespace {
+
+// A small Llama config with `extra` fields added.
+std::string llama_with(const std::string& extra) {
+  return R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "vocab_size": 100)" +
+         (extra.empty() ? "" : ", " + extra) + "}";
+}
+
+std::string refusal_of(const std::string& json) {
+  try {
+    parse_model(json, "hf.json", "hf", 1);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  FAIL("accepted");
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("a config with fields that change the architecture trainsim simulates is refused") {
+  // Mixtral's fields under model_type llama: 8 experts per layer would be simulated as one dense MLP.
+  const std::string moe = refusal_of(llama_with(R"("num_local_experts": 8, "num_experts_per_tok": 2)"));
+  CHECK(moe.find("hf.json") != std::string::npos);
+  CHECK(moe.find("'num_local_experts' = 8") != std::string::npos);
+  CHECK(moe.find("mixture of experts") != std::string::npos);
+  CHECK(refusal_of(llama_with(R"("is_encoder_decoder": true)")).find("encoder-decoder") != std::string::npos);
+  // One expert is a dense MLP, and metadata changes nothing trainsim counts.
+  CHECK_NOTHROW(parse_model(llama_with(R"("num_local_experts": 1)"), "hf.json", "hf", 1));
+  CHECK_NOTHROW(parse_model(llama_with(R"("torch_dtype": "bfloat16", "bos_token_id": 1, "architectures": ["LlamaForCausalLM"],
+                                          "rope_scaling": {"type": "linear", "factor": 2.0}, "is_encoder_decoder": false)"),
+                            "hf.json", "hf", 1));
+}
+
+TEST_CASE("a key given twice in a model config is refused") {
+  const std::string message = refusal_of(llama_with(R"("hidden_size": 128)"));
+  CHECK(message.find("'hidden_size' is given twice") != std::string::npos);
+  // The same key in two different objects is no repetition.
+  CHECK_NOTHROW(parse_model(llama_with(R"("a": {"factor": 1}, "b": {"factor": 2})"), "hf.json", "hf", 1));
+}
+
+TEST_CASE("a sliding attention window is read unless the config turns it off") {
+  CHECK(parse_model(llama_with(R"("sliding_window": 4096)"), "m.json", "m", 1).attention_window == 4096);
+  CHECK(parse_model(llama_with(R"("sliding_window": null)"), "m.json", "m", 1).attention_window == 0);
+  CHECK(parse_model(llama_with(R"("sliding_window": 4096, "use_sliding_window": false)"), "m.json", "m", 1)
+            .attention_window == 0);
+  for (const ModelSpec& catalog : {model("llama3-8b"), model("gpt3-175b")})
+    CHECK(catalog.attention_window == 0);
+}

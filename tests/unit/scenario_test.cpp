@@ -132,3 +132,101 @@ TEST_CASE("a model named on the command line replaces the file's model") {
   const Scenario by_name = load_scenario(file, {"model.name=llama2-7b"});
   CHECK(by_name.model_file.filename() == "llama2-7b.json");
 }
+
+TEST_CASE("a setting changed where it has no effect is refused, naming what it needs") {
+  const std::string budget = error_of("budget_none.ini", valid, {"memory.activation_budget=40GiB"});
+  CHECK(contains(budget, "memory.activation_budget"));
+  CHECK(contains(budget, "needs memory.recompute = optimal"));
+  const std::string prefetch = error_of("prefetch.ini", valid, {"memory.zero=2", "memory.prefetch_depth=2"});
+  CHECK(contains(prefetch, "memory.prefetch_depth"));
+  CHECK(contains(prefetch, "memory.zero = 3"));
+  const std::string pinned = error_of("pinned.ini", valid, {"memory.pinned_buffer_bytes=64MiB"});
+  CHECK(contains(pinned, "memory.pinned_buffer_bytes"));
+  CHECK(contains(pinned, "nvme"));
+  CHECK(contains(error_of("schedule.ini", valid, {"parallel.schedule=gpipe"}), "parallel.pp > 1"));
+  CHECK(contains(error_of("grad_copy.ini", valid, {"memory.fp32_grad_copy=true"}), "16-bit gradients"));
+  CHECK(contains(error_of("tf32.ini", valid, {"compute.allow_tf32=false"}), "memory.precision = fp32"));
+  CHECK(contains(error_of("sync.ini", valid, {"training.global_batch=8", "comm.grad_sync=every"}),
+                 "gradient accumulation"));
+  const std::string leaf = error_of("leaf.ini", "[model]\nname = tiny-gpt\n[platform]\ngpu = a100-80gb\n"
+                                                "oversubscription = 2\n");
+  CHECK(contains(leaf, "platform.oversubscription"));
+  CHECK(contains(leaf, "fat-tree or rail-optimized"));
+  // Where they apply, they are read; written out at their defaults they change nothing and pass.
+  const auto file = test::write_temp_file("applies.ini", valid);
+  CHECK(load_scenario(file, {"memory.recompute=optimal", "memory.activation_budget=40GiB"}).activation_budget ==
+        40.0 * 1024 * 1024 * 1024);
+  CHECK(load_scenario(file, {"memory.zero=3", "memory.prefetch_depth=2"}).prefetch_depth == 2);
+  CHECK_NOTHROW(load_scenario(file, {"memory.prefetch_depth=1", "memory.activation_budget=auto"}));
+  CHECK(load_scenario(file, {"memory.precision=fp16", "memory.fp32_grad_copy=true"}).fp32_grad_copy);
+  CHECK_NOTHROW(load_scenario(file, {"memory.fp32_grad_copy=no", "compute.allow_tf32=yes"}));
+}
+
+TEST_CASE("a leading UTF-8 byte-order mark is skipped") {
+  const Scenario s = load_scenario(test::write_temp_file("bom.ini", "\xEF\xBB\xBF" + std::string(valid)), {});
+  CHECK(s.dp == 4);
+  CHECK(s.model_file.filename() == "tiny-gpt.json");
+}
+
+TEST_CASE("malformed lines are named by their line number") {
+  // valid has 13 lines; the bad line is the 14th.
+  const std::string no_equals = error_of("noequals.ini", std::string(valid) + "this is not ini\n");
+  CHECK(contains(no_equals, "noequals.ini:14"));
+  CHECK(contains(no_equals, "key = value"));
+  const std::string unclosed = error_of("unclosed.ini", std::string(valid) + "[memory\nzero = 1\n");
+  CHECK(contains(unclosed, "unclosed.ini:14"));
+  CHECK(contains(unclosed, "closing ']'"));
+  CHECK(contains(error_of("twice_line.ini", std::string(valid) + "[parallel]\ndp = 2\n"), "twice_line.ini:15"));
+  CHECK(contains(error_of("empty_section.ini", std::string(valid) + "[ ]\n"), "[model], [platform], [parallel]"));
+}
+
+TEST_CASE("an unknown key suggests the closest keys, not every key") {
+  const std::string message = error_of("closest.ini", std::string(valid) + "[memory]\nzeroo = 1\n");
+  CHECK(contains(message, "closest accepted: memory.zero,"));
+  CHECK_FALSE(contains(message, "training.tokens"));
+  CHECK(contains(error_of("closest_set.ini", valid, {"comm.bucket=1MiB"}), "comm.bucket_size"));
+}
+
+TEST_CASE("model.name is a catalog name, never a path") {
+  const std::string message = error_of("traversal.ini", valid, {"model.name=../../../etc/passwd"});
+  CHECK(contains(message, "model.name"));
+  CHECK(contains(message, "not a path"));
+  CHECK(contains(message, "model.path"));
+  CHECK(contains(error_of("json_name.ini", valid, {"model.name=llama9"}), "no 'llama9' in models/"));
+  CHECK(load_scenario(test::write_temp_file("json_name_ok.ini", valid), {"model.name=llama2-7b.json"})
+            .model_file.filename() == "llama2-7b.json");
+}
+
+TEST_CASE("efficiencies that are not fractions say so, not that a count is expected") {
+  for (const char* bad : {"nan", "inf", "55%"}) {
+    const std::string message = error_of("efficiency.ini", valid, {std::string("compute.matmul_efficiency=") + bad});
+    CHECK(contains(message, "(0, 1]"));
+    CHECK_FALSE(contains(message, "count"));
+  }
+  const std::string ratio = error_of("ratio.ini", "[model]\nname = tiny-gpt\n[platform]\ngpu = a100-80gb\n"
+                                                  "topology = fat-tree\noversubscription = nan\n");
+  CHECK(contains(ratio, "1 (non-blocking) to 64"));
+  CHECK_FALSE(contains(ratio, "count"));
+}
+
+TEST_CASE("byte sizes need their unit and token counts a sane range") {
+  const std::string bucket = error_of("bucket.ini", valid, {"comm.bucket_size=25"});
+  CHECK(contains(bucket, "comm.bucket_size"));
+  CHECK(contains(bucket, "no unit"));
+  CHECK(contains(bucket, "25MiB"));
+  CHECK(load_scenario(test::write_temp_file("bucket_b.ini", valid), {"comm.bucket_size=1000B"}).bucket_bytes == 1000);
+  const std::string tokens = error_of("tokens.ini", valid, {"training.tokens=1e308"});
+  CHECK(contains(tokens, "training.tokens"));
+  CHECK(contains(tokens, "1000T"));
+  CHECK(load_scenario(test::write_temp_file("tokens_ok.ini", valid), {"training.tokens=2T"}).tokens == 2e12);
+}
+
+TEST_CASE("a directory given as the scenario is named as one") {
+  test::write_temp_file("beside.ini", valid);  // so that the folder exists
+  try {
+    load_scenario(test::temp_dir(), {});
+    FAIL("a directory was accepted");
+  } catch (const InputError& error) {
+    CHECK(contains(error.what(), "is a directory"));
+  }
+}

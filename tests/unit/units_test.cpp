@@ -8,7 +8,9 @@ TEST_CASE("byte sizes use SI prefixes for B and binary prefixes for iB") {
   CHECK(parse_bytes("80GiB") == 80.0 * 1024 * 1024 * 1024);
   CHECK(parse_bytes("25MB") == 25e6);
   CHECK(parse_bytes("25MiB") == 25.0 * 1024 * 1024);
-  CHECK(parse_bytes("1048576") == 1048576.0);
+  CHECK(parse_bytes("1048576B") == 1048576.0);
+  // Without a unit a size is ambiguous ("bucket_size = 25" meant as 25 MiB would be 25 bytes).
+  CHECK_THROWS_AS(parse_bytes("1048576"), UnitError);
   CHECK(parse_bytes(" 1.5 KB ") == 1500.0);
 }
 
@@ -39,6 +41,15 @@ TEST_CASE("malformed quantities are rejected with the accepted forms") {
     } catch (const UnitError& error) {
       CHECK(std::string(error.what()).find("accepted") != std::string::npos);
     }
+  }
+}
+
+TEST_CASE("token counts take units and stay within a sane range") {
+  CHECK(parse_tokens("300B") == 300e9);
+  CHECK(parse_tokens("1000T") == 1e15);
+  for (const char* bad : {"0", "1e308", "1001T"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_tokens(bad), UnitError);
   }
 }
 

@@ -50,13 +50,28 @@ TEST_CASE("collectives issued in different orders would deadlock and are refused
   a.add(collective(0, 20));
   b.add(collective(0, 20));
   b.add(collective(0, 10));
-  CHECK(error_of(two_ranks(a, b)).find("same collectives in the same order") != std::string::npos);
+  const std::string message = error_of(two_ranks(a, b));
+  CHECK(message.find("same collectives in the same order") != std::string::npos);
+  // It says where they part: the first collective, 10 bytes on rank 0 and 20 on rank 1.
+  CHECK(message.find("collective 1 is allreduce of 10 bytes on rank 0 but allreduce of 20 bytes on rank 1") !=
+        std::string::npos);
+}
+
+TEST_CASE("a send and its recv that disagree on the bytes are refused") {
+  Program a, b;
+  a.add(p2p(OpKind::send, 1));
+  Op recv = p2p(OpKind::recv, 0);
+  recv.bytes = 12;
+  b.add(recv);
+  const std::string message = error_of(two_ranks(a, b));
+  CHECK(message.find("send 1 from rank 0 to rank 1 with tag 0 carries 10 bytes but its recv expects 12") !=
+        std::string::npos);
 }
 
 TEST_CASE("a send without its recv is refused") {
   Program a, b;
   a.add(p2p(OpKind::send, 1));
-  CHECK(error_of(two_ranks(a, b)).find("no matching recv") != std::string::npos);
+  CHECK(error_of(two_ranks(a, b)).find("1 send(s) from rank 0 to rank 1 with tag 0 but 0 recv(s)") != std::string::npos);
   b.add(p2p(OpKind::recv, 0));
   CHECK_NOTHROW(validate_workload(two_ranks(a, b), "w"));
 }
