@@ -98,6 +98,23 @@ TEST_CASE("SimGrid settings that SimGrid would abort on are input errors, checke
   CHECK_MESSAGE(valid.status == 0, valid.err);
 }
 
+TEST_CASE("a run on a full disk fails with one line and leaves none of its outputs") {
+  const fs::path out = fresh_dir("full_disk_out");
+  // memory.csv's temporary name leads to /dev/full, which refuses every write with ENOSPC, as a
+  // full disk does.
+  fs::create_symlink("/dev/full", out / "memory.csv.tmp");
+  const CliResult result = run_trainsim("full_disk", "run " + tiny + " --out " + out.string());
+  CHECK(result.status == 2);
+  CHECK_MESSAGE(std::count(result.err.begin(), result.err.end(), '\n') == 1, result.err);
+  CHECK(result.err.find("memory.csv: write failed (No space left on device)") != std::string::npos);
+  CHECK(result.out.empty());  // no summary that looks complete
+  // No summary.json without its memory.csv, no report, no temporary left behind.
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(out))
+    left.push_back(entry.path().filename().string());
+  CHECK_MESSAGE(left.empty(), left.front());
+}
+
 TEST_CASE("an unknown command or option") {
   expect_input_error("bad_command", "frobnicate", {"unknown command 'frobnicate'"});
   expect_input_error("bad_option", "run " + tiny + " --colour blue", {"--colour"});
