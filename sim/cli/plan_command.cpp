@@ -239,7 +239,7 @@ int plan_command(const std::vector<std::string>& arguments) {
            "," + std::to_string(c.pp) + "," + std::to_string(c.vpp) + "," + std::to_string(c.cp) + "," +
            std::to_string(c.micro_batch) + "," + std::to_string(c.zero) + "," + c.recompute + "," + c.offload + "," +
            format_double(row.tokens_per_s) + "," + format_double(row.step_time_s) + "," + format_double(row.mfu) + "," +
-           format_double(row.peak_bytes) + "," + format_double(row.capacity_bytes - row.peak_bytes) + "," +
+           csv_byte_count(row.peak_bytes) + "," + csv_byte_count(row.capacity_bytes - row.peak_bytes) + "," +
            format_double(to_train) + "," + format_double(gpu_hours) + "," + csv_field(row.bottleneck) + "\n";
     plan.push_back({{"rank", place + 1}, {"gpus", c.gpus}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"vpp", c.vpp},
                     {"cp", c.cp}, {"micro_batch", c.micro_batch}, {"zero", c.zero}, {"recompute", c.recompute},

@@ -125,6 +125,15 @@ bool is_known_key(const std::string& key) {
   return false;
 }
 
+} // namespace
+
+void require_scenario_key(const std::string& key, const std::string& where) {
+  if (!is_known_key(key))
+    throw InputError(where + ": unknown key '" + key + "'; accepted: " + accepted_keys());
+}
+
+namespace {
+
 class ValueReader {
 public:
   explicit ValueReader(std::map<std::string, RawValue> values) : values_(std::move(values)) {}
@@ -202,8 +211,7 @@ std::map<std::string, RawValue> read_values(const std::string& text, const fs::p
   for (const auto& option : parsed.options) {
     const int line = line_of_key(text, option.string_key);
     const std::string where = file.string() + ":" + std::to_string(line);
-    if (option.unregistered || !is_known_key(option.string_key))
-      throw InputError(where + ": unknown key '" + option.string_key + "'; accepted: " + accepted_keys());
+    require_scenario_key(option.string_key, where);  // also what parse_config_file left unregistered
     if (values.count(option.string_key))
       throw InputError(where + ": '" + option.string_key + "' is set twice");
     values[option.string_key] = {option.value.empty() ? "" : trim(option.value.front()), where};
@@ -213,8 +221,7 @@ std::map<std::string, RawValue> read_values(const std::string& text, const fs::p
     const std::string key = trim(assignment.substr(0, equals));
     if (equals == std::string::npos || key.find('.') == std::string::npos)
       throw InputError("--set " + assignment + ": expected section.key=value, e.g. --set parallel.dp=8");
-    if (!is_known_key(key))
-      throw InputError("--set " + assignment + ": unknown key '" + key + "'; accepted: " + accepted_keys());
+    require_scenario_key(key, "--set " + assignment);
     values[key] = {trim(assignment.substr(equals + 1)), "--set " + assignment};
     // Naming a model on the command line replaces the file's model, whichever way the file named it;
     // likewise a platform file replaces a described cluster and a GPU a platform file.
