@@ -262,10 +262,12 @@ int plan_command(const std::vector<std::string>& arguments) {
     if (rows[i].status != "ok")
       std::cout << "  not simulated: " << choices[i].chosen.layout_label() << " (" << rows[i].status << ": "
                 << rows[i].reason << ")\n";
-  write_file_atomically(out_dir / "sweep.svg", sweep_svg(rows));
-  write_file_atomically(out_dir / "sweep.html", sweep_html("plan for " + request.model.name, rows));
-  write_file_atomically(out_dir / "plan.csv", csv);
-  write_file_atomically(out_dir / "plan.json", plan.dump(2) + "\n");
+  OutputSet outputs(out_dir, {"sweep.svg", "sweep.html", "plan.csv", "plan.json"});
+  outputs.write("sweep.svg", sweep_svg(rows));
+  outputs.write("sweep.html", sweep_html("plan for " + request.model.name, rows));
+  outputs.write("plan.csv", csv);
+  outputs.write("plan.json", plan.dump(2) + "\n");
+  outputs.commit();
   std::cout << "  outputs          " << (out_dir / "plan.csv").string() << ", " << (out_dir / "plan.json").string() << ", "
             << (out_dir / "sweep.svg").string() << ", " << (out_dir / "sweep.html").string() << '\n';
   return 0;

@@ -315,7 +315,10 @@ void run_workers(const std::string& scenario, const std::vector<std::string>& fi
         Worker worker;
         worker.config = todo[next++];
         worker.dir = scratch.path() / std::to_string(worker.config.index);
-        fs::create_directories(worker.dir);
+        std::error_code error;
+        if (!fs::create_directories(worker.dir, error) && error)
+          throw InputError(worker.dir.string() + ": cannot create a worker's scratch folder (" + error.message() +
+                           "; set TMPDIR to a folder with room)");
         std::vector<std::string> command = {self, "run", scenario, "--out", (worker.dir / "out").string(),
                                             "--no-report", "--log-level", "error"};
         for (const std::string& setting : fixed)
