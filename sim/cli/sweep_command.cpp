@@ -398,9 +398,13 @@ int sweep_command(const std::vector<std::string>& arguments) {
                                            : fs::path(options.out);
   const fs::path jsonl = jsonl_beside(csv);
 
+  // A key no configuration can have would make every row invalid: refused once, here.
   const std::vector<std::string> keys = keys_of(variations);
   for (const std::string& key : keys)
     require_scenario_key(key, "--vary " + key);
+  for (const std::string& assignment : options.overrides)
+    if (assignment.find('=') != std::string::npos)
+      require_scenario_key(trim(assignment.substr(0, assignment.find('='))), "--set " + assignment);
   std::vector<SweepConfig> configs = expand(variations);
 
   std::vector<SweepRow> rows;

@@ -219,6 +219,12 @@ TEST_CASE("a varied key that is not a scenario key is refused before anything ru
   CHECK_MESSAGE(std::count(result.err.begin(), result.err.end(), '\n') == 1, result.err);
   CHECK(result.err.rfind("trainsim: error: --vary parallel.foo: unknown key 'parallel.foo'", 0) == 0);
   CHECK_FALSE(fs::exists(result.dir / "out"));
+  // A fixed --set of an unknown key likewise.
+  const CliResult fixed =
+      run_trainsim("sweep_unknown_fixed_key", "sweep " + tiny + " --vary parallel.dp=2,4 --set memory.foo=1 -o out/s.csv");
+  CHECK(fixed.status == 2);
+  CHECK(fixed.err.rfind("trainsim: error: --set memory.foo=1: unknown key 'memory.foo'", 0) == 0);
+  CHECK_FALSE(fs::exists(fixed.dir / "out"));
 }
 
 TEST_CASE("resuming with other --vary values is refused and leaves the results as they were") {
