@@ -78,14 +78,17 @@ pid_t spawn(const std::vector<std::string>& arguments, const fs::path& err_file)
 
 // The workers' output folders, in $TMPDIR. The folder is locked while its sweep lives, so that
 // the folders of sweeps killed before they could remove theirs are told apart from those of
-// running sweeps, and removed by the next sweep.
+// running sweeps, and removed by the next sweep. (The name differs from the unlocked
+// trainsim-sweep-* folders of earlier versions, which a running sweep may still be using.)
+constexpr const char* scratch_prefix = "trainsim-workers-";
+
 class ScratchFolder {
 public:
   ScratchFolder() {
     const fs::path temporary = fs::temp_directory_path();
     remove_stale(temporary);
     // Created under a name the cleaning skips and renamed once locked: never seen unlocked.
-    std::string pattern = (temporary / ".trainsim-sweep-XXXXXX").string();
+    std::string pattern = (temporary / ("." + std::string(scratch_prefix) + "XXXXXX")).string();
     if (!::mkdtemp(pattern.data()))
       throw InputError(temporary.string() + ": cannot create a scratch folder for the workers (" +
                        std::strerror(errno) + "; set TMPDIR to a writable folder)");
@@ -114,7 +117,7 @@ private:
   static void remove_stale(const fs::path& temporary) {
     std::error_code error;
     for (const fs::directory_entry& entry : fs::directory_iterator(temporary, error)) {
-      if (entry.path().filename().string().rfind("trainsim-sweep-", 0) != 0 || !entry.is_directory(error))
+      if (entry.path().filename().string().rfind(scratch_prefix, 0) != 0 || !entry.is_directory(error))
         continue;
       const int fd = ::open(entry.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (fd < 0)

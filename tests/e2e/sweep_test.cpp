@@ -74,7 +74,7 @@ int processes_mentioning(const std::string& text) {
 std::vector<fs::path> scratch_folders(const fs::path& tmp) {
   std::vector<fs::path> found;
   for (const auto& entry : fs::directory_iterator(tmp))
-    if (entry.path().filename().string().find("trainsim-sweep-") != std::string::npos)
+    if (entry.path().filename().string().find("trainsim-") != std::string::npos)
       found.push_back(entry.path());
   return found;
 }
