@@ -240,10 +240,17 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
   metrics.resources.insert(metrics.resources.end(), outcome.resources.begin(), outcome.resources.end());
   std::sort(metrics.resources.begin(), metrics.resources.end(),
             [](const ResourceUse& a, const ResourceUse& b) { return a.kind < b.kind; });
-  // Files first: a run whose outputs cannot be written prints no summary that looks complete.
-  write_run_outputs(out, summary_json(metrics, workload, gpus, run), memory_csv(metrics));
-  std::string written = (out / "summary.json").string() + ", " + (out / "memory.csv").string();
-  const auto written_also = [&](const char* file) { written += ", " + (out / file).string(); };
+  // Files first, all or none: a run whose outputs cannot be written prints no summary that looks
+  // complete and leaves no file of its own.
+  OutputSet outputs(out, {"summary.json", "memory.csv", "report.html", "trace.json", "memory.svg", "pipeline.svg",
+                          "breakdown.svg"});
+  std::vector<std::string> written;
+  const auto write = [&](const std::string& name, const std::string& content) {
+    outputs.write(name, content);
+    written.push_back((out / name).string());
+  };
+  write("summary.json", summary_json(metrics, workload, gpus, run).dump(2) + "\n");
+  write("memory.csv", memory_csv(metrics));
   if (!options.no_report) {
     ReportPage page;
     page.title = run.name;
@@ -252,16 +259,18 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
     page.memory_svg = memory_svg(metrics, shown, gpus, run.coords);
     page.pipeline_svg = pipeline_svg(workload, spans, metrics, run.coords);
     page.breakdown_svg = breakdown_svg(metrics);
-    write_file_atomically(out / "trace.json", chrome_trace(workload, gpus, run.coords, spans, metrics));
-    write_file_atomically(out / "memory.svg", page.memory_svg);
-    write_file_atomically(out / "pipeline.svg", page.pipeline_svg);
-    write_file_atomically(out / "breakdown.svg", page.breakdown_svg);
-    write_file_atomically(out / "report.html", report_html(page));
-    for (const char* file : {"report.html", "trace.json", "memory.svg", "pipeline.svg", "breakdown.svg"})
-      written_also(file);
+    write("report.html", report_html(page));
+    write("trace.json", chrome_trace(workload, gpus, run.coords, spans, metrics));
+    write("memory.svg", page.memory_svg);
+    write("pipeline.svg", page.pipeline_svg);
+    write("breakdown.svg", page.breakdown_svg);
   }
+  outputs.commit();
   print_summary(std::cout, metrics, workload, gpus, run);
-  std::cout << "  outputs          " << written << '\n';
+  std::string listed;
+  for (const std::string& file : written)
+    listed += (listed.empty() ? "" : ", ") + file;
+  std::cout << "  outputs          " << listed << '\n';
   return 0;
 }
 

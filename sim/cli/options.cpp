@@ -68,6 +68,7 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
     return false;
   }
   configure_logging(common.log_level);
+  check_simulation_options(common.simulation);
   return true;
 }
 

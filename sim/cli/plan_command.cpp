@@ -241,7 +241,7 @@ int plan_command(const std::vector<std::string>& arguments) {
            "," + std::to_string(c.pp) + "," + std::to_string(c.vpp) + "," + std::to_string(c.cp) + "," +
            std::to_string(c.micro_batch) + "," + std::to_string(c.zero) + "," + c.recompute + "," + c.offload + "," +
            format_double(row.tokens_per_s) + "," + format_double(row.step_time_s) + "," + format_double(row.mfu) + "," +
-           format_double(row.peak_bytes) + "," + format_double(row.capacity_bytes - row.peak_bytes) + "," +
+           csv_byte_count(row.peak_bytes) + "," + csv_byte_count(row.capacity_bytes - row.peak_bytes) + "," +
            format_double(to_train) + "," + format_double(gpu_hours) + "," + csv_field(row.bottleneck) + "\n";
     plan.push_back({{"rank", place + 1}, {"gpus", c.gpus}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"vpp", c.vpp},
                     {"cp", c.cp}, {"micro_batch", c.micro_batch}, {"zero", c.zero}, {"recompute", c.recompute},
@@ -264,10 +264,12 @@ int plan_command(const std::vector<std::string>& arguments) {
     if (rows[i].status != "ok")
       std::cout << "  not simulated: " << choices[i].chosen.layout_label() << " (" << rows[i].status << ": "
                 << rows[i].reason << ")\n";
-  write_file_atomically(out_dir / "sweep.svg", sweep_svg(rows));
-  write_file_atomically(out_dir / "sweep.html", sweep_html("plan for " + request.model.name, rows));
-  write_file_atomically(out_dir / "plan.csv", csv);
-  write_file_atomically(out_dir / "plan.json", plan.dump(2) + "\n");
+  OutputSet outputs(out_dir, {"sweep.svg", "sweep.html", "plan.csv", "plan.json"});
+  outputs.write("sweep.svg", sweep_svg(rows));
+  outputs.write("sweep.html", sweep_html("plan for " + request.model.name, rows));
+  outputs.write("plan.csv", csv);
+  outputs.write("plan.json", plan.dump(2) + "\n");
+  outputs.commit();
   std::cout << "  outputs          " << (out_dir / "plan.csv").string() << ", " << (out_dir / "plan.json").string() << ", "
             << (out_dir / "sweep.svg").string() << ", " << (out_dir / "sweep.html").string() << '\n';
   return 0;

@@ -1,10 +1,12 @@
 // trainsim sweep: each configuration in its own worker process (SimGrid holds one simulation
 // per process), -j at a time; a row appended to the CSV and JSON-lines files as each finishes.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -12,6 +14,8 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +26,7 @@
 #include "common/files.hpp"
 #include "report/sweep_views.hpp"
 #include "common/text.hpp"
+#include "config/scenario.hpp"
 #include "sweep/sweep.hpp"
 
 namespace po = boost::program_options;
@@ -48,10 +53,15 @@ std::string self_executable() {
 }
 
 pid_t spawn(const std::vector<std::string>& arguments, const fs::path& err_file) {
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0)
     throw std::runtime_error("fork failed");
   if (pid == 0) {
+    // A worker dies with the sweep, however the sweep ends (SIGKILL included).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent)
+      ::_exit(127);
     const int null = ::open("/dev/null", O_WRONLY);
     const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(null, STDOUT_FILENO);
@@ -65,6 +75,101 @@ pid_t spawn(const std::vector<std::string>& arguments, const fs::path& err_file)
   }
   return pid;
 }
+
+// The workers' output folders, in $TMPDIR. The folder is locked while its sweep lives, so that
+// the folders of sweeps killed before they could remove theirs are told apart from those of
+// running sweeps, and removed by the next sweep. (The name differs from the unlocked
+// trainsim-sweep-* folders of earlier versions, which a running sweep may still be using.)
+constexpr const char* scratch_prefix = "trainsim-workers-";
+
+class ScratchFolder {
+public:
+  ScratchFolder() {
+    const fs::path temporary = fs::temp_directory_path();
+    remove_stale(temporary);
+    // Created under a name the cleaning skips and renamed once locked: never seen unlocked.
+    std::string pattern = (temporary / ("." + std::string(scratch_prefix) + "XXXXXX")).string();
+    if (!::mkdtemp(pattern.data()))
+      throw InputError(temporary.string() + ": cannot create a scratch folder for the workers (" +
+                       std::strerror(errno) + "; set TMPDIR to a writable folder)");
+    lock_ = ::open(pattern.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    path_ = temporary / fs::path(pattern).filename().string().substr(1);
+    if (lock_ < 0 || ::flock(lock_, LOCK_EX | LOCK_NB) != 0 || ::rename(pattern.c_str(), path_.c_str()) != 0) {
+      const std::string why = std::strerror(errno);
+      if (lock_ >= 0)
+        ::close(lock_);
+      std::error_code ignored;
+      fs::remove_all(pattern, ignored);
+      throw std::runtime_error("cannot lock the scratch folder " + pattern + ": " + why);
+    }
+  }
+  ~ScratchFolder() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+    ::close(lock_);
+  }
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+
+  const fs::path& path() const { return path_; }
+
+private:
+  static void remove_stale(const fs::path& temporary) {
+    std::error_code error;
+    for (const fs::directory_entry& entry : fs::directory_iterator(temporary, error)) {
+      if (entry.path().filename().string().rfind(scratch_prefix, 0) != 0 || !entry.is_directory(error))
+        continue;
+      const int fd = ::open(entry.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0)
+        continue;  // another user's
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0)
+        fs::remove_all(entry.path(), error);
+      ::close(fd);
+    }
+  }
+
+  fs::path path_;
+  int lock_ = -1;
+};
+
+// SIGINT, SIGTERM and SIGHUP stop the sweep between two polls, so that it can end its workers
+// and remove its scratch folder before it dies of the signal.
+volatile std::sig_atomic_t stop_signal = 0;
+
+class StopSignals {
+public:
+  StopSignals() {
+    struct sigaction action {};
+    action.sa_handler = [](int signal) { stop_signal = signal; };
+    sigemptyset(&action.sa_mask);
+    for (std::size_t i = 0; i < signals_.size(); ++i) {
+      ::sigaction(signals_[i], nullptr, &previous_[i]);
+      if (previous_[i].sa_handler != SIG_IGN)  // nohup's SIGHUP stays ignored
+        ::sigaction(signals_[i], &action, nullptr);
+    }
+  }
+  ~StopSignals() {
+    for (std::size_t i = 0; i < signals_.size(); ++i)
+      ::sigaction(signals_[i], &previous_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+private:
+  const std::array<int, 3> signals_ = {SIGINT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 3> previous_{};
+};
+
+// The workers in flight; whatever ends the sweep early (a signal, a full disk) ends them too.
+struct RunningWorkers {
+  std::map<pid_t, Worker> by_pid;
+  ~RunningWorkers() {
+    for (const auto& [pid, worker] : by_pid)
+      ::kill(pid, SIGKILL);
+    for (const auto& [pid, worker] : by_pid)
+      ::waitpid(pid, nullptr, 0);
+  }
+};
 
 // The line a failed worker left: trainsim's "error: ..." line, else its last line.
 std::string reason_from(const fs::path& err_file) {
@@ -175,6 +280,11 @@ int merge(const std::vector<std::string>& arguments) {
   std::map<std::size_t, SweepRow> by_index;
   for (const std::string& input : inputs)
     for (SweepRow& row : read_rows(input)) {
+      const SweepRow& first = by_index.empty() ? row : by_index.begin()->second;
+      if (keys_of(row.settings) != keys_of(first.settings))
+        throw InputError(input + ": configuration " + std::to_string(row.index) + " varies other keys than configuration " +
+                         std::to_string(first.index) + " ('" + row.label() + "', '" + first.label() +
+                         "'); the shards come from different sweeps");
       const auto [it, fresh] = by_index.emplace(row.index, row);
       if (!fresh && it->second.label() != row.label())
         throw InputError(input + ": configuration " + std::to_string(row.index) + " is '" + row.label() +
@@ -183,7 +293,8 @@ int merge(const std::vector<std::string>& arguments) {
   std::vector<SweepRow> rows;
   for (auto& [index, row] : by_index)
     rows.push_back(std::move(row));
-  write_rows(options.out, jsonl_beside(options.out), rows);
+  write_rows(options.out, jsonl_beside(options.out), rows.empty() ? std::vector<std::string>{} : keys_of(rows.front().settings),
+             rows);
   std::cout << "trainsim: merged " << rows.size() << " configurations from " << inputs.size() << " file(s) into "
             << options.out << " and " << jsonl_beside(options.out).string() << '\n';
   return 0;
@@ -194,52 +305,58 @@ int merge(const std::vector<std::string>& arguments) {
 void run_workers(const std::string& scenario, const std::vector<std::string>& fixed, const std::vector<SweepConfig>& todo,
                  int jobs, double timeout, const SimulationOptions& simulation,
                  const std::function<void(SweepRow)>& on_row) {
-  char scratch_template[] = "/tmp/trainsim-sweep-XXXXXX";
-  const char* scratch = ::mkdtemp(scratch_template);
-  if (!scratch)
-    throw std::runtime_error("cannot create a scratch directory in /tmp");
-  const std::string self = self_executable();
-  std::map<pid_t, Worker> running;
-  std::size_t next = 0;
-  while (next < todo.size() || !running.empty()) {
-    while (next < todo.size() && running.size() < static_cast<std::size_t>(jobs)) {
-      Worker worker;
-      worker.config = todo[next++];
-      worker.dir = fs::path(scratch) / std::to_string(worker.config.index);
-      fs::create_directories(worker.dir);
-      std::vector<std::string> command = {self, "run", scenario, "--out", (worker.dir / "out").string(), "--no-report",
-                                          "--log-level", "error"};
-      for (const std::string& setting : fixed)
-        command.insert(command.end(), {"--set", setting});
-      for (const auto& [key, value] : worker.config.settings)
-        command.insert(command.end(), {"--set", key + "=" + value});
-      for (const std::string& setting : simulation.sg_cfg)
-        command.insert(command.end(), {"--sg-cfg", setting});
-      worker.started = Clock::now();
-      worker.pid = spawn(command, worker.dir / "stderr.txt");
-      running.emplace(worker.pid, std::move(worker));
+  {
+    // Destroyed in reverse order: workers ended, then the scratch folder removed, then the
+    // signals restored.
+    const StopSignals signals;
+    const ScratchFolder scratch;
+    RunningWorkers running;
+    const std::string self = self_executable();
+    std::size_t next = 0;
+    while ((next < todo.size() || !running.by_pid.empty()) && !stop_signal) {
+      while (next < todo.size() && running.by_pid.size() < static_cast<std::size_t>(jobs)) {
+        Worker worker;
+        worker.config = todo[next++];
+        worker.dir = scratch.path() / std::to_string(worker.config.index);
+        std::error_code error;
+        if (!fs::create_directories(worker.dir, error) && error)
+          throw InputError(worker.dir.string() + ": cannot create a worker's scratch folder (" + error.message() +
+                           "; set TMPDIR to a folder with room)");
+        std::vector<std::string> command = {self, "run", scenario, "--out", (worker.dir / "out").string(),
+                                            "--no-report", "--log-level", "error"};
+        for (const std::string& setting : fixed)
+          command.insert(command.end(), {"--set", setting});
+        for (const auto& [key, value] : worker.config.settings)
+          command.insert(command.end(), {"--set", key + "=" + value});
+        for (const std::string& setting : simulation.sg_cfg)
+          command.insert(command.end(), {"--sg-cfg", setting});
+        worker.started = Clock::now();
+        worker.pid = spawn(command, worker.dir / "stderr.txt");
+        running.by_pid.emplace(worker.pid, std::move(worker));
+      }
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) {
+        if (timeout > 0)
+          for (auto& [id, worker] : running.by_pid)
+            if (!worker.timed_out && std::chrono::duration<double>(Clock::now() - worker.started).count() > timeout) {
+              worker.timed_out = true;
+              ::kill(id, SIGKILL);
+            }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      const auto it = running.by_pid.find(pid);
+      if (it == running.by_pid.end())
+        continue;
+      const Worker worker = std::move(it->second);
+      running.by_pid.erase(it);
+      if (!stop_signal)  // a Ctrl-C reaches the workers too: they did not fail
+        on_row(finish(worker, status));
     }
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) {
-      if (timeout > 0)
-        for (auto& [id, worker] : running)
-          if (!worker.timed_out && std::chrono::duration<double>(Clock::now() - worker.started).count() > timeout) {
-            worker.timed_out = true;
-            ::kill(id, SIGKILL);
-          }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      continue;
-    }
-    const auto it = running.find(pid);
-    if (it == running.end())
-      continue;
-    SweepRow row = finish(it->second, status);
-    running.erase(it);
-    on_row(std::move(row));
   }
-  std::error_code ignored;
-  fs::remove_all(scratch, ignored);
+  if (stop_signal)
+    std::raise(stop_signal);  // the default action again: the sweep ends as the signal asked
 }
 
 int sweep_command(const std::vector<std::string>& arguments) {
@@ -284,28 +401,37 @@ int sweep_command(const std::vector<std::string>& arguments) {
                                            : fs::path(options.out);
   const fs::path jsonl = jsonl_beside(csv);
 
+  // A key no configuration can have would make every row invalid: refused once, here.
+  const std::vector<std::string> keys = keys_of(variations);
+  for (const std::string& key : keys)
+    require_scenario_key(key, "--vary " + key);
+  for (const std::string& assignment : options.overrides)
+    if (assignment.find('=') != std::string::npos)
+      require_scenario_key(trim(assignment.substr(0, assignment.find('='))), "--set " + assignment);
+  std::vector<SweepConfig> configs = expand(variations);
+
   std::vector<SweepRow> rows;
-  std::set<std::string> done;
   if (fs::exists(jsonl) || fs::exists(csv)) {
     if (!resume)
       throw InputError(csv.string() + ": results already exist; --resume continues that sweep, or choose another --out");
     if (fs::exists(jsonl))
-      rows = read_rows(jsonl);
-    for (const SweepRow& row : rows)
-      done.insert(row.label());
+      rows = rows_to_keep(read_rows(jsonl), configs, jsonl.string());
   }
+  std::set<std::size_t> done;
+  for (const SweepRow& row : rows)
+    done.insert(row.index);
   std::vector<SweepConfig> todo;
   std::size_t in_shard = 0;
-  for (SweepConfig& config : expand(variations)) {
+  for (SweepConfig& config : configs) {
     if (!shard.holds(config.index))
       continue;
     ++in_shard;
-    if (!done.count(config.label()))
+    if (!done.count(config.index))
       todo.push_back(std::move(config));
   }
   fs::create_directories(csv.parent_path().empty() ? fs::path(".") : csv.parent_path());
   // Rows go to disk as soon as they exist: a killed sweep keeps every finished configuration.
-  write_rows(csv, jsonl, rows);
+  write_rows(csv, jsonl, keys, rows);
   std::ofstream csv_out(csv, std::ios::app), jsonl_out(jsonl, std::ios::app);
   if (!csv_out || !jsonl_out)
     throw InputError(csv.string() + ": cannot write the results");
@@ -315,8 +441,7 @@ int sweep_command(const std::vector<std::string>& arguments) {
   Progress progress(todo.size());
   std::size_t finished = 0, unsuccessful = 0;
   run_workers(scenario, options.overrides, todo, jobs, timeout, options.simulation, [&](SweepRow row) {
-    csv_out << csv_line(row) << std::flush;
-    jsonl_out << to_json(row).dump() << '\n' << std::flush;
+    append_row(csv_out, csv, jsonl_out, jsonl, row);
     unsuccessful += row.status != "ok";
     rows.push_back(std::move(row));
     progress.update(++finished, unsuccessful);
@@ -324,7 +449,7 @@ int sweep_command(const std::vector<std::string>& arguments) {
   csv_out.close();
   jsonl_out.close();
   // Complete: the same rows, sorted, so that a sweep's files do not depend on finishing order.
-  write_rows(csv, jsonl, rows);
+  write_rows(csv, jsonl, keys, rows);
   std::sort(rows.begin(), rows.end(), [](const SweepRow& a, const SweepRow& b) { return a.index < b.index; });
   fs::path svg = csv, html = csv;
   write_file_atomically(svg.replace_extension(".svg"), sweep_svg(rows));

@@ -1,25 +1,92 @@
 #include "common/files.hpp"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "common/error.hpp"
 
-namespace trainsim {
+namespace fs = std::filesystem;
 
-void write_file_atomically(const std::filesystem::path& path, const std::string& content) {
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw InputError(path.string() + ": cannot write (check that the output directory is writable)");
-    out << content;
-    if (!out.flush())
-      throw InputError(path.string() + ": write failed");
+namespace trainsim {
+namespace {
+
+fs::path temporary_of(const fs::path& path) { return path.string() + ".tmp"; }
+
+// Writes `content` to `temporary`; on failure removes it and throws InputError naming `path`.
+void write_temporary(const fs::path& temporary, const fs::path& path, const std::string& content) {
+  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+  if (!out)
+    throw InputError(path.string() + ": cannot write (" + std::strerror(errno) +
+                     "; check that the output directory is writable)");
+  out << content;
+  out.flush();
+  out.close();  // the last buffered bytes reach the disk here: a full disk shows now or never
+  if (out.fail()) {
+    const std::string why = std::strerror(errno);
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+    throw InputError(path.string() + ": write failed (" + why + ")");
   }
+}
+
+} // namespace
+
+void write_file_atomically(const fs::path& path, const std::string& content) {
+  const fs::path temporary = temporary_of(path);
+  write_temporary(temporary, path, content);
   std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error)
+  fs::rename(temporary, path, error);
+  if (error) {
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
     throw InputError(path.string() + ": cannot move the finished file into place: " + error.message());
+  }
+}
+
+OutputSet::OutputSet(fs::path directory, std::vector<std::string> known)
+    : directory_(std::move(directory)), known_(std::move(known)) {}
+
+OutputSet::~OutputSet() {
+  if (committed_)
+    return;
+  std::error_code ignored;
+  for (const std::string& name : written_)
+    fs::remove(temporary_of(directory_ / name), ignored);
+}
+
+void OutputSet::write(const std::string& name, const std::string& content) {
+  if (std::find(known_.begin(), known_.end(), name) == known_.end())
+    throw std::logic_error("OutputSet: " + name + " is not one of the known outputs");
+  written_.push_back(name);
+  write_temporary(temporary_of(directory_ / name), directory_ / name, content);
+}
+
+void OutputSet::remove_known() {
+  std::error_code ignored;
+  for (const std::string& name : known_) {
+    fs::remove(directory_ / name, ignored);
+    fs::remove(temporary_of(directory_ / name), ignored);
+  }
+}
+
+void OutputSet::commit() {
+  committed_ = true;
+  for (const std::string& name : known_) {
+    const fs::path path = directory_ / name;
+    std::error_code error;
+    if (std::find(written_.begin(), written_.end(), name) != written_.end())
+      fs::rename(temporary_of(path), path, error);
+    else
+      fs::remove(path, error);
+    if (error) {
+      const std::string what = fs::exists(temporary_of(path)) ? "move the finished file into place"
+                                                               : "remove the previous run's file";
+      remove_known();
+      throw InputError(path.string() + ": cannot " + what + ": " + error.message());
+    }
+  }
 }
 
 } // namespace trainsim

@@ -1,11 +1,38 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace trainsim {
 
 // Writes to a temporary file beside `path`, then renames it into place, so that an
-// interrupted run never leaves a file that looks complete. Throws InputError on failure.
+// interrupted run never leaves a file that looks complete. Throws InputError on failure
+// (a full disk included), leaving neither the file nor its temporary.
 void write_file_atomically(const std::filesystem::path& path, const std::string& content);
+
+// The files one command leaves in a directory, all from this run or none: each is written under
+// a temporary name beside its place; commit() moves them all into place and removes the files of
+// `known` that this run did not write (a previous run's report beside a --no-report summary).
+// Destroyed without a commit (an error on the way), it removes what it wrote.
+class OutputSet {
+public:
+  OutputSet(std::filesystem::path directory, std::vector<std::string> known);
+  ~OutputSet();
+  OutputSet(const OutputSet&) = delete;
+  OutputSet& operator=(const OutputSet&) = delete;
+
+  // `name` must be one of the known names. Throws InputError when it cannot be written.
+  void write(const std::string& name, const std::string& content);
+  // Throws InputError, leaving none of the known files, when a file cannot be moved into place.
+  void commit();
+
+private:
+  void remove_known();
+
+  std::filesystem::path directory_;
+  std::vector<std::string> known_;
+  std::vector<std::string> written_;
+  bool committed_ = false;
+};
 
 } // namespace trainsim

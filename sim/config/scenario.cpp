@@ -131,6 +131,15 @@ bool is_known_key(const std::string& key) {
   return false;
 }
 
+} // namespace
+
+void require_scenario_key(const std::string& key, const std::string& where) {
+  if (!is_known_key(key))
+    throw InputError(where + ": " + unknown_key(key));
+}
+
+namespace {
+
 class ValueReader {
 public:
   explicit ValueReader(std::map<std::string, RawValue> values) : values_(std::move(values)) {}
@@ -268,8 +277,7 @@ std::map<std::string, RawValue> read_values(const std::string& text, const fs::p
   std::map<std::string, RawValue> values;
   for (const IniLine& line : read_ini(text, file)) {
     const std::string where = file.string() + ":" + std::to_string(line.line);
-    if (!is_known_key(line.key))
-      throw InputError(where + ": " + unknown_key(line.key));
+    require_scenario_key(line.key, where);
     if (values.count(line.key))
       throw InputError(where + ": '" + line.key + "' is set twice (first at " + values.at(line.key).where + ")");
     values[line.key] = {line.value, where};
@@ -279,8 +287,7 @@ std::map<std::string, RawValue> read_values(const std::string& text, const fs::p
     const std::string key = trim(assignment.substr(0, equals));
     if (equals == std::string::npos || key.find('.') == std::string::npos)
       throw InputError("--set " + assignment + ": expected section.key=value, e.g. --set parallel.dp=8");
-    if (!is_known_key(key))
-      throw InputError("--set " + assignment + ": " + unknown_key(key));
+    require_scenario_key(key, "--set " + assignment);
     values[key] = {trim(assignment.substr(equals + 1)), "--set " + assignment};
     // Naming a model on the command line replaces the file's model, whichever way the file named it;
     // likewise a platform file replaces a described cluster and a GPU a platform file.

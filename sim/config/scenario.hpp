@@ -98,6 +98,9 @@ const boost::program_options::options_description& scenario_options();
 // The same list as people read it: "[section] key = default   meaning".
 void print_scenario_keys(std::ostream& out);
 
+// InputError "WHERE: unknown key 'KEY'; accepted: ..." unless `key` is a scenario key.
+void require_scenario_key(const std::string& key, const std::string& where);
+
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides);
 // The same from the file's text; `file` names it in errors and anchors relative paths.
 Scenario parse_scenario(const std::string& text, const std::filesystem::path& file,

@@ -1,10 +1,17 @@
 #include "platform/platform_loader.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <map>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <simgrid/s4u.hpp>
+#include <xbt/log.h>
 #include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
@@ -15,12 +22,19 @@ namespace sg4 = simgrid::s4u;
 
 namespace trainsim {
 
-struct SimulationContext::Impl {
-  std::vector<std::string> arguments;
-  std::vector<char*> argv;
-  int argc = 0;
+namespace {
+
+// The process's engine and the argc/argv it was given, which it may keep pointers into.
+struct StartedEngine {
+  std::string program = "trainsim";
+  std::vector<char*> argv{program.data(), nullptr};
+  int argc = 1;
   std::unique_ptr<sg4::Engine> engine;
 };
+
+} // namespace
+
+struct SimulationContext::Impl : StartedEngine {};
 
 const std::vector<std::string>& default_network_config() {
   // SimGrid's default LV08 model is calibrated for TCP over Ethernet: its latency factor,
@@ -78,30 +92,115 @@ void attach_node_hosts(const std::string& file, const std::vector<sg4::Host*>& h
 
 } // namespace
 
-SimulationContext::SimulationContext(const SimulationOptions& options) : impl_(std::make_unique<Impl>()) {
-  impl_->arguments.push_back("trainsim");
-  // Configuration messages would clutter every run; --sg-log can turn them back on.
-  impl_->arguments.push_back("--log=xbt_cfg.thres:warning");
-  for (const auto& setting : options.sg_log)
-    impl_->arguments.push_back("--log=" + setting);
-  for (auto& argument : impl_->arguments)
-    impl_->argv.push_back(argument.data());
-  impl_->argv.push_back(nullptr);
-  impl_->argc = static_cast<int>(impl_->arguments.size());
-  impl_->engine = std::make_unique<sg4::Engine>(&impl_->argc, impl_->argv.data());
-  for (const auto& setting : default_network_config())
+namespace {
+
+void apply_log_setting(const std::string& setting) { xbt_log_control_set(setting.c_str()); }
+
+void apply_config_setting(const std::string& setting) {
+  if (setting.find(':') == std::string::npos)
+    throw InputError("--sg-cfg " + setting + ": expected key:value, e.g. --sg-cfg network/model:LV08");
+  try {
     sg4::Engine::set_config(setting);
-  for (const auto& setting : options.sg_cfg) {
-    if (setting.find(':') == std::string::npos)
-      throw InputError("--sg-cfg " + setting + ": expected key:value, e.g. --sg-cfg network/model:LV08");
-    try {
-      sg4::Engine::set_config(setting);
-    } catch (const std::exception& error) {
-      const std::string message = error.what();
-      throw InputError("--sg-cfg " + setting + ": " + message.substr(0, message.find('\n')) +
-                       " (see SimGrid's --help-cfg for the accepted keys)");
-    }
+  } catch (const std::exception& error) {
+    const std::string message = error.what();
+    throw InputError("--sg-cfg " + setting + ": " + message.substr(0, message.find('\n')) +
+                     " (see SimGrid's --help-cfg for the accepted keys)");
   }
+}
+
+// Starts the engine and applies the settings in the order a run needs them, announcing each
+// user setting before it is tried.
+void start_engine(StartedEngine& started, const SimulationOptions& options,
+                  const std::function<void(const std::string&)>& announce) {
+  started.engine = std::make_unique<sg4::Engine>(&started.argc, started.argv.data());
+  // Configuration messages would clutter every run; --sg-log can turn them back on.
+  apply_log_setting("xbt_cfg.thres:warning");
+  for (const std::string& setting : options.sg_log) {
+    announce("--sg-log " + setting);
+    apply_log_setting(setting);
+  }
+  for (const std::string& setting : default_network_config())
+    sg4::Engine::set_config(setting);
+  for (const std::string& setting : options.sg_cfg) {
+    announce("--sg-cfg " + setting);
+    apply_config_setting(setting);
+  }
+}
+
+// What SimGrid said before it gave up: its first line, without the source location, time and
+// category ("./src/xbt/log.cpp:368: [root/CRITICAL] Invalid control string 'x'").
+std::string simgrid_reason(const std::string& output) {
+  for (std::string line : split(output, '\n')) {
+    const auto category = line.find("/CRITICAL] ");
+    if (category != std::string::npos)
+      line = line.substr(category + 11);
+    line = trim(line);
+    if (!line.empty())
+      return line;
+  }
+  return "refused by SimGrid";
+}
+
+} // namespace
+
+void check_simulation_options(const SimulationOptions& options) {
+  if (options.sg_cfg.empty() && options.sg_log.empty())
+    return;
+  int output[2];
+  if (::pipe(output) != 0)
+    throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+  const pid_t child = ::fork();
+  if (child < 0)
+    throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (child == 0) {
+    // Each setting is announced before it is tried: the last announced is the one refused.
+    ::close(output[0]);
+    ::dup2(output[1], STDERR_FILENO);
+    const auto announce = [](const std::string& option) {
+      const std::string line = "\x1e" + option + "\n";
+      if (::write(STDERR_FILENO, line.data(), line.size()) < 0)
+        ::_exit(4);
+    };
+    try {
+      StartedEngine started;
+      start_engine(started, options, announce);
+    } catch (const std::exception& error) {
+      const std::string line = std::string(error.what()) + "\n";
+      if (::write(STDERR_FILENO, line.data(), line.size()) < 0)
+        ::_exit(4);
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  ::close(output[1]);
+  std::string said;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(output[0], buffer, sizeof buffer)) != 0;)
+    if (n > 0)
+      said.append(buffer, static_cast<std::size_t>(n));
+    else if (errno != EINTR)
+      break;
+  ::close(output[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return;
+  const auto last = said.rfind('\x1e');
+  if (last == std::string::npos)
+    throw std::runtime_error("SimGrid could not start: " + simgrid_reason(said));
+  const auto end = said.find('\n', last);
+  const std::string option = said.substr(last + 1, end - last - 1);
+  const std::string reason = simgrid_reason(said.substr(end + 1));
+  // apply_config_setting's own message names the option already.
+  if (reason.rfind(option + ": ", 0) == 0)
+    throw InputError(reason);
+  throw InputError(option + ": " + reason + " (see SimGrid's " +
+                   (option.rfind("--sg-log", 0) == 0 ? "--help-logs" : "--help-cfg") + ")");
+}
+
+SimulationContext::SimulationContext(const SimulationOptions& options) : impl_(std::make_unique<Impl>()) {
+  start_engine(*impl_, options, [](const std::string&) {});
 }
 
 SimulationContext::~SimulationContext() = default;

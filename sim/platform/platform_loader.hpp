@@ -20,6 +20,11 @@ struct SimulationOptions {
 // The network-model settings applied before any --sg-cfg (see docs/architecture.md).
 const std::vector<std::string>& default_network_config();
 
+// InputError naming the first --sg-cfg or --sg-log setting SimGrid refuses (an unknown key or
+// value, a malformed log setting). SimGrid aborts the process on some of these, so they are
+// tried in a short-lived child process; commands call this once, before any work.
+void check_simulation_options(const SimulationOptions& options);
+
 class SimulationContext {
 public:
   explicit SimulationContext(const SimulationOptions& options);

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <sstream>
 
-#include "common/files.hpp"
 #include "common/text.hpp"
 #include "common/units.hpp"
 
@@ -531,13 +530,6 @@ void print_memory_comparison_table(std::ostream& out, const std::string& key, co
       out << " | " << format_bytes(summary.nvme.peak_bytes);
     out << " | " << (summary.fits ? "yes" : "no") << " |\n";
   }
-}
-
-void write_run_outputs(const std::filesystem::path& directory, const json& summary, const std::string& csv) {
-  std::error_code error;
-  std::filesystem::create_directories(directory, error);
-  write_file_atomically(directory / "memory.csv", csv);
-  write_file_atomically(directory / "summary.json", summary.dump(2) + "\n");
 }
 
 } // namespace trainsim

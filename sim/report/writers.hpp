@@ -64,7 +64,4 @@ struct ComparisonRow {
 // A markdown table: the breakdown at the peak rank's peak, the peak, and whether it fits.
 void print_memory_comparison_table(std::ostream& out, const std::string& key, const std::vector<ComparisonRow>& rows);
 
-// Writes summary.json and memory.csv into `directory` (created if missing).
-void write_run_outputs(const std::filesystem::path& directory, const nlohmann::json& summary, const std::string& csv);
-
 } // namespace trainsim

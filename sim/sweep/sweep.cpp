@@ -1,7 +1,11 @@
 #include "sweep/sweep.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -23,6 +27,26 @@ std::string label_of(const Settings& settings) {
 constexpr std::size_t max_configurations = 1'000'000;
 
 } // namespace
+
+std::vector<std::string> keys_of(const std::vector<Variation>& variations) {
+  std::vector<std::string> keys;
+  for (const Variation& variation : variations)
+    keys.push_back(variation.key);
+  return keys;
+}
+
+std::vector<std::string> keys_of(const Settings& settings) {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : settings)
+    keys.push_back(key);
+  return keys;
+}
+
+std::string csv_byte_count(double bytes) {
+  char text[400];  // %.0f of the largest double has 309 digits
+  std::snprintf(text, sizeof text, "%.0f", bytes);
+  return text;
+}
 
 std::string csv_field(const std::string& text) {
   if (text.find_first_of(",\"\n") == std::string::npos)
@@ -145,9 +169,9 @@ SweepRow row_from_json(const json& in) {
   return row;
 }
 
-std::string csv_header(const Settings& keys) {
+std::string csv_header(const std::vector<std::string>& keys) {
   std::string header = "index,status";
-  for (const auto& [key, value] : keys)
+  for (const std::string& key : keys)
     header += "," + csv_field(key);
   return header + ",step_time_s,tokens_per_s,mfu,peak_bytes,capacity_bytes,fits,bottleneck,reason\n";
 }
@@ -158,11 +182,22 @@ std::string csv_line(const SweepRow& row) {
     line += "," + csv_field(value);
   if (row.status == "ok")
     line += "," + format_double(row.step_time_s) + "," + format_double(row.tokens_per_s) + "," + format_double(row.mfu) +
-            "," + format_double(row.peak_bytes) + "," + format_double(row.capacity_bytes) + "," +
+            "," + csv_byte_count(row.peak_bytes) + "," + csv_byte_count(row.capacity_bytes) + "," +
             (row.fits ? "true" : "false") + "," + csv_field(row.bottleneck) + ",";
   else
     line += ",,,,,,,," + csv_field(row.reason);
   return line + "\n";
+}
+
+void append_row(std::ostream& csv, const std::filesystem::path& csv_file, std::ostream& jsonl,
+                const std::filesystem::path& jsonl_file, const SweepRow& row) {
+  const auto append = [&row](std::ostream& out, const std::filesystem::path& file, const std::string& text) {
+    if (!(out << text << std::flush))
+      throw InputError(file.string() + ": cannot append the result of configuration " + std::to_string(row.index) +
+                       " (" + std::strerror(errno) + ")");
+  };
+  append(csv, csv_file, csv_line(row));
+  append(jsonl, jsonl_file, to_json(row).dump() + "\n");
 }
 
 std::vector<SweepRow> read_rows(const std::filesystem::path& jsonl) {
@@ -199,15 +234,34 @@ std::filesystem::path jsonl_beside(const std::filesystem::path& csv) {
   return jsonl.replace_extension(".jsonl");
 }
 
-void write_rows(const std::filesystem::path& csv, const std::filesystem::path& jsonl, std::vector<SweepRow> rows) {
+void write_rows(const std::filesystem::path& csv, const std::filesystem::path& jsonl, const std::vector<std::string>& keys,
+                std::vector<SweepRow> rows) {
   std::sort(rows.begin(), rows.end(), [](const SweepRow& a, const SweepRow& b) { return a.index < b.index; });
-  std::string csv_text = csv_header(rows.empty() ? Settings{} : rows.front().settings), json_text;
+  std::string csv_text = csv_header(keys), json_text;
   for (const SweepRow& row : rows) {
     csv_text += csv_line(row);
     json_text += to_json(row).dump() + "\n";
   }
   write_file_atomically(csv, csv_text);
   write_file_atomically(jsonl, json_text);
+}
+
+std::vector<SweepRow> rows_to_keep(std::vector<SweepRow> previous, const std::vector<SweepConfig>& configs,
+                                   const std::string& file) {
+  std::vector<SweepRow> kept;
+  std::set<std::size_t> seen;
+  for (SweepRow& row : previous) {
+    if (!seen.insert(row.index).second)
+      throw InputError(file + ": configuration " + std::to_string(row.index) +
+                       " has two rows; these are not the results of one sweep; choose another --out");
+    const std::string expected = row.index < configs.size() ? "'" + configs[row.index].label() + "'" : "absent";
+    if (expected != "'" + row.label() + "'")
+      throw InputError(file + ": configuration " + std::to_string(row.index) + " is '" + row.label() +
+                       "' there but " + expected + " in this sweep; resume with the same --vary values, or choose another --out");
+    if (row.status != "failed")
+      kept.push_back(std::move(row));
+  }
+  return kept;
 }
 
 } // namespace trainsim

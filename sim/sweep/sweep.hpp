@@ -3,6 +3,7 @@
 // each finished configuration leaves (CSV and JSON-lines). Pure: the processes that run the
 // configurations are the CLI's business.
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,9 @@ struct Variation {
 Variation parse_variation(const std::string& text);
 
 using Settings = std::vector<std::pair<std::string, std::string>>;
+// The varied keys, in --vary order: the CSV's setting columns.
+std::vector<std::string> keys_of(const std::vector<Variation>& variations);
+std::vector<std::string> keys_of(const Settings& settings);
 
 struct SweepConfig {
   std::size_t index = 0;            // position in the full product, the same on every machine
@@ -58,16 +62,30 @@ nlohmann::json to_json(const SweepRow& row);
 SweepRow row_from_json(const nlohmann::json& json);
 // A CSV field: quoted when it holds a separator, a quote or a line break.
 std::string csv_field(const std::string& text);
-std::string csv_header(const Settings& keys_of_first_row);
+// A byte count as a whole number, whatever its size ("141000000000", never "1.41e+11").
+std::string csv_byte_count(double bytes);
+std::string csv_header(const std::vector<std::string>& keys);
 std::string csv_line(const SweepRow& row);
+
+// Appends a finished row to the CSV and the JSON-lines file and flushes both; InputError naming
+// the file when it cannot be written (a full disk), so that no row is lost unnoticed.
+void append_row(std::ostream& csv, const std::filesystem::path& csv_file, std::ostream& jsonl,
+                const std::filesystem::path& jsonl_file, const SweepRow& row);
 
 // Rows of a JSON-lines file; a last line cut short by a kill is ignored. InputError for a
 // file that is not a sweep's.
 std::vector<SweepRow> read_rows(const std::filesystem::path& jsonl);
 // The same from the file's text; `name` names it in errors.
 std::vector<SweepRow> parse_rows(const std::string& text, const std::string& name);
-// Both files, rows sorted by index.
-void write_rows(const std::filesystem::path& csv, const std::filesystem::path& jsonl, std::vector<SweepRow> rows);
+// Both files, rows sorted by index; `keys` head the CSV's setting columns.
+void write_rows(const std::filesystem::path& csv, const std::filesystem::path& jsonl, const std::vector<std::string>& keys,
+                std::vector<SweepRow> rows);
+// The rows a resumed sweep keeps from its earlier run (`file`): every row but the failed ones,
+// which run again (a crash or a kill says nothing about the configuration; a refusal does).
+// InputError when a row is not the configuration of the same index in `configs`: the results
+// of another sweep (other --vary values), which resuming would mix with this one.
+std::vector<SweepRow> rows_to_keep(std::vector<SweepRow> previous, const std::vector<SweepConfig>& configs,
+                                   const std::string& file);
 // The JSON-lines file beside a CSV: sweep.csv -> sweep.jsonl.
 std::filesystem::path jsonl_beside(const std::filesystem::path& csv);
 

@@ -75,6 +75,46 @@ TEST_CASE("an unknown SimGrid configuration key") {
                      {"--sg-cfg network/nonsense:1", "Bad config key"});
 }
 
+TEST_CASE("SimGrid settings that SimGrid would abort on are input errors, checked before any work") {
+  // SimGrid 3.32 aborts the process (status 134) on an unknown network model and on a log
+  // setting it cannot parse, and throws on an unknown log threshold.
+  expect_input_error("bad_sg_model", "run " + tiny + " --out out --sg-cfg network/model:Bogus",
+                     {"--sg-cfg network/model:Bogus", "Bogus"});
+  expect_input_error("bad_sg_log", "run " + tiny + " --out out --sg-log nonsense", {"--sg-log nonsense", "--help-logs"});
+  expect_input_error("bad_sg_threshold", "run " + tiny + " --out out --sg-log root.thres:loud",
+                     {"--sg-log root.thres:loud"});
+  // A sweep passes them to every worker: refused once, up front, instead of failing every row.
+  const CliResult sweep =
+      run_trainsim("bad_sg_sweep", "sweep " + tiny + " --vary parallel.dp=2,4 -o out/s.csv --sg-cfg network/model:Bogus");
+  CHECK(sweep.status == 2);
+  CHECK(sweep.err.rfind("trainsim: error: --sg-cfg network/model:Bogus", 0) == 0);
+  CHECK_FALSE(fs::exists(sweep.dir / "out"));
+  expect_input_error("bad_sg_replay", "replay . --platform dgx-a100.xml --out out --sg-log nonsense", {"--sg-log nonsense"});
+  expect_input_error("bad_sg_plan", "plan --model tiny-gpt --platform dgx-a100.xml --sg-cfg network/model:Bogus",
+                     {"--sg-cfg network/model:Bogus"});
+  // Valid settings still pass: a run with a log threshold and a model SimGrid knows.
+  const CliResult valid = run_trainsim("good_sg_settings", "run " + tiny + " --out out --no-report --sg-log root.thres:error "
+                                                           "--sg-cfg network/model:LV08");
+  CHECK_MESSAGE(valid.status == 0, valid.err);
+}
+
+TEST_CASE("a run on a full disk fails with one line and leaves none of its outputs") {
+  const fs::path out = fresh_dir("full_disk_out");
+  // memory.csv's temporary name leads to /dev/full, which refuses every write with ENOSPC, as a
+  // full disk does.
+  fs::create_symlink("/dev/full", out / "memory.csv.tmp");
+  const CliResult result = run_trainsim("full_disk", "run " + tiny + " --out " + out.string());
+  CHECK(result.status == 2);
+  CHECK_MESSAGE(std::count(result.err.begin(), result.err.end(), '\n') == 1, result.err);
+  CHECK(result.err.find("memory.csv: write failed (No space left on device)") != std::string::npos);
+  CHECK(result.out.empty());  // no summary that looks complete
+  // No summary.json without its memory.csv, no report, no temporary left behind.
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(out))
+    left.push_back(entry.path().filename().string());
+  CHECK_MESSAGE(left.empty(), left.front());
+}
+
 TEST_CASE("an unknown command or option") {
   expect_input_error("bad_command", "frobnicate", {"unknown command 'frobnicate'"});
   expect_input_error("bad_option", "run " + tiny + " --colour blue", {"--colour"});

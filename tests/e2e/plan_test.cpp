@@ -81,3 +81,18 @@ TEST_CASE("on a workstation too small for the model, the plan offloads to the CP
   }
   CHECK(read_file(result.dir / "out/plan.csv").rfind("rank,gpus,dp,tp,pp,vpp,cp,micro_batch,zero,recompute,offload,", 0) == 0);
 }
+
+TEST_CASE("a plan whose results cannot all be written leaves none of them") {
+  const fs::path out = fresh_dir("plan_full_disk_out");
+  // plan.json's temporary name leads to /dev/full, which refuses every write with ENOSPC.
+  fs::create_symlink("/dev/full", out / "plan.json.tmp");
+  const CliResult result = run_trainsim("plan_full_disk", "plan --model tiny-gpt --platform dgx-a100.xml --gpus 8 --seq-len 512 "
+                                                          "--global-batch 16 --simulate 1 -j 1 -o " + out.string());
+  CHECK(result.status == 2);
+  CHECK(result.err.find("plan.json: write failed (No space left on device)") != std::string::npos);
+  // Only the scenario the workers ran remains: no plan.csv, sweep.svg or sweep.html without plan.json.
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(out))
+    left.push_back(entry.path().filename().string());
+  CHECK(left == std::vector<std::string>{"plan-scenario.ini"});
+}

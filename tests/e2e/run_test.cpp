@@ -7,6 +7,7 @@
 
 using namespace trainsim::test;
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 const std::string tiny = project_file("tests/fixtures/tiny-ddp.ini");
@@ -169,4 +170,18 @@ TEST_CASE("--sg-cfg reaches SimGrid: the TCP model slows the all-reduce down") {
   const double fast = read_json(ours.dir / "out/summary.json")["time"]["comm"]["dp"]["total_s"];
   const double slow = read_json(lv08.dir / "out/summary.json")["time"]["comm"]["dp"]["total_s"];
   CHECK(slow > fast);  // LV08's 0.97 bandwidth and 13.01 latency factors (SimGrid documentation)
+}
+
+TEST_CASE("a rerun into the same folder leaves only its own outputs") {
+  const fs::path out = fresh_dir("rerun_out");
+  const CliResult first = run_trainsim("rerun_with_report", "run " + tiny + " --out " + out.string());
+  REQUIRE_MESSAGE(first.status == 0, first.err);
+  REQUIRE(fs::exists(out / "report.html"));
+  const CliResult second = run_trainsim("rerun_no_report", "run " + tiny + " --out " + out.string() + " --no-report");
+  REQUIRE_MESSAGE(second.status == 0, second.err);
+  // The first run's report would describe a run that these summary.json and memory.csv do not.
+  for (const char* stale : {"report.html", "trace.json", "memory.svg", "pipeline.svg", "breakdown.svg"})
+    CHECK_MESSAGE(!fs::exists(out / stale), stale);
+  CHECK(fs::exists(out / "summary.json"));
+  CHECK(fs::exists(out / "memory.csv"));
 }

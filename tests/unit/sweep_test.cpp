@@ -1,7 +1,9 @@
 // Sweep expansion, sharding and result rows.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <set>
 
 #include "common/error.hpp"
@@ -57,7 +59,7 @@ TEST_CASE("rows survive JSON-lines and quote their CSV fields") {
   CHECK(back.label() == row.label());
   CHECK(back.reason == row.reason);
   CHECK(csv_line(row) == "7,invalid,8,\"10,12\",,,,,,,,\"a reason, with \"\"quotes\"\"\"\n");
-  CHECK(csv_header(row.settings) ==
+  CHECK(csv_header(keys_of(row.settings)) ==
         "index,status,parallel.dp,parallel.layers_per_stage,step_time_s,tokens_per_s,mfu,peak_bytes,capacity_bytes,fits,"
         "bottleneck,reason\n");
 }
@@ -71,4 +73,84 @@ TEST_CASE("a results file cut short by a kill keeps its whole rows") {
   CHECK(read_rows(file).size() == 1);
   std::ofstream(file) << "not json\n" << to_json(row).dump() << "\n";
   CHECK_THROWS_WITH_AS(read_rows(file), doctest::Contains("cut.jsonl:1: not a sweep result row"), InputError);
+}
+
+TEST_CASE("the CSV header names the varied keys before any row exists") {
+  // A sweep writes its header before its first row: it must come from --vary, not from a row.
+  const std::vector<Variation> varied = {parse_variation("parallel.dp=2,4"), parse_variation("memory.zero=0,1")};
+  const std::string header = csv_header(keys_of(varied));
+  CHECK(header.rfind("index,status,parallel.dp,memory.zero,step_time_s,", 0) == 0);
+  // 2 + 2 varied keys + 8 result columns, as many as a row has.
+  CHECK(std::count(header.begin(), header.end(), ',') + 1 == 12);
+  SweepRow row;
+  row.settings = expand(varied)[0].settings;
+  row.status = "invalid";
+  const std::string line = csv_line(row);
+  CHECK(std::count(line.begin(), line.end(), ',') + 1 == 12);
+}
+
+TEST_CASE("byte counts in the CSV are whole numbers at every size") {
+  // H200: 141e9 bytes, whose shortest round-trip form is 1.41e+11; 80 GiB = 80 x 2^30 bytes.
+  CHECK(csv_byte_count(141e9) == "141000000000");
+  CHECK(csv_byte_count(80.0 * 1024 * 1024 * 1024) == "85899345920");
+  CHECK(csv_byte_count(0) == "0");
+  SweepRow row;
+  row.settings = {{"platform.gpu", "h200"}};
+  row.status = "ok";
+  row.peak_bytes = 5e10;
+  row.capacity_bytes = 141e9;
+  CHECK(csv_line(row).find(",50000000000,141000000000,") != std::string::npos);
+}
+
+namespace {
+
+SweepRow row_of(const SweepConfig& config, const std::string& status) {
+  SweepRow row;
+  row.index = config.index;
+  row.settings = config.settings;
+  row.status = status;
+  return row;
+}
+
+} // namespace
+
+TEST_CASE("a resumed sweep reruns its failed rows and keeps the others") {
+  const auto configs = expand({parse_variation("parallel.dp=1,2,4")});
+  const auto kept = rows_to_keep({row_of(configs[0], "ok"), row_of(configs[1], "failed"), row_of(configs[2], "invalid")},
+                                 configs, "s.jsonl");
+  REQUIRE(kept.size() == 2);
+  CHECK(kept[0].index == 0);
+  CHECK(kept[1].index == 2);
+  CHECK(kept[1].status == "invalid");
+}
+
+TEST_CASE("resuming with other --vary values is refused") {
+  const auto before = expand({parse_variation("parallel.dp=1,2,4")});
+  // Other values: configuration 1 was dp=2, now dp=8.
+  CHECK_THROWS_WITH_AS(rows_to_keep({row_of(before[1], "ok")}, expand({parse_variation("parallel.dp=1,8")}), "s.jsonl"),
+                       doctest::Contains("s.jsonl: configuration 1 is 'parallel.dp=2' there but 'parallel.dp=8' in this sweep"),
+                       InputError);
+  // Another key added: the same index, another label.
+  CHECK_THROWS_AS(rows_to_keep({row_of(before[0], "ok")},
+                               expand({parse_variation("parallel.dp=1,2,4"), parse_variation("memory.zero=0,1")}), "s.jsonl"),
+                  InputError);
+  // Fewer values: configuration 2 does not exist any more.
+  CHECK_THROWS_WITH_AS(rows_to_keep({row_of(before[2], "ok")}, expand({parse_variation("parallel.dp=1,2")}), "s.jsonl"),
+                       doctest::Contains("'parallel.dp=4' there but absent in this sweep"), InputError);
+  CHECK_THROWS_WITH_AS(rows_to_keep({row_of(before[0], "ok"), row_of(before[0], "ok")}, before, "s.jsonl"),
+                       doctest::Contains("configuration 0 has two rows"), InputError);
+}
+
+TEST_CASE("a row that cannot be appended (a full disk) is an error naming the file") {
+  // /dev/full accepts the open and refuses every write with ENOSPC, as a full disk does.
+  std::ofstream full("/dev/full");
+  REQUIRE(full);
+  std::ostringstream fine;
+  SweepRow row;
+  row.index = 3;
+  row.status = "invalid";
+  CHECK_THROWS_WITH_AS(append_row(fine, "s.csv", full, "s.jsonl", row),
+                       doctest::Contains("s.jsonl: cannot append the result of configuration 3 (No space left on device)"),
+                       InputError);
+  CHECK(fine.str() == csv_line(row));
 }

@@ -16,6 +16,14 @@ inline std::filesystem::path temp_dir() {
   return std::filesystem::path(TRAINSIM_TEST_TMP) / "unit" / std::to_string(::getpid());
 }
 
+// An empty folder under this process's test folder.
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  const std::filesystem::path dir = temp_dir() / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 // A file under this process's test folder.
 inline std::filesystem::path write_temp_file(const std::string& name, const std::string& content) {
   const std::filesystem::path dir = temp_dir();

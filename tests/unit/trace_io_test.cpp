@@ -12,12 +12,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = test::temp_dir() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using test::fresh_dir;
 
 void write(const fs::path& file, const std::string& content) { std::ofstream(file) << content; }
 
