@@ -140,7 +140,12 @@ std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks
 
 std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, const StepMetrics& metrics,
                          const std::vector<RankCoords>& coords) {
-  constexpr double width = 960, left = 190, right = 30, row_height = 30, kernel_height = 18;
+  constexpr double width = 960, right = 30, row_height = 30, kernel_height = 18, label_gap = 6;
+  // The chart starts where the widest row label ends ("rank 999 (dp999 tp0 pp0 cp0)" needs more
+  // than the usual 190 px).
+  double left = 190;
+  for (int rank : spans.ranks())
+    left = std::max(left, text_width(rank_title(coords, rank)) + 2 * label_gap);
   const double end = std::max(metrics.step_time_s, 1e-12);
   const Scale x{0, end, left, width - right};
   // Consecutive kernels of one micro-batch, chunk and phase form one block, unless a gap
@@ -219,7 +224,7 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
     const int rank = rows[row].rank;
     const double y = top + row_height * static_cast<double>(row);
     svg.open_group("class=\"row\" data-rank=\"" + std::to_string(rank) + "\"", rank_title(coords, rank));
-    svg.text(left - 6, y + 14, rank_title(coords, rank), "text-anchor=\"end\"");
+    svg.text(left - label_gap, y + 14, rank_title(coords, rank), "text-anchor=\"end\"");
     svg.rect(x(0), y, x(end) - x(0), kernel_height, empty_colour);
     for (const Block& block : rows[row].kernels) {
       const double x0 = x(block.start), w = std::max(0.5, x(block.end) - x0);
