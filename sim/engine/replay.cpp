@@ -768,8 +768,14 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
       try {
         runner->run();
       } catch (const std::exception&) {
-        shared.escaped = std::current_exception();
-        sg4::Actor::kill_all();
+        if (!shared.escaped)
+          shared.escaped = std::current_exception();
+        try {
+          sg4::Actor::kill_all();
+        } catch (const std::exception&) {
+          // Too little memory even to stop the others: they stop on their own errors or block,
+          // and replay() rethrows the first exception either way.
+        }
       }
     });
   }

@@ -35,6 +35,20 @@ TEST_CASE("memory running out while the programs are built names the ranks, exit
   expect_out_of_memory(result, "while building the programs of 1024 ranks;");
 }
 
+TEST_CASE("memory running out inside the replay stops every rank and is reported, not a SimGrid abort") {
+  // Llama 3 70B on 16 ranks (dp 16), 4096 sequences: 256 micro-batches on each rank, every rank's
+  // op spans kept (--trace-ranks 0-15) as the replay runs. With 512 KiB actor stacks the setup fits
+  // in 190 MB and the replay needs more than 320 MB (measured: this message alone from 195 to
+  // 300 MB; from 320 MB on, the report is what runs out). Before, the std::bad_alloc thrown in a
+  // rank's actor made SimGrid abort (status 134) with a backtrace.
+  const CliResult result = run_trainsim(
+      "oom_replay",
+      "run " + project_file("scenarios/llama3-70b-2n.ini") +
+          " --out out --set training.global_batch=4096 --trace-ranks 0-15 --sg-cfg contexts/stack-size:512",
+      "ulimit -v 250000");
+  expect_out_of_memory(result, "while simulating 16 ranks of up to ");
+}
+
 TEST_CASE("memory running out while the report is written names the ranks traced, exit status 4") {
   // Llama 3 70B on 16 ranks (dp 16), 2048 sequences: 128 micro-batches on each rank, every rank's
   // op spans kept for the report (--trace-ranks 0-15). The run takes about 310 MB, most of it for
