@@ -15,7 +15,8 @@ void expect_out_of_memory(const CliResult& result, const std::string& scale) {
   CHECK(result.status == 4);
   CHECK_MESSAGE(std::count(result.err.begin(), result.err.end(), '\n') == 1, result.err);
   CHECK_MESSAGE(result.err.rfind("trainsim: error: out of memory " + scale, 0) == 0, result.err);
-  for (const char* advice : {"; to need less: ", "training.global_batch", "smaller layout", "--trace-ranks", "--no-report"})
+  for (const char* advice :
+       {"; to need less: ", "training.global_batch", "smaller layout", "--trace-ranks", "--no-report"})
     CHECK_MESSAGE(result.err.find(advice) != std::string::npos, advice);
 }
 
