@@ -4,8 +4,8 @@
 # installs only missing packages and rebuilds only what changed.
 #
 #   bash scripts/bootstrap.sh run     # install, build, simulate scenarios/default.ini
-#   bash scripts/bootstrap.sh test    # install, build, run every test with ctest: normal build,
-#                                     # sanitizer build, and a short run of every fuzz target
+#   bash scripts/bootstrap.sh test    # install (Chromium too), build, run every test with ctest:
+#                                     # normal build, sanitizer build, and a short run of every fuzz target
 set -euo pipefail
 
 mode="${1:-run}"
@@ -18,6 +18,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TRAINSIM_BUILD_DIR:-$root/build}"
 packages=(g++ make cmake pkg-config libsimgrid-dev libboost-graph-dev libboost-program-options-dev
           libspdlog-dev doctest-dev nlohmann-json3-dev)
+# The tests render report.html in a headless browser; running trainsim does not need one.
+if [ "$mode" = test ]; then
+  packages+=(chromium)
+fi
 bash "$root/scripts/install-packages.sh" "${packages[@]}"
 
 jobs="$(nproc 2>/dev/null || echo 2)"

@@ -36,7 +36,17 @@ namespace fs = std::filesystem;
 namespace trainsim::cli {
 namespace {
 
+std::string work_note;  // see work_in_progress()
 
+// Remembers what the command does next, for the out-of-memory message.
+void note_work(const std::string& doing) { work_note = " " + doing; }
+
+std::string program_scale(const Workload& workload) {
+  std::size_t most_ops = 0;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+    most_ops = std::max(most_ops, workload.program(rank).ops.size());
+  return std::to_string(workload.ranks()) + " ranks of up to " + std::to_string(most_ops) + " ops";
+}
 
 po::options_description scenario_command_options(CommonOptions& options, const char* out_help, bool with_compare) {
   po::options_description description("Options");
@@ -117,6 +127,7 @@ void build_programs(PreparedScenario& prepared) {
   const Scenario& scenario = prepared.scenario;
   prepared.gpus = gpus_for(prepared.platform_gpus, scenario.platform_file,
                            static_cast<std::size_t>(layout_of(scenario).world()));
+  note_work("while building the programs of " + std::to_string(prepared.gpus.size()) + " ranks");
   if (scenario.precision == Precision::fp8 && prepared.gpus.front().peak_fp8 <= 0)
     throw InputError(scenario.platform_file.string() + ": memory.precision = fp8 needs GPUs with a 'peak_fp8' property; " +
                      prepared.gpus.front().host + " (" + prepared.gpus.front().model + ") has none");
@@ -131,6 +142,7 @@ void build_programs(PreparedScenario& prepared) {
   } catch (const InputError& error) {
     throw InputError(scenario.platform_file.string() + ": " + error.what());
   }
+  note_work("with " + program_scale(prepared.workload));
   RunInfo& run = prepared.run;
   run.name = scenario.name;
   run.platform = scenario.cluster ? "generated " + describe(*scenario.cluster) : scenario.platform_file.filename().string();
@@ -232,10 +244,13 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
   std::vector<bool> timeline_ranks = default_timeline_ranks(stage_of_rank);
   for (int rank : shown)
     timeline_ranks[rank] = true;
+  note_work("while simulating " + program_scale(workload));
   StepCollector collector(workload, gpus, timeline_ranks);
   SpanRecorder spans(workload, options.no_report ? std::vector<int>{} : shown);
   ObserverFanout observers({&collector, &spans});
   const ReplayOutcome outcome = replay(context, workload, gpus, settings, observers);
+  note_work("while writing the outputs of " + program_scale(workload) +
+            (options.no_report ? "" : " (" + std::to_string(shown.size()) + " traced)"));
   StepMetrics metrics = collector.finish(run.training_tokens);
   metrics.resources.insert(metrics.resources.end(), outcome.resources.begin(), outcome.resources.end());
   std::sort(metrics.resources.begin(), metrics.resources.end(),
@@ -276,6 +291,8 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
 
 } // namespace
 
+const std::string& work_in_progress() { return work_note; }
+
 void print_usage(std::ostream& out) {
   out << "trainsim — simulate LLM training on GPU clusters (SimGrid)\n\n"
                "Usage: trainsim COMMAND [options]\n\n"
@@ -297,7 +314,7 @@ void print_usage(std::ostream& out) {
                "  trainsim sweep scenarios/default.ini --vary memory.zero=0,1,2,3 --vary comm.bucket_size=25MiB,100MiB\n"
                "  trainsim plan --model llama3-8b --gpu h100-sxm --gpus 8..64\n\n"
                "Every command takes --help, --log-level, --sg-log and --sg-cfg. Exit status: 0 done,\n"
-               "2 input error (one line naming the file and key), 3 internal error.\n";
+               "2 input error (one line naming the file and key), 3 internal error, 4 out of memory.\n";
 }
 
 int run_command(const std::vector<std::string>& arguments) {

@@ -1,5 +1,6 @@
 // trainsim: simulate LLM training on GPU clusters (see README.md).
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,13 @@ int main(int argc, char** argv) {
   } catch (const InputError& error) {
     std::cerr << "trainsim: error: " << error.what() << '\n';
     return 2;
+  } catch (const std::bad_alloc&) {
+    // A limit, not a bug: say at what scale, and what makes the simulation smaller (measured:
+    // memory grows with the ops, so with ranks and micro-batches, and with the ranks traced).
+    std::cerr << "trainsim: error: out of memory" << cli::work_in_progress()
+              << "; to need less: fewer micro-batches per step (training.global_batch), fewer ranks (a "
+                 "smaller layout), fewer --trace-ranks or --no-report\n";
+    return 4;
   } catch (const std::exception& error) {
     std::cerr << "trainsim: internal error (a bug, please report it): " << error.what() << '\n';
     return 3;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <exception>
 #include <limits>
 #include <map>
 #include <optional>
@@ -134,6 +135,7 @@ struct SharedState {
   ReplayObserver* observer = nullptr;
   std::vector<double> rank_finish;
   std::vector<std::size_t> ops_done;
+  std::exception_ptr escaped;          // the first exception out of a rank: the replay stops with it
 };
 
 // `analytic_slot[k]`: the group slot k is timed analytically on every rank running the program.
@@ -806,11 +808,28 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     runners.push_back(std::make_unique<RankRunner>(shared, static_cast<int>(rank)));
     RankRunner* runner = runners.back().get();
-    sg4::Actor::create("rank-" + std::to_string(rank), shared.hosts[rank], [runner] { runner->run(); });
+    sg4::Actor::create("rank-" + std::to_string(rank), shared.hosts[rank], [runner, &shared] {
+      // An exception cannot leave an actor (SimGrid would abort the process): the first one (memory
+      // running out, mostly) stops every rank and is rethrown to replay()'s caller.
+      try {
+        runner->run();
+      } catch (const std::exception&) {
+        if (!shared.escaped)
+          shared.escaped = std::current_exception();
+        try {
+          sg4::Actor::kill_all();
+        } catch (const std::exception&) {
+          // Too little memory even to stop the others: they stop on their own errors or block,
+          // and replay() rethrows the first exception either way.
+        }
+      }
+    });
   }
   spdlog::info("replaying {} ranks, {} ops, {} groups", workload.ranks(), total_ops, workload.groups.size());
   const auto wall_start = std::chrono::steady_clock::now();
   sg4::Engine::get_instance()->run();
+  if (shared.escaped)
+    std::rethrow_exception(shared.escaped);
   const double wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   ReplayOutcome outcome;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "common/text.hpp"
 #include "common/units.hpp"
@@ -12,6 +13,7 @@ namespace trainsim {
 namespace {
 
 const char* const category_colour[category_count] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f"};
+const char* const empty_colour = "#f0f0f0";  // idle time, free memory
 
 std::string phase_colour(Phase phase) {
   switch (phase) {
@@ -21,20 +23,23 @@ std::string phase_colour(Phase phase) {
   case Phase::optimizer: return "#b07aa1";
   case Phase::other: break;
   }
-  return "#9c755f";
+  return "#b6992d";
+}
+
+// Communication and offload kinds in the order the legends list them, each with its own colour
+// (none shared with a phase: a colour names one thing).
+const std::vector<std::pair<std::string, std::string>>& kind_colours() {
+  static const std::vector<std::pair<std::string, std::string>> colours = {
+      {"tp", "#e15759"},        {"cp", "#ff9da7"},        {"dp", "#edc948"},         {"emb", "#bab0ac"},
+      {"pp", "#76b7b2"},        {"h2d", "#d37295"},       {"d2h", "#d4a6c8"},        {"nvme_read", "#8cd17d"},
+      {"nvme_write", "#499894"}, {"cpu_optimizer", "#9d7660"}, {"cpu", "#d7b5a6"}};
+  return colours;
 }
 
 std::string comm_colour(const std::string& kind) {
-  if (kind == "tp") return "#e15759";
-  if (kind == "cp") return "#ff9da7";
-  if (kind == "dp") return "#edc948";
-  if (kind == "emb") return "#bab0ac";
-  if (kind == "pp") return "#76b7b2";
-  if (kind == "h2d") return "#b07aa1";
-  if (kind == "d2h") return "#d4a6c8";
-  if (kind == "nvme_read") return "#8cd17d";
-  if (kind == "nvme_write") return "#499894";
-  if (kind == "cpu_optimizer" || kind == "cpu") return "#9d7660";
+  for (const auto& [name, colour] : kind_colours())
+    if (name == kind)
+      return colour;
   return "#79706e";
 }
 
@@ -135,32 +140,35 @@ std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks
 
 std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, const StepMetrics& metrics,
                          const std::vector<RankCoords>& coords) {
-  constexpr double width = 960, left = 190, right = 30, top = 40, row_height = 30, kernel_height = 18;
-  const std::size_t rows = spans.ranks().size();
-  Svg svg(width, top + row_height * static_cast<double>(rows) + 60);
+  constexpr double width = 960, right = 30, row_height = 30, kernel_height = 18, label_gap = 6;
+  // The chart starts where the widest row label ends ("rank 999 (dp999 tp0 pp0 cp0)" needs more
+  // than the usual 190 px).
+  double left = 190;
+  for (int rank : spans.ranks())
+    left = std::max(left, text_width(rank_title(coords, rank)) + 2 * label_gap);
   const double end = std::max(metrics.step_time_s, 1e-12);
   const Scale x{0, end, left, width - right};
-  svg.legend(left, 18, {{"forward", phase_colour(Phase::forward)}, {"backward", phase_colour(Phase::backward)},
-                        {"recompute", phase_colour(Phase::recompute)}, {"optimizer", phase_colour(Phase::optimizer)},
-                        {"tp", comm_colour("tp")}, {"dp", comm_colour("dp")}, {"pp", comm_colour("pp")},
-                        {"cp", comm_colour("cp")}, {"idle", "#f0f0f0"}});
-  for (std::size_t row = 0; row < rows; ++row) {
+  // Consecutive kernels of one micro-batch, chunk and phase form one block, unless a gap
+  // between them would show (a pixel or more). The CPU's optimizer step is the rank's optimizer
+  // phase: it is drawn in the kernel band (kind "cpu_optimizer"), under any GPU kernel at the same
+  // time, so that the band shows what the breakdown counts; transfers go in a strip below.
+  const double invisible_gap = end / (width - left - right);
+  struct Block {
+    double start, end;
+    Phase phase;
+    long long micro_batch, chunk;
+    std::string kind;  // empty for a GPU kernel
+  };
+  struct Row {
+    int rank;
+    std::vector<Block> kernels, transfers;
+  };
+  std::vector<Row> rows;
+  std::set<std::string> drawn;  // legend names of what the rows draw
+  for (std::size_t row = 0; row < spans.ranks().size(); ++row) {
     const int rank = spans.ranks()[row];
     const Program& program = workload.program(rank);
-    const double y = top + row_height * static_cast<double>(row);
-    svg.open_group("class=\"row\" data-rank=\"" + std::to_string(rank) + "\"", rank_title(coords, rank));
-    svg.text(left - 6, y + 14, rank_title(coords, rank), "text-anchor=\"end\"");
-    svg.rect(x(0), y, x(end) - x(0), kernel_height, "#f0f0f0");
-    // Consecutive kernels of one micro-batch, chunk and phase form one block, unless a gap
-    // between them would show (a pixel or more).
-    const double invisible_gap = end / (width - left - right);
-    struct Block {
-      double start, end;
-      Phase phase;
-      long long micro_batch, chunk;
-      std::string kind;
-    };
-    std::vector<Block> kernels, transfers;
+    Row& drawing = rows.emplace_back(Row{rank, {}, {}});
     std::vector<Span> ordered = spans.spans(row);
     std::sort(ordered.begin(), ordered.end(),
               [](const Span& a, const Span& b) { return a.start != b.start ? a.start < b.start : a.op < b.op; });
@@ -168,43 +176,82 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
       const Op& op = program.ops[span.op];
       if (op.kind == OpKind::alloc || op.kind == OpKind::free || op.kind == OpKind::recv || span.end <= span.start)
         continue;
-      if (op.kind == OpKind::compute && op.target.empty()) {
+      const std::string kind = comm_kind(op, workload, static_cast<std::size_t>(rank));
+      if (op.kind == OpKind::compute && (op.target.empty() || kind == "cpu_optimizer")) {
         const OpLabels labels = labels_of(op.name);
-        if (!kernels.empty() && kernels.back().phase == op.phase && kernels.back().micro_batch == labels.micro_batch &&
-            kernels.back().chunk == labels.chunk && span.start - kernels.back().end < invisible_gap)
+        std::vector<Block>& kernels = drawing.kernels;
+        if (!kernels.empty() && kernels.back().phase == op.phase && kernels.back().kind == kind &&
+            kernels.back().micro_batch == labels.micro_batch && kernels.back().chunk == labels.chunk &&
+            span.start - kernels.back().end < invisible_gap)
           kernels.back().end = std::max(kernels.back().end, span.end);
         else
-          kernels.push_back({span.start, span.end, op.phase, labels.micro_batch, labels.chunk, ""});
+          kernels.push_back({span.start, span.end, op.phase, labels.micro_batch, labels.chunk, kind});
+        drawn.insert(kind.empty() ? to_string(op.phase) : kind);
         continue;
       }
-      const std::string kind = comm_kind(op, workload, static_cast<std::size_t>(rank));
+      std::vector<Block>& transfers = drawing.transfers;
       if (!transfers.empty() && transfers.back().kind == kind && span.start - transfers.back().end < invisible_gap)
         transfers.back().end = std::max(transfers.back().end, span.end);
       else
         transfers.push_back({span.start, span.end, Phase::other, -1, -1, kind});
+      drawn.insert(kind);
     }
-    for (const Block& block : kernels) {
+    // GPU kernels last, over the CPU's step where both run.
+    std::stable_partition(drawing.kernels.begin(), drawing.kernels.end(),
+                          [](const Block& block) { return !block.kind.empty(); });
+  }
+
+  // The legend lists what is drawn: phases, the CPU's step, kinds in their usual order, any other.
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (Phase phase : {Phase::forward, Phase::backward, Phase::recompute, Phase::optimizer, Phase::other})
+    if (drawn.erase(to_string(phase)))
+      legend.emplace_back(to_string(phase), phase_colour(phase));
+  if (drawn.erase("cpu_optimizer"))
+    legend.emplace_back("optimizer on CPU", comm_colour("cpu_optimizer"));
+  for (const auto& [kind, colour] : kind_colours())
+    if (drawn.erase(kind))
+      legend.emplace_back(kind, colour);
+  for (const std::string& kind : drawn)
+    legend.emplace_back(kind, comm_colour(kind));
+  legend.emplace_back("idle", empty_colour);
+
+  Svg svg(width, 0);
+  const double top = svg.legend(left, 18, legend) + 22;
+  svg.open_group("class=\"chart\" " + attribute("data-end-s", end) + " " + attribute("data-x-left", x(0)) + " " +
+                 attribute("data-x-right", x(end)) + " " + attribute("data-top", top) + " " +
+                 attribute("data-row-height", row_height) + " " + attribute("data-kernel-height", kernel_height));
+  for (std::size_t row = 0; row < rows.size(); ++row) {
+    const int rank = rows[row].rank;
+    const double y = top + row_height * static_cast<double>(row);
+    svg.open_group("class=\"row\" data-rank=\"" + std::to_string(rank) + "\"", rank_title(coords, rank));
+    svg.text(left - label_gap, y + 14, rank_title(coords, rank), "text-anchor=\"end\"");
+    svg.rect(x(0), y, x(end) - x(0), kernel_height, empty_colour);
+    for (const Block& block : rows[row].kernels) {
       const double x0 = x(block.start), w = std::max(0.5, x(block.end) - x0);
-      svg.rect(x0, y, w, kernel_height, phase_colour(block.phase));
-      if (block.micro_batch >= 0 && w >= 8.0 * static_cast<double>(std::to_string(block.micro_batch).size()) + 4)
+      svg.rect(x0, y, w, kernel_height, block.kind.empty() ? phase_colour(block.phase) : comm_colour(block.kind));
+      if (block.kind.empty() && block.micro_batch >= 0 &&
+          w >= text_width(std::to_string(block.micro_batch), 10) + 4)
         svg.text(x0 + w / 2, y + 13, std::to_string(block.micro_batch),
                  "text-anchor=\"middle\" fill=\"#fff\" font-size=\"10\"");
     }
-    for (const Block& block : transfers) {
+    for (const Block& block : rows[row].transfers) {
       const double x0 = x(block.start);
       svg.rect(x0, y + kernel_height + 1, std::max(0.5, x(block.end) - x0), 6, comm_colour(block.kind));
     }
     svg.close_group();
   }
-  svg.x_axis(x, top + row_height * static_cast<double>(rows), nice_ticks(end, 10), seconds_label, "simulated time");
+  svg.close_group();
+  const double axis_y = top + row_height * static_cast<double>(rows.size());
+  svg.x_axis(x, axis_y, nice_ticks(end, 10), seconds_label, "simulated time");
+  svg.set_height(axis_y + 44);
   return svg.str();
 }
 
 std::string breakdown_svg(const StepMetrics& metrics) {
-  constexpr double width = 860, left = 20, bar_width = 820, bar_height = 28, bar_spacing = 110;
+  constexpr double width = 860, left = 20, bar_width = 820, bar_height = 28, legend_to_next_bar = 64;
   const auto tiers = node_tiers(metrics.memory);
-  const auto used_tiers = std::count_if(tiers.begin(), tiers.end(), [](const auto& tier) { return tier.first->used; });
-  Svg svg(width, 250 + bar_spacing * static_cast<double>(used_tiers));
+  Svg svg(width, 0);
+  // Each bar with its title above and its legend below; returns the y of the legend's last line.
   const auto bar = [&](double y, const std::string& title,
                        const std::vector<std::tuple<std::string, double, std::string>>& parts, double total,
                        const std::string& group) {
@@ -219,15 +266,15 @@ std::string breakdown_svg(const StepMetrics& metrics) {
       const double x0 = x(at), w = x(at + value) - x0;
       svg.rect(x0, y, w, bar_height, colour, "data-part=\"" + xml_escape(name) + "\" " + attribute("data-value", value));
       const std::string share = percent(value, total);
-      if (w > 7.0 * static_cast<double>(share.size()) + 6)
+      if (w > text_width(share) + 6)
         svg.text(x0 + w / 2, y + 18, share,
-                 std::string("text-anchor=\"middle\" fill=\"") + (colour == "#f0f0f0" ? "#222" : "#fff") + "\"");
+                 std::string("text-anchor=\"middle\" fill=\"") + (colour == empty_colour ? "#222" : "#fff") + "\"");
       legend.emplace_back(name, colour);
       at += value;
     }
     svg.rect(x(0), y, x(total) - x(0), bar_height, "none", "stroke=\"#333\"");
     svg.close_group();
-    svg.legend(left, y + bar_height + 18, legend);
+    return svg.legend(left, y + bar_height + 18, legend);
   };
   const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
   const StepBreakdown& b = critical.breakdown;
@@ -240,9 +287,9 @@ std::string breakdown_svg(const StepMetrics& metrics) {
   for (const auto& [rank, seconds] : b.waiting_s)
     time_parts.emplace_back("waiting for rank " + std::to_string(rank), seconds, "#8c8c8c");
   time_parts.emplace_back("idle (bubble)", b.bubble_s, "#c7c7c7");
-  bar(40, "step time " + format_seconds(metrics.step_time_s) + " on rank " + std::to_string(critical.rank) +
-              " (the last to finish)",
-      time_parts, metrics.step_time_s, "time-bar");
+  double y = bar(40, "step time " + format_seconds(metrics.step_time_s) + " on rank " + std::to_string(critical.rank) +
+                        " (the last to finish)",
+                 time_parts, metrics.step_time_s, "time-bar");
 
   const RankMetrics& peak_rank = metrics.ranks[metrics.memory.peak_rank];
   const DeviceMemory& gpu = peak_rank.memory.gpu();
@@ -250,20 +297,23 @@ std::string breakdown_svg(const StepMetrics& metrics) {
   for (int c = 0; c < category_count; ++c)
     memory_parts.emplace_back(to_string(static_cast<MemCategory>(c)), gpu.at_peak[c], category_colour[c]);
   const double capacity = metrics.memory.capacity_bytes;
-  memory_parts.emplace_back("free", std::max(0.0, capacity - gpu.peak), "#f0f0f0");
-  double y = 40 + bar_spacing;
-  bar(y, "memory at peak on rank " + std::to_string(peak_rank.rank) + ": " + format_bytes(gpu.peak) + " of " +
-             format_bytes(capacity),
-      memory_parts, std::max(capacity, gpu.peak), "memory-bar");
+  memory_parts.emplace_back("free", std::max(0.0, capacity - gpu.peak), empty_colour);
+  y = bar(y + legend_to_next_bar,
+          "memory at peak on rank " + std::to_string(peak_rank.rank) + ": " + format_bytes(gpu.peak) + " of " +
+              format_bytes(capacity),
+          memory_parts, std::max(capacity, gpu.peak), "memory-bar");
   // Offload tiers are shared by a node's GPUs: the fullest node's.
   for (const auto& [tier, name] : tiers) {
     if (!tier->used)
       continue;
-    y += bar_spacing;
-    bar(y, name + " on " + tier->node + ": " + format_bytes(tier->peak_bytes) + " of " + format_bytes(tier->capacity_bytes),
-        {{"offloaded", tier->peak_bytes, "#9d7660"}, {"free", std::max(0.0, tier->capacity_bytes - tier->peak_bytes), "#f0f0f0"}},
-        std::max(tier->capacity_bytes, tier->peak_bytes), name == "NVMe" ? "nvme-bar" : "host-bar");
+    y = bar(y + legend_to_next_bar,
+            name + " on " + tier->node + ": " + format_bytes(tier->peak_bytes) + " of " +
+                format_bytes(tier->capacity_bytes),
+            {{"offloaded", tier->peak_bytes, "#a0cbe8"},
+             {"free", std::max(0.0, tier->capacity_bytes - tier->peak_bytes), empty_colour}},
+            std::max(tier->capacity_bytes, tier->peak_bytes), name == "NVMe" ? "nvme-bar" : "host-bar");
   }
+  svg.set_height(y + 30);
   return svg.str();
 }
 

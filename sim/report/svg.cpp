@@ -1,5 +1,6 @@
 #include "report/svg.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/text.hpp"
@@ -10,6 +11,12 @@ namespace {
 std::string number(double value) {
   // Pixels to a hundredth: smaller files, and the same text for the same inputs.
   return format_double(std::round(value * 100.0) / 100.0);
+}
+
+bool in_range(const Scale& scale, double value) {
+  const double low = std::min(scale.data_min, scale.data_max), high = std::max(scale.data_min, scale.data_max);
+  const double tolerance = (high - low) * 1e-9;
+  return value >= low - tolerance && value <= high + tolerance;
 }
 
 } // namespace
@@ -48,6 +55,10 @@ std::vector<double> nice_ticks(double max, int count) {
       break;
   }
   return ticks;
+}
+
+double text_width(const std::string& text, double font_size) {
+  return 0.6 * font_size * static_cast<double>(text.size());
 }
 
 double Scale::operator()(double value) const {
@@ -99,8 +110,10 @@ void Svg::x_axis(const Scale& x, double y_pixel, const std::vector<double>& tick
                  const std::string& title) {
   line(x.pixel_min, y_pixel, x.pixel_max, y_pixel, "#333");
   for (double tick : ticks) {
+    if (!in_range(x, tick))
+      continue;
     const double px = x(tick);
-    line(px, y_pixel, px, y_pixel + 4, "#333");
+    line(px, y_pixel, px, y_pixel + 4, "#333", "class=\"tick\"");
     text(px, y_pixel + 16, label(tick), "text-anchor=\"middle\"");
   }
   text((x.pixel_min + x.pixel_max) / 2, y_pixel + 32, title, "text-anchor=\"middle\"");
@@ -110,8 +123,10 @@ void Svg::y_axis(const Scale& y, double x_pixel, const std::vector<double>& tick
                  const std::string& title) {
   line(x_pixel, y.pixel_min, x_pixel, y.pixel_max, "#333");
   for (double tick : ticks) {
+    if (!in_range(y, tick))
+      continue;
     const double py = y(tick);
-    line(x_pixel - 4, py, x_pixel, py, "#333");
+    line(x_pixel - 4, py, x_pixel, py, "#333", "class=\"tick\"");
     text(x_pixel - 6, py + 4, label(tick), "text-anchor=\"end\"");
   }
   const double middle = (y.pixel_min + y.pixel_max) / 2;
@@ -119,12 +134,20 @@ void Svg::y_axis(const Scale& y, double x_pixel, const std::vector<double>& tick
        "text-anchor=\"middle\" transform=\"rotate(-90 " + number(x_pixel - 66) + " " + number(middle) + ")\"");
 }
 
-void Svg::legend(double x, double y, const std::vector<std::pair<std::string, std::string>>& entries) {
+double Svg::legend(double x, double y, const std::vector<std::pair<std::string, std::string>>& entries) {
+  constexpr double square = 12, gap = 4, spacing = 14, line_height = 18, margin = 10;
+  const double line_start = x;
   for (const auto& [name, colour] : entries) {
-    rect(x, y - 10, 12, 12, colour);
-    text(x + 16, y, name);
-    x += 28 + 7.0 * static_cast<double>(name.size());
+    const double entry_width = square + gap + text_width(name);
+    if (x > line_start && x + entry_width > width_ - margin) {
+      x = line_start;
+      y += line_height;
+    }
+    rect(x, y - 10, square, square, colour);
+    text(x + square + gap, y, name);
+    x += entry_width + spacing;
   }
+  return y;
 }
 
 std::string Svg::str() const {

@@ -14,6 +14,11 @@ std::string xml_escape(const std::string& text);
 // `count` + 1 of them, the last at or above `max`.
 std::vector<double> nice_ticks(double max, int count);
 
+// The width `text` takes in pixels, estimated for the plots' sans-serif font: 0.6 em per
+// character is the average of DejaVu Sans and Liberation Sans over letters and digits (Chromium
+// draws "exposed nvme_write", 18 characters at 12 px, 124 px wide: 0.575 em).
+double text_width(const std::string& text, double font_size = 12);
+
 // A linear map from data to pixels.
 struct Scale {
   double data_min = 0, data_max = 1;
@@ -24,6 +29,8 @@ struct Scale {
 class Svg {
 public:
   Svg(double width, double height);
+  // Plots whose height depends on what they hold (legend lines, rows) set it once drawn.
+  void set_height(double height) { height_ = height; }
 
   void rect(double x, double y, double width, double height, const std::string& fill,
             const std::string& extra = "");
@@ -38,13 +45,15 @@ public:
   // with a <title> gives one to a group of shapes.
   void open_group(const std::string& attributes, const std::string& title = "");
   void close_group();
-  // Axes with ticks and labels: x along the bottom of the plot area, y along its left side.
+  // Axes with ticks and labels: x along the bottom of the plot area, y along its left side. Ticks
+  // outside the scale's data range are left out: they would fall outside the plot.
   void x_axis(const Scale& x, double y_pixel, const std::vector<double>& ticks,
               std::string (*label)(double), const std::string& title);
   void y_axis(const Scale& y, double x_pixel, const std::vector<double>& ticks,
               std::string (*label)(double), const std::string& title);
-  // A row of coloured squares with names.
-  void legend(double x, double y, const std::vector<std::pair<std::string, std::string>>& entries);
+  // Coloured squares with names (name, colour), left to right from (x, y) and on a new line when the
+  // next would pass the right edge of the canvas; returns the y of the last line.
+  double legend(double x, double y, const std::vector<std::pair<std::string, std::string>>& entries);
 
   std::string str() const;
 

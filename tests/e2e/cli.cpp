@@ -50,11 +50,11 @@ std::vector<std::vector<double>> memory_rows(const fs::path& file, int rank, std
 
 std::string project_file(const std::string& relative) { return (fs::path(TRAINSIM_SOURCE_DIR) / relative).string(); }
 
-CliResult run_trainsim(const std::string& name, const std::string& arguments) {
+CliResult run_trainsim(const std::string& name, const std::string& arguments, const std::string& limits) {
   CliResult result;
   result.dir = fresh_dir(name);
-  const std::string command = "cd '" + result.dir.string() + "' && '" + TRAINSIM_BINARY + "' " + arguments +
-                              " > stdout.txt 2> stderr.txt < /dev/null";
+  const std::string command = "cd '" + result.dir.string() + "' && " + (limits.empty() ? "" : limits + " && ") +
+                              "'" + TRAINSIM_BINARY + "' " + arguments + " > stdout.txt 2> stderr.txt < /dev/null";
   const int raw = std::system(command.c_str());
   result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
   result.out = read_file(result.dir / "stdout.txt");

@@ -19,8 +19,9 @@ struct CliResult {
 
 // A fresh, empty folder named after the test.
 std::filesystem::path fresh_dir(const std::string& name);
-// Runs `trainsim <arguments>` inside a fresh folder named `name`.
-CliResult run_trainsim(const std::string& name, const std::string& arguments);
+// Runs `trainsim <arguments>` inside a fresh folder named `name`; `limits` is a shell command run
+// first in the same shell, e.g. "ulimit -v 250000".
+CliResult run_trainsim(const std::string& name, const std::string& arguments, const std::string& limits = "");
 std::string read_file(const std::filesystem::path& file);
 nlohmann::json read_json(const std::filesystem::path& file);
 // One rank's rows of a memory.csv: time_s then the bytes per category, in file order.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -177,19 +178,286 @@ TEST_CASE("the breakdown bar adds up to the step time") {
   CHECK(parts == doctest::Approx(total).epsilon(1e-9));
 }
 
-TEST_CASE("report.html renders in a headless browser (when Chromium is installed)") {
-  if (std::system("command -v chromium > /dev/null 2>&1") != 0) {
-    WARN_MESSAGE(false, "skipped: the Debian package chromium is not installed, so report.html is not rendered");
-    return;
+namespace {
+
+const std::string offload_scenarios[] = {project_file("scenarios/llama2-70b-offload-cpu.ini"),
+                                         project_file("scenarios/llama2-70b-offload-nvme.ini")};
+
+double number_attribute(const pt::ptree& element, const std::string& name) {
+  const std::string value = xml_attribute(element, name);
+  REQUIRE_MESSAGE(!value.empty(), name);
+  return std::stod(value);
+}
+
+struct Box {
+  double left, right, top, bottom;
+};
+
+// Where a text element's glyphs go, estimated: 0.6 em per character, from the baseline up one em
+// and down a third; its anchor says which end x is; rotate(-90 x y) about its own anchor turns it
+// upwards.
+Box text_box(const pt::ptree& text) {
+  const double x = number_attribute(text, "x"), y = number_attribute(text, "y");
+  const std::string size = xml_attribute(text, "font-size");
+  const double font_size = size.empty() ? 12 : std::stod(size);
+  const double width = 0.6 * font_size * static_cast<double>(text.data().size());
+  const std::string anchor = xml_attribute(text, "text-anchor");
+  const double start = anchor == "middle" ? -width / 2 : anchor == "end" ? -width : 0;
+  if (xml_attribute(text, "transform").rfind("rotate(-90", 0) == 0)
+    return {x - font_size, x + font_size / 3, y - (start + width), y - start};
+  return {x + start, x + start + width, y - font_size, y + font_size / 3};
+}
+
+// The legend's entries, (name, colour): a square at the top level of the SVG followed by its name.
+std::map<std::string, std::string> legend_of(const pt::ptree& svg) {
+  std::map<std::string, std::string> legend;
+  std::string colour;
+  for (const auto& [name, child] : svg) {
+    if (name == "rect" && xml_attribute(child, "width") == "12" && xml_attribute(child, "height") == "12")
+      colour = xml_attribute(child, "fill");
+    else if (name == "text" && !colour.empty())
+      legend[child.data()] = colour;
+    if (name != "rect")
+      colour.clear();
   }
-  const CliResult result = run_trainsim("report_render", "run " + tiny + " --out out");
+  return legend;
+}
+
+// pipeline.svg of `trainsim <arguments>` run in the folder `name`.
+pt::ptree pipeline_chart(const std::string& name, const std::string& arguments) {
+  const CliResult result = run_trainsim(name, arguments);
   REQUIRE_MESSAGE(result.status == 0, result.err);
-  const fs::path png = result.dir / "report.png";
-  const std::string command = "chromium --headless --no-sandbox --disable-gpu --window-size=1100,1400 --screenshot=" +
-                              png.string() + " file://" + fs::absolute(result.dir / "out/report.html").string() +
-                              " > /dev/null 2>&1";
-  REQUIRE(std::system(command.c_str()) == 0);
-  REQUIRE(fs::exists(png));
-  // A blank 1100 x 1400 page compresses to a few kilobytes; text and plots do not.
-  CHECK(fs::file_size(png) > 20000);
+  return xml_tree(result.dir / "out/pipeline.svg");
+}
+
+} // namespace
+
+TEST_CASE("every label and axis tick of the plots lies inside its canvas") {
+  // The offload scenarios have the longest legends; rank 999 of 1,000 the longest row label.
+  const std::string runs[] = {pipeline, offload_scenarios[0], offload_scenarios[1],
+                              tiny + " --set platform.file=dgx-a100-128n.xml --set parallel.dp=1000 "
+                                     "--set training.global_batch=2000 --set comm.fidelity=fast --trace-ranks 999"};
+  for (const std::string& run : runs) {
+    const CliResult result = run_trainsim("report_extent", "run " + run + " --out out");
+    REQUIRE_MESSAGE(result.status == 0, result.err);
+    for (const char* file : {"memory.svg", "pipeline.svg", "breakdown.svg"}) {
+      CAPTURE(run);
+      CAPTURE(file);
+      const pt::ptree tree = xml_tree(result.dir / "out" / file);
+      const pt::ptree& svg = tree.get_child("svg");
+      const double width = number_attribute(svg, "width"), height = number_attribute(svg, "height");
+      for (const pt::ptree* text : xml_elements(svg, "text")) {
+        CAPTURE(text->data());
+        const Box box = text_box(*text);
+        CHECK(box.left >= 0);
+        CHECK(box.right <= width);
+        CHECK(box.top >= 0);
+        CHECK(box.bottom <= height);
+      }
+      int ticks = 0;
+      for (const pt::ptree* line : xml_elements(svg, "line")) {
+        if (!has_class(*line, "tick"))
+          continue;
+        ++ticks;
+        for (const char* x : {"x1", "x2"})
+          CHECK((number_attribute(*line, x) >= 0 && number_attribute(*line, x) <= width));
+        for (const char* y : {"y1", "y2"})
+          CHECK((number_attribute(*line, y) >= 0 && number_attribute(*line, y) <= height));
+      }
+      CHECK(ticks >= (std::string(file) == "breakdown.svg" ? 0 : 3));
+    }
+  }
+}
+
+TEST_CASE("the pipeline chart's legend names every colour it draws, offload kinds included") {
+  for (const std::string& scenario : offload_scenarios) {
+    CAPTURE(scenario);
+    const pt::ptree tree = pipeline_chart("report_legend", "run " + scenario + " --out out");
+    const pt::ptree& svg = tree.get_child("svg");
+    const std::map<std::string, std::string> legend = legend_of(svg);
+    std::set<std::string> legend_colours;
+    for (const auto& [name, colour] : legend)
+      legend_colours.insert(colour);
+    CHECK(legend_colours.size() == legend.size());  // one colour, one meaning
+    std::set<std::string> drawn;
+    for (const pt::ptree* group : xml_elements(svg, "g"))
+      if (has_class(*group, "row"))
+        for (const pt::ptree* rect : xml_elements(*group, "rect"))
+          drawn.insert(xml_attribute(*rect, "fill"));
+    for (const std::string& colour : drawn)
+      CHECK_MESSAGE(legend_colours.count(colour) == 1, colour, " is drawn but not in the legend");
+    // Both scenarios copy gradients down and parameters up, and step the optimizer on the CPU.
+    for (const char* name : {"h2d", "d2h", "optimizer on CPU"})
+      CHECK_MESSAGE(legend.count(name) == 1, name);
+    if (scenario == offload_scenarios[1])
+      for (const char* name : {"nvme_read", "nvme_write"})
+        CHECK_MESSAGE(legend.count(name) == 1, name);
+  }
+}
+
+TEST_CASE("the pipeline chart draws the CPU optimizer step as busy, not idle") {
+  for (const std::string& scenario : offload_scenarios) {
+    CAPTURE(scenario);
+    const CliResult result = run_trainsim("report_cpu_step", "run " + scenario + " --out out --trace-ranks 0");
+    REQUIRE_MESSAGE(result.status == 0, result.err);
+    const pt::ptree tree = xml_tree(result.dir / "out/pipeline.svg");
+    const pt::ptree& svg = tree.get_child("svg");
+    const std::string idle = legend_of(svg).at("idle");
+    const pt::ptree* chart = nullptr;
+    for (const pt::ptree* group : xml_elements(svg, "g"))
+      if (has_class(*group, "chart"))
+        chart = group;
+    REQUIRE(chart != nullptr);
+    const double end = number_attribute(*chart, "data-end-s"), x_left = number_attribute(*chart, "data-x-left"),
+                 x_right = number_attribute(*chart, "data-x-right"), top = number_attribute(*chart, "data-top"),
+                 band = number_attribute(*chart, "data-kernel-height");
+    // The kernel band of rank 0's row: rects from the row's top, as high as the band, not idle.
+    std::vector<std::pair<double, double>> busy;
+    for (const pt::ptree* group : xml_elements(*chart, "g"))
+      if (has_class(*group, "row") && xml_attribute(*group, "data-rank") == "0")
+        for (const pt::ptree* rect : xml_elements(*group, "rect"))
+          if (number_attribute(*rect, "y") == top && number_attribute(*rect, "height") == band &&
+              xml_attribute(*rect, "fill") != idle)
+            busy.emplace_back(number_attribute(*rect, "x"),
+                              number_attribute(*rect, "x") + number_attribute(*rect, "width"));
+    // Rank 0's CPU optimizer ops in trace.json (microseconds; with NVMe, one per chunk of the
+    // pinned buffer, a fraction of a pixel each): ten points inside each lie on a busy block.
+    int steps = 0;
+    const json trace = read_json(result.dir / "out/trace.json");
+    for (const json& event : trace["traceEvents"]) {
+      if (event["ph"] != "X" || event["cat"] != "cpu_optimizer" || event["pid"] != 0)
+        continue;
+      const double start = event["ts"].get<double>() * 1e-6, duration = event["dur"].get<double>() * 1e-6;
+      ++steps;
+      for (int k = 1; k <= 10; ++k) {
+        const double px = x_left + (start + duration * k / 11.0) / end * (x_right - x_left);
+        CAPTURE(px);
+        CHECK(std::any_of(busy.begin(), busy.end(),
+                          [&](const auto& block) { return block.first <= px && px <= block.second; }));
+      }
+    }
+    CHECK(steps >= 1);
+  }
+}
+
+namespace {
+
+// Run in the page once it has loaded: for each plot, where the browser laid it out, the extent of
+// its widest-reaching text as rendered, and the plot drawn into a canvas by the browser's own SVG
+// renderer: the share of pixels that are not white, and the fill colours of its shapes (at least
+// 4 x 4 px, so their inside is drawn in the exact colour) that appear in no pixel.
+const char* const render_probe = R"(<script>
+addEventListener('load', async () => {
+  const lines = ['page ' + document.documentElement.clientWidth + ' ' + document.body.scrollHeight];
+  for (const svg of document.querySelectorAll('svg')) {
+    const box = svg.getBoundingClientRect();
+    let textLeft = Infinity, textRight = -Infinity, textTop = Infinity, textBottom = -Infinity;
+    for (const text of svg.querySelectorAll('text')) {
+      const extent = text.getBBox();
+      const corners = [[extent.x, extent.y], [extent.x + extent.width, extent.y + extent.height]].map(([x, y]) => {
+        const point = new DOMPoint(x, y).matrixTransform(text.getCTM());
+        const origin = svg.getCTM();
+        return [point.x - origin.e, point.y - origin.f];
+      });
+      for (const [x, y] of corners) {
+        textLeft = Math.min(textLeft, x); textRight = Math.max(textRight, x);
+        textTop = Math.min(textTop, y); textBottom = Math.max(textBottom, y);
+      }
+    }
+    const canvas = document.createElement('canvas');
+    canvas.width = Math.round(box.width);
+    canvas.height = Math.round(box.height);
+    const image = new Image();
+    image.src = 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(new XMLSerializer().serializeToString(svg));
+    await image.decode();
+    const context = canvas.getContext('2d');
+    context.fillStyle = '#ffffff';
+    context.fillRect(0, 0, canvas.width, canvas.height);
+    context.drawImage(image, 0, 0);
+    const pixels = context.getImageData(0, 0, canvas.width, canvas.height).data;
+    const seen = new Set();
+    let inked = 0;
+    for (let i = 0; i < pixels.length; i += 4) {
+      const colour = '#' + [0, 1, 2].map(k => pixels[i + k].toString(16).padStart(2, '0')).join('');
+      seen.add(colour);
+      if (colour !== '#ffffff') ++inked;
+    }
+    const fills = new Set([...svg.querySelectorAll('rect')]
+        .filter(rect => rect.getBBox().width >= 4 && rect.getBBox().height >= 4)
+        .map(rect => rect.getAttribute('fill').toLowerCase()).filter(fill => fill.startsWith('#')));
+    const missing = [...fills].filter(fill => !seen.has(fill));
+    lines.push(['svg', svg.getAttribute('width'), svg.getAttribute('height'), box.left, box.right, box.width,
+                box.height, textLeft, textRight, textTop, textBottom, inked / (pixels.length / 4), fills.size,
+                missing.join(',') || '-'].join(' '));
+  }
+  const probe = document.createElement('pre');
+  probe.id = 'probe';
+  probe.textContent = lines.join('\n');
+  document.body.append(probe);
+});
+</script>
+)";
+
+} // namespace
+
+TEST_CASE("report.html renders in Chromium: three plots at full size, not blank, every colour and label drawn") {
+  // The test installs what it needs: `bash scripts/bootstrap.sh test` installs Debian's chromium.
+  REQUIRE_MESSAGE(std::system("command -v chromium > /dev/null 2>&1") == 0,
+                  "chromium is not installed; bash scripts/bootstrap.sh test installs it (Debian package chromium)");
+  const std::string scenarios[] = {pipeline, project_file("scenarios/llama2-70b-offload-nvme.ini")};
+  for (const std::string& scenario : scenarios) {
+    CAPTURE(scenario);
+    const CliResult result = run_trainsim("report_render", "run " + scenario + " --out out");
+    REQUIRE_MESSAGE(result.status == 0, result.err);
+    // The page as written, with the probe added at the end of its body.
+    std::string page = read_file(result.dir / "out/report.html");
+    const auto body_end = page.rfind("</body>");
+    REQUIRE(body_end != std::string::npos);
+    page.insert(body_end, render_probe);
+    std::ofstream(result.dir / "out/probe.html") << page;
+    // As root Chromium needs --no-sandbox; its own profile folder, no GPU; dbus and other complaints
+    // on stderr are expected where there is no desktop session and do not count.
+    const std::string command = "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+                                "--no-first-run --user-data-dir='" + (result.dir / "profile").string() +
+                                "' --window-size=1100,1400 --virtual-time-budget=10000 --dump-dom 'file://" +
+                                fs::absolute(result.dir / "out/probe.html").string() + "' > '" +
+                                (result.dir / "dom.html").string() + "' 2> '" + (result.dir / "chromium.txt").string() +
+                                "'";
+    REQUIRE_MESSAGE(std::system(command.c_str()) == 0, read_file(result.dir / "chromium.txt"));
+    const std::string dom = read_file(result.dir / "dom.html");
+    const auto probe_start = dom.find("<pre id=\"probe\">");
+    REQUIRE_MESSAGE(probe_start != std::string::npos, dom.substr(0, 2000));
+    std::istringstream probe(dom.substr(probe_start + 16, dom.find("</pre>", probe_start) - probe_start - 16));
+    std::string word;
+    double page_width = 0, page_height = 0;
+    probe >> word >> page_width >> page_height;
+    REQUIRE(word == "page");
+    CHECK(page_height > 1000);  // the summary and three plots, not an empty page or an error page
+    int plots = 0;
+    while (probe >> word) {
+      REQUIRE(word == "svg");
+      double width, height, left, right, box_width, box_height, text_left, text_right, text_top, text_bottom, inked;
+      int fills;
+      std::string missing;
+      probe >> width >> height >> left >> right >> box_width >> box_height >> text_left >> text_right >> text_top >>
+          text_bottom >> inked >> fills >> missing;
+      ++plots;
+      CAPTURE(plots);
+      // Laid out at the size it declares, inside the window: nothing cut off at the right.
+      CHECK(box_width == doctest::Approx(width));
+      CHECK(box_height == doctest::Approx(height));
+      CHECK(left >= 0);
+      CHECK(right <= page_width);
+      // Every label, as the browser measured it, inside the plot's canvas.
+      CHECK(text_left >= 0);
+      CHECK(text_right <= width);
+      CHECK(text_top >= 0);
+      CHECK(text_bottom <= height);
+      // Not blank: shapes of several colours cover part of it, each colour drawn somewhere.
+      CHECK(inked > 0.03);
+      CHECK(fills >= 3);
+      CHECK_MESSAGE(missing == "-", "colours not drawn: ", missing);
+    }
+    CHECK(plots == 3);
+  }
 }

@@ -110,3 +110,31 @@ TEST_CASE("an offload overhead makes the step offload-bound, naming the busiest 
   overflow.memory.host.capacity_bytes = 2.0 * 1024 * 1024 * 1024 * 1024;
   CHECK(bottleneck_line(overflow).rfind("does not fit: node3 host memory needs 3.00 TiB of 2.00 TiB; compute-bound", 0) == 0);
 }
+
+TEST_CASE("a legend that would pass the canvas's right edge goes on to a new line") {
+  // 0.6 em x 12 px = 7.2 px per character: "abcdefghij" is 72 px, an entry 12 + 4 + 72 = 88 px and
+  // 14 px apart. From x = 10 on a 200-px canvas with a 10-px margin: the first entry ends at 98,
+  // the second would end at 112 + 88 = 200 > 190: it starts a line 18 px lower, at x = 10.
+  Svg svg(200, 100);
+  const double last_line = svg.legend(10, 20, {{"abcdefghij", "#111111"}, {"klmnopqrst", "#222222"}});
+  CHECK(last_line == 38);
+  const std::string text = svg.str();
+  CHECK(text.find("<text x=\"26\" y=\"20\">abcdefghij</text>") != std::string::npos);
+  CHECK(text.find("<text x=\"26\" y=\"38\">klmnopqrst</text>") != std::string::npos);
+  CHECK(text_width("abcdefghij") == doctest::Approx(72));
+}
+
+TEST_CASE("axis ticks beyond the scale's data are left out") {
+  // Data to 1.01 s in about 6 steps: 1.01 / 6 = 0.168, so every 0.2 s up to 1.2, which would sit
+  // 19% past the end of the plot.
+  Svg svg(300, 100);
+  const Scale x{0, 1.01, 20, 280};
+  svg.x_axis(x, 80, nice_ticks(1.01, 6), seconds_label, "time");
+  const std::string text = svg.str();
+  CHECK(text.find(">1 s</text>") != std::string::npos);
+  CHECK(text.find(">1.2 s</text>") == std::string::npos);
+  std::size_t ticks = 0;
+  for (auto at = text.find("class=\"tick\""); at != std::string::npos; at = text.find("class=\"tick\"", at + 1))
+    ++ticks;
+  CHECK(ticks == 6);  // 0, 0.2, 0.4, 0.6, 0.8, 1
+}
