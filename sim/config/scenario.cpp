@@ -73,7 +73,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"compute.matmul_efficiency", "0.55", "fraction of peak tensor FLOP/s reached by transformer layers, in (0, 1]"},
       {"compute.memory_efficiency", "0.8", "fraction of peak HBM bandwidth reached by memory-bound kernels, in (0, 1]"},
       {"compute.allow_tf32", "true", "fp32 matmuls run on TF32 tensor cores: true | false"},
-      {"comm.bucket_size", "25MiB", "gradient all-reduce bucket size (PyTorch DDP: 25 MiB)"},
+      {"comm.bucket_size", "auto", "gradient reduction bucket size, e.g. 25MiB (auto: 25 MiB with ZeRO 0, as PyTorch DDP; "
+                                   "5e8 gradient elements with ZeRO 1-3, as DeepSpeed's reduce_bucket_size)"},
       {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
       {"comm.fidelity", "flows", "flows: every collective simulated as flows | fast: collectives inside a node timed from their ring (faster at scale)"},
       {"comm.grad_sync", "auto", "gradient reduction under accumulation: last | every micro-batch (auto: every for ZeRO-2/3, as DeepSpeed)"},
@@ -706,7 +707,14 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
     values.needs("compute.allow_tf32", scenario.precision == Precision::fp32,
                  "memory.precision = fp32 (16-bit and fp8 matmuls do not use TF32)");
 
-  scenario.bucket_bytes = values.quantity("comm.bucket_size", parse_bytes);
+  // PyTorch DDP's bucket_cap_mb default, and DeepSpeed's reduce_bucket_size default (elements).
+  constexpr double ddp_bucket_bytes = 25.0 * 1024 * 1024;
+  constexpr double deepspeed_bucket_elements = 5e8;
+  if (values.text("comm.bucket_size") == "auto")
+    scenario.bucket_bytes =
+        scenario.zero == 0 ? ddp_bucket_bytes : deepspeed_bucket_elements * bytes_per_element(scenario.grad_precision);
+  else
+    scenario.bucket_bytes = values.quantity("comm.bucket_size", parse_bytes);
   if (scenario.bucket_bytes < 1)
     values.fail("comm.bucket_size", "must be at least 1 byte; accepted: a size such as 25MiB");
   scenario.channels = values.text("comm.channels") == "auto" ? 0 : static_cast<int>(values.integer("comm.channels", 1, 64));

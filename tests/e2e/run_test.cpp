@@ -159,7 +159,7 @@ TEST_CASE("help lists every command and every scenario key with its default") {
   const CliResult run = run_trainsim("help_run", "run --help");
   CHECK(run.status == 0);
   for (const char* key : {"--set", "--out", "--log-level", "--sg-log", "--sg-cfg", "[parallel]", "dp = 1",
-                          "precision = bf16", "global_batch = auto", "bucket_size = 25MiB", "[memory]"})
+                          "precision = bf16", "global_batch = auto", "bucket_size = auto", "[memory]"})
     CHECK(run.out.find(key) != std::string::npos);
 }
 

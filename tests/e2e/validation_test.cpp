@@ -160,3 +160,19 @@ TEST_CASE("waiting in a collective for a slower member is idle time attributed t
   CHECK(bottleneck.find("dp-communication") == std::string::npos);
   CHECK(bottleneck.find("rank 2") != std::string::npos);
 }
+
+TEST_CASE("every gradient bucket pays the ring's latency, so tiny buckets cost time") {
+  // Llama 3.2 1B on two DGX A100 (default scenario, one micro-batch): 1,235,814,400 fp32
+  // gradients = 4,943,257,600 bytes, in 1 MiB buckets 4,715 all-reduces, in 25 MiB buckets 189.
+  // Each all-reduce over 16 ranks has two ring phases; a phase's flows cross the nodes (PCIe
+  // 0.5 us + NIC 1 us + fabric 0.5 us + NIC 1 us + PCIe 0.5 us = 3.5 us) and the ring's other 14
+  // steps add 14 x 3.5 us: 105 us per all-reduce. The bytes are the same, so the time with dp
+  // transfers in flight differs by the extra latencies: (4,715 - 189) x 105 us = 475.2 ms.
+  const std::string scenario = project_file("scenarios/default.ini") + " --no-report --set training.global_batch=32 ";
+  const json tiny = run_summary("buckets_1mib", scenario + "--set comm.bucket_size=1MiB");
+  const json usual = run_summary("buckets_25mib", scenario + "--set comm.bucket_size=25MiB");
+  const double tiny_dp = tiny["time"]["comm"]["dp"]["total_s"].get<double>();
+  const double usual_dp = usual["time"]["comm"]["dp"]["total_s"].get<double>();
+  CHECK(tiny_dp - usual_dp == doctest::Approx((4715 - 189) * 105e-6).epsilon(0.01));
+  CHECK(tiny["step_time_s"].get<double>() > usual["step_time_s"].get<double>());
+}

@@ -284,3 +284,57 @@ TEST_CASE("ZeRO-3 memory matches DeepSpeed's estimator: 18 Psi / N + 4 Lambda") 
   const double mib = 1024.0 * 1024;
   CHECK(memory.gpu().peak / mib == doctest::Approx(3291 + 2 * lambda / mib).epsilon(0.005));
 }
+
+TEST_CASE("gradient buckets are cut from the backward's bytes: a layer larger than a bucket fills several") {
+  // tiny-llama in fp16 (2-byte gradients): 3,295,488 parameters = 6,590,976 bytes. In backward
+  // order: the output layer and final norm (262,400 parameters, 524,800 bytes), four layers of
+  // 1,385,472 bytes, the embedding (524,288 bytes). 1 MB buckets: six of 1e6 bytes and a last one
+  // of 590,976. The first fills during layer 3's backward; layer 2 (bytes 1,910,272 to 3,295,744)
+  // completes buckets 1 and 2.
+  const Scenario scenario = zero_scenario(0, 8, {"comm.bucket_size=1MB"});
+  const Program program = build_workload(scenario, tiny_model(scenario), 0).workload.program(0);
+  std::vector<const Op*> reductions;
+  for (const Op* op : ops_of_kind(program, OpKind::collective))
+    if (op->name.find("grad-allreduce") != std::string::npos)
+      reductions.push_back(op);
+  REQUIRE(reductions.size() == 7);
+  for (std::size_t b = 0; b < 6; ++b)
+    CHECK(reductions[b]->bytes == 1e6);
+  CHECK(reductions[6]->bytes == 590'976);
+  const auto producer = [&](const Op* op) { return program.ops[op->deps.front()].name; };
+  CHECK(producer(reductions[0]).find("L3.bwd") == 0);
+  CHECK(producer(reductions[1]).find("L2.bwd") == 0);
+  CHECK(producer(reductions[2]).find("L2.bwd") == 0);
+  CHECK(producer(reductions[6]).find("embedding.bwd") == 0);
+  // A bucket larger than the whole backward is one reduction after it.
+  const Scenario one = zero_scenario(0, 8, {"comm.bucket_size=1GB"});
+  const Program whole = build_workload(one, tiny_model(one), 0).workload.program(0);
+  std::vector<double> sizes;
+  for (const Op* op : ops_of_kind(whole, OpKind::collective))
+    sizes.push_back(op->bytes);
+  CHECK(sizes == std::vector<double>{6'590'976});
+}
+
+TEST_CASE("ZeRO-2 reduces each bucket out of a buffer of that bucket's size") {
+  // The same 6,590,976 bytes in 1 MB buckets: every reduce-scatter moves a whole bucket buffer,
+  // so the buffers are the size of what is in flight, never smaller.
+  const Scenario scenario = zero_scenario(2, 8, {"comm.bucket_size=1MB"});
+  const Program program = build_workload(scenario, tiny_model(scenario), 0).workload.program(0);
+  std::vector<double> buffers, reduced;
+  for (const Op& op : program.ops) {
+    if (op.kind == OpKind::alloc && op.tensor.find("grad-bucket") != std::string::npos)
+      buffers.push_back(op.bytes);
+    if (op.kind == OpKind::collective && op.name.find("grad-reducescatter") != std::string::npos)
+      reduced.push_back(op.bytes);
+  }
+  CHECK(reduced == std::vector<double>{1e6, 1e6, 1e6, 1e6, 1e6, 1e6, 590'976});
+  CHECK(buffers == reduced);
+  CHECK(most_live(program, "grad-bucket") == 2);
+}
+
+TEST_CASE("the default bucket is PyTorch DDP's 25 MiB without ZeRO and DeepSpeed's 5e8 elements with it") {
+  CHECK(zero_scenario(0, 8).bucket_bytes == 25.0 * 1024 * 1024);
+  // fp16 gradients: 2 bytes per element; bf16 training keeps fp32 gradients: 4.
+  CHECK(zero_scenario(2, 8).bucket_bytes == 1e9);
+  CHECK(zero_scenario(1, 8, {"memory.precision=bf16"}).bucket_bytes == 2e9);
+}
