@@ -236,11 +236,7 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
     stage_of_rank.push_back(run.coords.empty() ? 0 : run.coords[rank].pp);
   const std::vector<int> shown = shown_ranks(options.trace_ranks, stage_of_rank);
-  std::error_code error;
-  fs::create_directories(out, error);
-  if (!fs::is_directory(out))
-    throw InputError(out.string() + ": cannot create the output directory" +
-                     (error ? " (" + error.message() + ")" : std::string()));
+  OutputDirectory directory(out);
   std::vector<bool> timeline_ranks = default_timeline_ranks(stage_of_rank);
   for (int rank : shown)
     timeline_ranks[rank] = true;
@@ -281,6 +277,7 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
     write("breakdown.svg", page.breakdown_svg);
   }
   outputs.commit();
+  directory.keep();
   print_summary(std::cout, metrics, workload, gpus, run);
   std::string listed;
   for (const std::string& file : written)

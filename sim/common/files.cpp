@@ -45,6 +45,20 @@ void write_file_atomically(const fs::path& path, const std::string& content) {
   }
 }
 
+OutputDirectory::OutputDirectory(fs::path directory) : directory_(std::move(directory)) {
+  std::error_code error;
+  made_ = !fs::exists(directory_, error) && fs::create_directories(directory_, error);
+  if (!fs::is_directory(directory_))
+    throw InputError(directory_.string() + ": cannot create the output directory" +
+                     (error ? " (" + error.message() + ")" : std::string()));
+}
+
+OutputDirectory::~OutputDirectory() {
+  std::error_code error;
+  if (made_ && fs::is_empty(directory_, error))
+    fs::remove(directory_, error);
+}
+
 OutputSet::OutputSet(fs::path directory, std::vector<std::string> known)
     : directory_(std::move(directory)), known_(std::move(known)) {}
 

@@ -10,6 +10,23 @@ namespace trainsim {
 // (a full disk included), leaving neither the file nor its temporary.
 void write_file_atomically(const std::filesystem::path& path, const std::string& content);
 
+// An output directory made before a long run, so that one that cannot be made fails first; a
+// run that fails after that leaves no empty directory behind: destroyed before keep(), it
+// removes the directory if it made it and nothing is in it.
+class OutputDirectory {
+public:
+  // Throws InputError naming the directory when it cannot be made.
+  explicit OutputDirectory(std::filesystem::path directory);
+  ~OutputDirectory();
+  OutputDirectory(const OutputDirectory&) = delete;
+  OutputDirectory& operator=(const OutputDirectory&) = delete;
+  void keep() { made_ = false; }
+
+private:
+  std::filesystem::path directory_;
+  bool made_ = false;
+};
+
 // The files one command leaves in a directory, all from this run or none: each is written under
 // a temporary name beside its place; commit() moves them all into place and removes the files of
 // `known` that this run did not write (a previous run's report beside a --no-report summary).

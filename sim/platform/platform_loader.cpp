@@ -113,8 +113,11 @@ void apply_config_setting(const std::string& setting) {
 void start_engine(StartedEngine& started, const SimulationOptions& options,
                   const std::function<void(const std::string&)>& announce) {
   started.engine = std::make_unique<sg4::Engine>(&started.argc, started.argv.data());
-  // Configuration messages would clutter every run; --sg-log can turn them back on.
+  // Configuration messages would clutter every run, and the replay reports a deadlock in one
+  // line where SimGrid's engine lists the blocked actors (its levels cannot be turned off, so it
+  // writes nowhere); --sg-log can turn them back on (ker_engine.app:file:/dev/stderr).
   apply_log_setting("xbt_cfg.thres:warning");
+  apply_log_setting("ker_engine.app:file:/dev/null");
   for (const std::string& setting : options.sg_log) {
     announce("--sg-log " + setting);
     apply_log_setting(setting);
