@@ -11,6 +11,11 @@
 #include <set>
 #include <unordered_map>
 
+#include <csignal>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <simgrid/s4u.hpp>
 #include <spdlog/spdlog.h>
 
@@ -75,13 +80,25 @@ public:
     for (std::size_t i = 0; i < links_.size(); ++i)
       index_[links_[i]] = static_cast<int>(i);
   }
+  // Told each pair of hosts before its route is looked up, and whether the platform has one.
+  struct Probe {
+    virtual ~Probe() = default;
+    virtual void trying(const sg4::Host* from, const sg4::Host* to) = 0;
+    virtual void found(bool any_link) = 0;
+  };
+  void set_probe(Probe* probe) { probe_ = probe; }
+
   // The links from one host to another, as indices; computed once per pair.
   const std::vector<int>& route(const sg4::Host* from, const sg4::Host* to) {
     auto [found, fresh] = routes_.try_emplace({from, to});
     if (fresh) {
       std::vector<sg4::Link*> links;
       double latency = 0;
+      if (probe_)
+        probe_->trying(from, to);
       from->route_to(to, links, &latency);
+      if (probe_)
+        probe_->found(!links.empty() || from == to);
       for (const sg4::Link* link : links)
         if (const auto indexed = index_.find(link); indexed != index_.end())  // not a host's own loopback
           found->second.push_back(indexed->second);
@@ -100,6 +117,7 @@ private:
   std::vector<double> bytes_;
   std::unordered_map<const sg4::Link*, int> index_;
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::vector<int>> routes_;
+  Probe* probe_ = nullptr;
 };
 
 // One collective call as its group's members reach it: the n-th collective a rank starts on a
@@ -721,6 +739,96 @@ void check_targets(const Workload& workload, const std::vector<sg4::Host*>& host
   }
 }
 
+// Looks up every route the replay will take (the ring edges of each group as plan_group builds
+// them, a send's two ends, a copy's GPU and host, a drive's port and its host's memory).
+void take_every_route(const Workload& workload, const std::vector<sg4::Host*>& hosts, const std::vector<GpuInfo>& gpus,
+                      const ReplaySettings& settings, LinkCounter& counter) {
+  for (std::size_t g = 0; g < workload.groups.size(); ++g)
+    plan_group(workload.groups[g], static_cast<int>(g), hosts, gpus, settings.channels,
+               settings.fast_intra_node_collectives, counter);
+  std::map<const Program*, std::vector<const Op*>> moving;  // per program: its sends, copies and I/O
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    const Program& program = workload.program(rank);
+    auto [ops, fresh] = moving.try_emplace(&program);
+    if (fresh) {
+      std::set<std::pair<OpKind, std::pair<int, std::string>>> seen;
+      for (const Op& op : program.ops)
+        if ((op.kind == OpKind::send || op.kind == OpKind::copy || op.kind == OpKind::read ||
+             op.kind == OpKind::write) &&
+            seen.insert({op.kind, {op.peer, op.target + (op.inbound ? "<" : ">")}}).second)
+          ops->second.push_back(&op);
+    }
+    const GpuInfo& gpu = gpus[rank];
+    sg4::Host* cpu = gpu.cpu_host.empty() ? nullptr : sg4::Host::by_name(gpu.cpu_host);
+    for (const Op* op : ops->second) {
+      if (op->kind == OpKind::send) {
+        counter.route(hosts[rank], hosts[workload.peer_of(rank, op->peer)]);
+      } else if (op->kind == OpKind::copy) {
+        sg4::Host* other = op->target == node_cpu ? cpu : sg4::Host::by_name(op->target);
+        counter.route(op->inbound ? other : hosts[rank], op->inbound ? hosts[rank] : other);
+      } else if (const sg4::Disk* disk = find_disk_of(op->target == node_nvme ? gpu.nvme_disk : op->target, hosts[rank], cpu)) {
+        if (const char* port = disk->get_property("pcie_port")) {
+          sg4::Host* drive = sg4::Host::by_name(port);
+          sg4::Host* memory = disk->get_host();
+          counter.route(op->kind == OpKind::read ? drive : memory, op->kind == OpKind::read ? memory : drive);
+        }
+      }
+    }
+  }
+}
+
+// Every route the replay will take exists, or InputError naming the two hosts. SimGrid 3.32 does
+// not say so itself: a Full zone without routes crashes the lookup, and a missing route aborts
+// once data is sent. So the routes are first taken in a child process that names each pair
+// before it looks it up: the last pair it named is the missing one.
+void check_routes(const Workload& workload, const std::vector<sg4::Host*>& hosts, const std::vector<GpuInfo>& gpus,
+                  const ReplaySettings& settings) {
+  int channel[2];
+  if (pipe(channel) != 0)
+    return;  // without a pipe the check cannot run; the replay itself still stops on a missing route
+  const pid_t child = fork();
+  if (child == 0) {
+    close(channel[0]);
+    // Quietly: SimGrid's crash handler and messages are not the user's business here.
+    signal(SIGSEGV, SIG_DFL);
+    if (const int null = open("/dev/null", O_WRONLY); null >= 0)
+      dup2(null, STDERR_FILENO);
+    struct Reporter : LinkCounter::Probe {
+      int out;
+      explicit Reporter(int fd) : out(fd) {}
+      void trying(const sg4::Host* from, const sg4::Host* to) override {
+        const std::string pair = from->get_name() + " " + to->get_name() + "\n";
+        if (write(out, pair.data(), pair.size()) < 0)
+          _exit(3);
+      }
+      void found(bool any_link) override {
+        if (!any_link)
+          _exit(1);
+      }
+    } reporter(channel[1]);
+    LinkCounter counter(sg4::Engine::get_instance()->get_all_links());
+    counter.set_probe(&reporter);
+    take_every_route(workload, hosts, gpus, settings, counter);
+    _exit(0);
+  }
+  close(channel[1]);
+  std::string named, chunk(4096, '\0');
+  for (ssize_t read_bytes; (read_bytes = read(channel[0], chunk.data(), chunk.size())) > 0;)
+    named.append(chunk.data(), static_cast<std::size_t>(read_bytes));
+  close(channel[0]);
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child || (WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    return;
+  if (named.empty() || (WIFEXITED(status) && WEXITSTATUS(status) == 3))
+    return;
+  named.pop_back();
+  const std::string pair = named.substr(named.rfind('\n') + 1);  // npos + 1: the whole text
+  const std::size_t space = pair.find(' ');
+  throw InputError("no route from " + pair.substr(0, space) + " to " + pair.substr(space + 1) +
+                   ", which the workload sends data between; accepted: a platform with a <route> (or zones "
+                   "joined by routes) between every two hosts that exchange data");
+}
+
 // Busy time per class of links, drives and CPUs: the bytes each link carried over its
 // bandwidth, and the work the ranks handed to drives and CPUs.
 std::vector<ResourceUse> resource_use(const SharedState& shared) {
@@ -776,6 +884,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
     shared.hosts.push_back(sg4::Host::by_name(gpus[rank].host));
   try {
     check_targets(workload, shared.hosts, gpus);
+    check_routes(workload, shared.hosts, gpus, settings);
   } catch (const InputError& error) {
     throw InputError(context.platform_file().string() + ": " + error.what());
   }

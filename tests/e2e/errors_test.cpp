@@ -258,3 +258,13 @@ TEST_CASE("token counts take units on the command line too") {
                      "plan --model llama3-70b --platform dgx-a100.xml --gpus 1 --global-batch 8 --tokens 1e308 -o out",
                      {"--tokens 1e308", "1000T"});
 }
+
+TEST_CASE("GPUs without a route between them are refused naming the two hosts, not a crash") {
+  // Four ranks all-reduce over a ring 0 -> 1 -> 2 -> 3 -> 0. Without any route SimGrid 3.32
+  // crashes looking one up; with only gpu0 -> gpu1 it aborts once gpu1 sends to gpu2.
+  const std::string four = " --out out --set parallel.dp=4 --set training.global_batch=8 --set platform.file=";
+  expect_input_error("no_routes", "run " + tiny + four + project_file("tests/fixtures/no-routes.xml"),
+                     {"no-routes.xml", "no route from gpu0 to gpu1", "accepted"});
+  expect_input_error("partial_routes", "run " + tiny + four + project_file("tests/fixtures/partial-routes.xml"),
+                     {"partial-routes.xml", "no route from gpu1 to gpu2", "accepted"});
+}
