@@ -402,13 +402,14 @@ int trace_command(const std::vector<std::string>& arguments) {
   const PreparedScenario& prepared = *parsed;
   const fs::path out =
       options.out.empty() ? fs::path("results") / prepared.scenario.name / "trace" : fs::path(options.out);
-  write_trace(prepared.workload, out);
   std::string platform = prepared.scenario.platform_file.filename().string();
+  std::vector<std::pair<std::string, std::string>> beside;
   if (prepared.scenario.cluster) {
     // A described cluster has no file: the trace carries it, so that the replay finds the same platform.
     platform = (out / "platform.xml").string();
-    write_file_atomically(platform, platform_xml(*prepared.scenario.cluster));
+    beside.emplace_back("platform.xml", platform_xml(*prepared.scenario.cluster));
   }
+  write_trace(prepared.workload, out, beside);
   std::cout << "trainsim: wrote " << prepared.workload.ranks() << " ranks' programs to " << out.string()
             << " (replay with: trainsim replay " << out.string() << " --platform " << platform << ")\n";
   return 0;

@@ -1,5 +1,6 @@
 #include "program/trace_io.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -269,8 +270,9 @@ std::string read_text(const fs::path& file, const std::string& what) {
 
 } // namespace
 
-void write_trace(const Workload& workload, const fs::path& directory) {
-  fs::create_directories(directory);
+void write_trace(const Workload& workload, const fs::path& directory,
+                 const std::vector<std::pair<std::string, std::string>>& extra) {
+  OutputDirectory made(directory);
   // One file per program and binding: the format names groups and peers directly.
   using Variant = std::pair<const Program*, Binding>;
   std::map<Variant, std::vector<int>> ranks_of_variant;
@@ -299,6 +301,20 @@ void write_trace(const Workload& workload, const fs::path& directory) {
        << "allow_tf32 " << (step.efficiency.allow_tf32 ? "true" : "false") << '\n';
   for (const Group& group : workload.groups)
     meta << "group " << group.name << ' ' << group.kind << ' ' << format_rank_list(group.ranks) << '\n';
+  // This trace's files, and an earlier trace's program files, which it replaces.
+  std::vector<std::string> known = {"workload.txt"};
+  for (const auto& [name, text] : extra)
+    known.push_back(name);
+  for (std::size_t i = 0; i < order.size(); ++i)
+    known.push_back(program_file_name(i));
+  std::error_code ignored;
+  for (const auto& entry : fs::directory_iterator(directory, ignored)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("program-", 0) == 0 && entry.path().extension() == ".trace" &&
+        std::find(known.begin(), known.end(), name) == known.end())
+      known.push_back(name);
+  }
+  OutputSet outputs(directory, known);
   for (std::size_t i = 0; i < order.size(); ++i) {
     const std::vector<int>& ranks = ranks_of_variant[order[i]];
     meta << "program " << program_file_name(i) << ' ' << format_rank_list(ranks) << '\n';
@@ -307,9 +323,13 @@ void write_trace(const Workload& workload, const fs::path& directory) {
     const Program& program = *order[i].first;
     for (std::size_t op = 0; op < program.ops.size(); ++op)
       write_op(ops, static_cast<OpId>(op), program.ops[op], workload, static_cast<std::size_t>(ranks.front()));
-    write_file_atomically(directory / program_file_name(i), ops.str());
+    outputs.write(program_file_name(i), ops.str());
   }
-  write_file_atomically(directory / "workload.txt", meta.str());
+  for (const auto& [name, text] : extra)
+    outputs.write(name, text);
+  outputs.write("workload.txt", meta.str());
+  outputs.commit();
+  made.keep();
 }
 
 Workload read_trace(const fs::path& directory) {

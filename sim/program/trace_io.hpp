@@ -10,7 +10,11 @@
 
 namespace trainsim {
 
-void write_trace(const Workload& workload, const std::filesystem::path& directory);
+// Writes the trace into `directory`, with `extra` files beside it (name, text), all or none: the
+// files of an earlier trace there (program files included) are replaced, and a failed write
+// leaves none of them. Throws InputError.
+void write_trace(const Workload& workload, const std::filesystem::path& directory,
+                 const std::vector<std::pair<std::string, std::string>>& extra = {});
 // Throws InputError naming the file and line.
 Workload read_trace(const std::filesystem::path& directory);
 // The same from texts: workload.txt's, named `workload_name` in errors, and a function

@@ -268,3 +268,33 @@ TEST_CASE("GPUs without a route between them are refused naming the two hosts, n
   expect_input_error("partial_routes", "run " + tiny + four + project_file("tests/fixtures/partial-routes.xml"),
                      {"partial-routes.xml", "no route from gpu1 to gpu2", "accepted"});
 }
+
+TEST_CASE("a trace is written whole or not at all, and replaces an earlier trace's program files") {
+  // tiny-ddp is pure data parallelism: one program, program-00000.trace. An earlier trace of a
+  // pipeline left program-00003.trace there: it is not part of this trace any more.
+  const fs::path out = fresh_dir("trace_replaced_out");
+  std::ofstream(out / "program-00003.trace") << "0 compute flops=1\n";
+  const CliResult written = run_trainsim("trace_replaced", "trace " + tiny + " --out " + out.string());
+  REQUIRE_MESSAGE(written.status == 0, written.err);
+  CHECK(fs::exists(out / "workload.txt"));
+  CHECK(fs::exists(out / "program-00000.trace"));
+  CHECK_FALSE(fs::exists(out / "program-00003.trace"));
+  // workload.txt, written last, meets a full disk (/dev/full at its temporary name): the program
+  // file already written must not replace the earlier trace's, which stays whole as it was.
+  const std::string program = read_file(out / "program-00000.trace");
+  const std::string workload = read_file(out / "workload.txt");
+  fs::create_symlink("/dev/full", out / "workload.txt.tmp");
+  // (A trace of another layout, so that its files differ from the earlier ones.)
+  const CliResult full = run_trainsim("trace_full_disk", "trace " + tiny + " --out " + out.string() +
+                                                             " --set parallel.dp=8 --set training.global_batch=16");
+  CHECK(full.status == 2);
+  CHECK_MESSAGE(std::count(full.err.begin(), full.err.end(), '\n') == 1, full.err);
+  CHECK(full.err.find("No space left on device") != std::string::npos);
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(out))
+    left.push_back(entry.path().filename().string());
+  std::sort(left.begin(), left.end());
+  CHECK(left == std::vector<std::string>{"program-00000.trace", "workload.txt"});
+  CHECK(read_file(out / "program-00000.trace") == program);
+  CHECK(read_file(out / "workload.txt") == workload);
+}
