@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cmath>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <unistd.h>
@@ -217,10 +218,12 @@ int plan_command(const std::vector<std::string>& arguments) {
   nlohmann::json plan = nlohmann::json::array();
   std::string csv = "rank,gpus,dp,tp,pp,vpp,cp,micro_batch,zero,recompute,offload,tokens_per_s,step_time_s,mfu,peak_bytes,"
                     "headroom_bytes,time_to_train_s,gpu_hours,bottleneck\n";
-  std::cout << "trainsim plan: " << request.model.name << ", global batch " << global_batch << " x " << seq_len
+  // Printed once the files are in place: a plan whose files cannot be written shows no table.
+  std::ostringstream shown;
+  shown << "trainsim plan: " << request.model.name << ", global batch " << global_batch << " x " << seq_len
             << " tokens, " << format_count(tokens) << " tokens to train; " << candidates.size() << " candidates, "
             << choices.size() << " layouts fit, " << simulated << " simulated (" << fidelity << ")\n\n";
-  std::cout << line_of("rank", "GPUs", "layout", "memory", "tokens/s", "step", "MFU", "peak (headroom)", "to train", "GPU-h");
+  shown << line_of("rank", "GPUs", "layout", "memory", "tokens/s", "step", "MFU", "peak (headroom)", "to train", "GPU-h");
   for (std::size_t place = 0; place < order.size(); ++place) {
     const SweepRow& row = rows[order[place]];
     const Candidate& c = choices[order[place]].chosen;
@@ -232,7 +235,7 @@ int plan_command(const std::vector<std::string>& arguments) {
     const std::string memory = "ZeRO-" + std::to_string(c.zero) + (c.recompute == "none" ? "" : ", " + c.recompute) +
                                (c.offload == "none" ? "" : ", offload " + c.offload);
     if (place < 15)
-      std::cout << line_of(std::to_string(place + 1), std::to_string(c.gpus), layout, memory,
+      shown << line_of(std::to_string(place + 1), std::to_string(c.gpus), layout, memory,
                            format_count(row.tokens_per_s), format_seconds(row.step_time_s),
                            format_double(std::round(row.mfu * 1000) / 10) + "%",
                            format_bytes(row.peak_bytes) + " (" + format_bytes(row.capacity_bytes - row.peak_bytes) + ")",
@@ -252,17 +255,17 @@ int plan_command(const std::vector<std::string>& arguments) {
                     {"decisions", decision_chain(choices[order[place]], request)}});
   }
   if (order.empty()) {
-    std::cout << "no simulated candidate fits once simulated; see " << (out_dir / "plan.json").string() << '\n';
+    shown << "no simulated candidate fits once simulated; see " << (out_dir / "plan.json").string() << '\n';
   } else {
-    std::cout << "\nhow the best got there (memory techniques in the order engineers apply them):\n";
+    shown << "\nhow the best got there (memory techniques in the order engineers apply them):\n";
     for (std::size_t place = 0; place < std::min<std::size_t>(3, order.size()); ++place) {
-      std::cout << "  " << place + 1 << ". " << decision_chain(choices[order[place]], request) << '\n';
-      std::cout << "     bottleneck: " << rows[order[place]].bottleneck << '\n';
+      shown << "  " << place + 1 << ". " << decision_chain(choices[order[place]], request) << '\n';
+      shown << "     bottleneck: " << rows[order[place]].bottleneck << '\n';
     }
   }
   for (std::size_t i = 0; i < simulated; ++i)
     if (rows[i].status != "ok")
-      std::cout << "  not simulated: " << choices[i].chosen.layout_label() << " (" << rows[i].status << ": "
+      shown << "  not simulated: " << choices[i].chosen.layout_label() << " (" << rows[i].status << ": "
                 << rows[i].reason << ")\n";
   OutputSet outputs(out_dir, {"sweep.svg", "sweep.html", "plan.csv", "plan.json"});
   outputs.write("sweep.svg", sweep_svg(rows));
@@ -270,6 +273,7 @@ int plan_command(const std::vector<std::string>& arguments) {
   outputs.write("plan.csv", csv);
   outputs.write("plan.json", plan.dump(2) + "\n");
   outputs.commit();
+  std::cout << shown.str();
   std::cout << "  outputs          " << (out_dir / "plan.csv").string() << ", " << (out_dir / "plan.json").string() << ", "
             << (out_dir / "sweep.svg").string() << ", " << (out_dir / "sweep.html").string() << '\n';
   return 0;

@@ -90,6 +90,7 @@ TEST_CASE("a plan whose results cannot all be written leaves none of them") {
                                                           "--global-batch 16 --simulate 1 -j 1 -o " + out.string());
   CHECK(result.status == 2);
   CHECK(result.err.find("plan.json: write failed (No space left on device)") != std::string::npos);
+  CHECK(result.out.empty());  // no ranking printed as if the plan were complete
   // Only the scenario the workers ran remains: no plan.csv, sweep.svg or sweep.html without plan.json.
   std::vector<std::string> left;
   for (const auto& entry : fs::directory_iterator(out))
