@@ -21,6 +21,7 @@
 #include "common/units.hpp"
 #include "config/scenario.hpp"
 #include "plan/planner.hpp"
+#include "report/metrics.hpp"
 #include "report/sweep_views.hpp"
 #include "platform/platform_loader.hpp"
 
@@ -227,7 +228,7 @@ int plan_command(const std::vector<std::string>& arguments) {
   for (std::size_t place = 0; place < order.size(); ++place) {
     const SweepRow& row = rows[order[place]];
     const Candidate& c = choices[order[place]].chosen;
-    const double to_train = tokens / row.tokens_per_s;
+    const double to_train = time_to_train(tokens, static_cast<double>(global_batch * seq_len), row.step_time_s);
     const double gpu_hours = to_train * c.gpus / 3600.0;
     const std::string layout = "dp" + std::to_string(c.dp) + " tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) +
                                (c.vpp > 1 ? "x" + std::to_string(c.vpp) : "") + (c.cp > 1 ? " cp" + std::to_string(c.cp) : "") +

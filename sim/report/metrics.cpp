@@ -1,6 +1,7 @@
 #include "report/metrics.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "program/collective_plan.hpp"
 
@@ -264,13 +265,16 @@ NodeTier summarize_tier(const std::vector<RankMemory>& ranks, const std::vector<
 MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::vector<GpuInfo>& gpus,
                                const NodePeaks* node_peaks) {
   MemorySummary summary;
+  // On GPUs of different sizes the rank that matters is the one with the least headroom, not
+  // the one with the highest peak.
+  double least_headroom = 0;
   for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
     const double capacity = gpus[rank].hbm_capacity;
-    if (rank == 0 || capacity < summary.capacity_bytes)
-      summary.capacity_bytes = capacity;
     const double peak = ranks[rank].gpu().peak;
-    if (peak > summary.peak_bytes) {
+    if (rank == 0 || capacity - peak < least_headroom) {
+      least_headroom = capacity - peak;
       summary.peak_bytes = peak;
+      summary.capacity_bytes = capacity;
       summary.peak_rank = static_cast<int>(rank);
     }
     if (peak > capacity)
@@ -280,6 +284,11 @@ MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::
   summary.nvme = summarize_tier(ranks, gpus, Device::nvme, &GpuInfo::nvme_capacity, node_peaks);
   summary.fits = summary.gpu_fits && summary.host.fits && summary.nvme.fits;
   return summary;
+}
+
+double time_to_train(double tokens, double tokens_per_step, double step_time_s) {
+  // Relative slack: a token count given as a multiple of the batch still is that many steps.
+  return std::ceil(tokens / tokens_per_step * (1 - 1e-12)) * step_time_s;
 }
 
 double StepBreakdown::idle_s() const {
@@ -397,7 +406,7 @@ StepMetrics StepCollector::finish(double training_tokens) const {
     metrics.mfu = workload_.step.model_flops_per_step / (metrics.step_time_s * peak_flops);
     metrics.hfu = hardware_flops / (metrics.step_time_s * peak_flops);
     if (metrics.tokens_per_s > 0)
-      metrics.time_to_train_s = training_tokens / metrics.tokens_per_s;
+      metrics.time_to_train_s = time_to_train(training_tokens, workload_.step.tokens_per_step, metrics.step_time_s);
   }
   return metrics;
 }

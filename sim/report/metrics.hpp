@@ -91,7 +91,9 @@ struct NodeTier {
 using NodePeaks = std::map<std::string, std::array<double, device_count>>;
 
 struct MemorySummary {
-  double capacity_bytes = 0;    // the smallest GPU capacity among the ranks
+  // The rank with the least headroom (its peak furthest above, or closest below, its own GPU's
+  // capacity): its peak and its GPU's capacity. With one kind of GPU, the highest peak.
+  double capacity_bytes = 0;
   double peak_bytes = 0;
   int peak_rank = 0;
   bool gpu_fits = true;
@@ -116,6 +118,9 @@ struct StepMetrics {
   MemorySummary memory;
   std::vector<ResourceUse> resources;  // from the replay: busy time per class of links, drives, CPUs
 };
+
+// Training takes whole steps: ceil(tokens / tokens per step) of them.
+double time_to_train(double tokens, double tokens_per_step, double step_time_s);
 
 // The ranks whose memory timeline a run keeps: all up to 64 ranks; beyond, one per pipeline
 // stage (the first rank of each), which keeps memory.csv readable at 1,000+ GPUs.

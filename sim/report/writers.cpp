@@ -173,11 +173,27 @@ std::string breakdown(const CategoryBytes& bytes) {
   return text.empty() ? "nothing" : text;
 }
 
+// "16 x A100-SXM4-80GB", or each kind in the order the ranks first use it: "8 x A100 + 8 x H100".
+std::string gpu_counts(const std::vector<GpuInfo>& gpus, std::size_t ranks) {
+  std::vector<std::pair<std::string, std::size_t>> counts;
+  for (std::size_t rank = 0; rank < ranks && rank < gpus.size(); ++rank) {
+    auto found = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == gpus[rank].model; });
+    if (found == counts.end())
+      counts.emplace_back(gpus[rank].model, 1);
+    else
+      ++found->second;
+  }
+  std::string text;
+  for (const auto& [model, count] : counts)
+    text += (text.empty() ? "" : " + ") + std::to_string(count) + " x " + model;
+  return text;
+}
+
 void print_header(std::ostream& out, const Workload& workload, const std::vector<GpuInfo>& gpus, const RunInfo& run) {
   out << "trainsim: " << run.name << " — ";
   if (!workload.step.model.empty())
     out << workload.step.model << " (" << format_count(workload.step.parameters) << " parameters) ";
-  out << "on " << run.platform << ", " << workload.ranks() << " x " << gpus.front().model << '\n';
+  out << "on " << run.platform << ", " << gpu_counts(gpus, workload.ranks()) << '\n';
   out << line("  %-16s %s\n", "layout", run.layout.c_str());
   if (!run.fidelity.empty())
     out << line("  %-16s %s\n", "fidelity",
@@ -453,7 +469,7 @@ std::vector<std::pair<std::string, std::string>> report_facts(const StepMetrics&
   std::vector<std::pair<std::string, std::string>> facts = {
       {"model", workload.step.model.empty() ? "(trace)" : workload.step.model + " (" +
                                                              format_count(workload.step.parameters) + " parameters)"},
-      {"platform", run.platform + ", " + std::to_string(workload.ranks()) + " x " + gpus.front().model},
+      {"platform", run.platform + ", " + gpu_counts(gpus, workload.ranks())},
       {"layout", run.layout},
       {"fidelity", run.fidelity},
       {"step time", format_seconds(metrics.step_time_s)}};

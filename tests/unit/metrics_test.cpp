@@ -132,3 +132,27 @@ TEST_CASE("a node's host memory is what its ranks hold at once in a replay, thei
   CHECK(in_program_order.gpu_fits);
   CHECK_FALSE(in_program_order.nvme.used);
 }
+
+TEST_CASE("on GPUs of different sizes the memory summary names the rank with the least headroom") {
+  // Rank 0: 34 GB on an 80 GB GPU (46 GB free); rank 1: 30 GB on a 20 GB GPU (10 GB over). The
+  // highest peak is rank 0's, but rank 1 is the one that does not fit, against its own 20 GB.
+  std::vector<RankMemory> ranks(2);
+  ranks[0].devices[static_cast<int>(Device::gpu)].peak = 34e9;
+  ranks[1].devices[static_cast<int>(Device::gpu)].peak = 30e9;
+  std::vector<GpuInfo> gpus(2);
+  gpus[0].hbm_capacity = 80e9;
+  gpus[1].hbm_capacity = 20e9;
+  const MemorySummary summary = summarize_memory(ranks, gpus);
+  CHECK(summary.peak_rank == 1);
+  CHECK(summary.peak_bytes == 30e9);
+  CHECK(summary.capacity_bytes == 20e9);
+  CHECK_FALSE(summary.gpu_fits);
+}
+
+TEST_CASE("training takes whole steps") {
+  // 1,000 tokens with 1,048,576 per step still take one 3.5 s step; 2.5 steps' worth take three;
+  // exactly two steps' worth take two.
+  CHECK(time_to_train(1000, 1048576, 3.5) == 3.5);
+  CHECK(time_to_train(2.5 * 1048576, 1048576, 3.5) == 10.5);
+  CHECK(time_to_train(2.0 * 1048576, 1048576, 3.5) == 7.0);
+}
