@@ -1,4 +1,5 @@
 #include "cli.hpp"
+#include "sanitizer_notes.hpp"
 
 #include <cstdlib>
 #include <fstream>
@@ -58,7 +59,7 @@ CliResult run_trainsim(const std::string& name, const std::string& arguments, co
   const int raw = std::system(command.c_str());
   result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
   result.out = read_file(result.dir / "stdout.txt");
-  result.err = read_file(result.dir / "stderr.txt");
+  result.err = without_sanitizer_notes(read_file(result.dir / "stderr.txt"));
   return result;
 }
 

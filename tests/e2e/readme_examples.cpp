@@ -1,4 +1,5 @@
 #include "readme_examples.hpp"
+#include "sanitizer_notes.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -180,7 +181,7 @@ std::vector<std::string> run_example(const std::string& command, const fs::path&
   std::ifstream in(scratch / "output.txt", std::ios::binary);
   std::stringstream output;
   output << in.rdbuf();
-  return split_lines(output.str());
+  return split_lines(test::without_sanitizer_notes(output.str()));
 }
 
 std::vector<std::vector<std::string>> run_examples(const std::vector<Example>& examples, const fs::path& scratch,
