@@ -24,6 +24,13 @@ void check_node_targets(const Workload& workload, const std::vector<GpuInfo>& gp
       if (uses_nvme && gpu.nvme_disk.empty())
         throw InputError(where + " op " + op_name() + " needs an NVMe drive on its node's CPU host and the platform has "
                          "none (a <disk> in that host; described clusters: platform.nvme_per_node >= 1)");
+      // Whether offloaded states fit is part of the answer: a tier of unknown size cannot say.
+      if (op.kind == OpKind::alloc && op.device == Device::host && !(gpu.host_memory_capacity > 0))
+        throw InputError("host " + gpu.cpu_host + " lacks property 'dram_capacity', which " + where +
+                         " needs to place its offloaded states; accepted: a size such as 2TiB");
+      if (op.kind == OpKind::alloc && op.device == Device::nvme && !(gpu.nvme_capacity > 0))
+        throw InputError("the disks of host " + gpu.cpu_host + " lack property 'size', which " + where +
+                         " needs to place its offloaded states; accepted: a size such as 3.84TB");
     }
   }
 }

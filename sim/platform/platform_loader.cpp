@@ -77,6 +77,9 @@ void attach_node_hosts(const std::string& file, const std::vector<sg4::Host*>& h
     if (found == cpu_of_node.end())
       continue;
     const sg4::Host* cpu = found->second;
+    if (!(cpu->get_speed() > 0))
+      throw InputError(file + ": host " + cpu->get_name() + " (the CPU of node " + gpu.node +
+                       "): speed must be positive; accepted: a speed such as 2Tf");
     gpu.cpu_host = cpu->get_name();
     if (const char* dram = cpu->get_property("dram_capacity"))
       gpu.host_memory_capacity = quantity_property(file, "host " + cpu->get_name(), "dram_capacity", dram, parse_bytes);
@@ -84,9 +87,13 @@ void attach_node_hosts(const std::string& file, const std::vector<sg4::Host*>& h
     if (disks.empty())
       continue;
     gpu.nvme_disk = disks[static_cast<std::size_t>(local) % disks.size()]->get_name();
-    for (const sg4::Disk* disk : disks)
+    for (const sg4::Disk* disk : disks) {
+      if (!(disk->get_read_bandwidth() > 0) || !(disk->get_write_bandwidth() > 0))
+        throw InputError(file + ": disk " + disk->get_name() + " of host " + cpu->get_name() +
+                         ": read_bw and write_bw must be positive; accepted: bandwidths such as 6.8GBps");
       if (const char* size = disk->get_property("size"))
         gpu.nvme_capacity += quantity_property(file, "disk " + disk->get_name(), "size", size, parse_bytes);
+    }
   }
 }
 

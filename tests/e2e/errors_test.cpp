@@ -298,3 +298,39 @@ TEST_CASE("a trace is written whole or not at all, and replaces an earlier trace
   CHECK(read_file(out / "program-00000.trace") == program);
   CHECK(read_file(out / "workload.txt") == workload);
 }
+
+namespace {
+
+// platforms/dgx-a100-nvme.xml with one piece of text replaced, written into a fresh folder.
+std::string nvme_platform_with(const std::string& name, const std::string& from, const std::string& to) {
+  std::string text = read_file(project_file("platforms/dgx-a100-nvme.xml"));
+  const std::size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  const fs::path file = fresh_dir(name + "_platform") / (name + ".xml");
+  std::ofstream(file) << text;
+  return file.string();
+}
+
+} // namespace
+
+TEST_CASE("a node's CPU and drives need a speed, bandwidths and sizes: refused, not a crash or 'unknown - fits'") {
+  const std::string offload = "run " + project_file("scenarios/llama2-70b-offload-nvme.ini") + " --out out --set platform.file=";
+  // A CPU that computes nothing made SimGrid abort once the optimizer step ran on it.
+  expect_input_error("cpu_speed_zero", offload + nvme_platform_with("cpu0", "speed=\"4.6Tf\"", "speed=\"0f\""),
+                     {"host node0-cpu", "speed must be positive", "accepted"});
+  // A drive that reads nothing gave "nvme inf% busy".
+  expect_input_error("disk_bandwidth_zero",
+                     offload + nvme_platform_with("disk0", "read_bw=\"6.8GBps\"", "read_bw=\"0GBps\""),
+                     {"disk node0-nvme0", "read_bw and write_bw must be positive", "accepted"});
+  // Offloaded states on a tier of unknown size were reported as fitting.
+  expect_input_error("no_dram_capacity",
+                     offload + nvme_platform_with("dram", "<prop id=\"dram_capacity\" value=\"1e+12B\"/>", ""),
+                     {"host node0-cpu lacks property 'dram_capacity'", "accepted"});
+  std::string sizeless = read_file(project_file("platforms/dgx-a100-nvme.xml"));
+  for (std::size_t at; (at = sizeless.find("<prop id=\"size\" value=\"3840GB\"/>")) != std::string::npos;)
+    sizeless.erase(at, std::string("<prop id=\"size\" value=\"3840GB\"/>").size());
+  const fs::path file = fresh_dir("sizeless_platform") / "sizeless.xml";
+  std::ofstream(file) << sizeless;
+  expect_input_error("no_disk_size", offload + file.string(), {"lack property 'size'", "accepted"});
+}
