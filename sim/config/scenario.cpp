@@ -70,8 +70,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"training.micro_batch", "1", "sequences per micro-batch per data-parallel rank"},
       {"training.global_batch", "auto", "sequences per optimizer step (auto: micro_batch x dp, no accumulation)"},
       {"training.tokens", "1e9", "tokens to train, for time-to-train (1e9, 300B, 2T)"},
-      {"compute.matmul_efficiency", "0.55", "fraction of peak tensor FLOP/s reached by transformer layers, in (0, 1]"},
-      {"compute.memory_efficiency", "0.8", "fraction of peak HBM bandwidth reached by memory-bound kernels, in (0, 1]"},
+      {"compute.matmul_efficiency", "0.55", "fraction of peak tensor FLOP/s reached by transformer layers, 0.01 to 1"},
+      {"compute.memory_efficiency", "0.8", "fraction of peak HBM bandwidth reached by memory-bound kernels, 0.01 to 1"},
       {"compute.allow_tf32", "true", "fp32 matmuls run on TF32 tensor cores: true | false"},
       {"comm.bucket_size", "auto", "gradient reduction bucket size, e.g. 25MiB (auto: 25 MiB with ZeRO 0, as PyTorch DDP; "
                                    "5e8 gradient elements with ZeRO 1-3, as DeepSpeed's reduce_bucket_size)"},
@@ -174,8 +174,9 @@ public:
     return value;
   }
 
-  double fraction(const std::string& key) const {
-    return number(key, 0, true, 1, "a number in (0, 1], such as 0.55 (not a percentage)");
+  // An efficiency: below 1% of a GPU's peak no kernel runs, and times would be nonsense.
+  double efficiency(const std::string& key) const {
+    return number(key, 0.01, false, 1, "a number from 0.01 to 1, such as 0.55 (not a percentage)");
   }
 
   double quantity(const std::string& key, double (*parse)(std::string_view)) const {
@@ -576,6 +577,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   if (scenario.vpp > 1 && scenario.schedule != Schedule::interleaved)
     values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved");
   values.needs("parallel.schedule", scenario.pp > 1, "parallel.pp > 1 (a schedule orders pipeline stages)");
+  values.needs("parallel.vpp", scenario.pp > 1, "parallel.pp > 1 (virtual stages split a pipeline rank's layers)");
   {
     auto dims = split(values.text("parallel.order"), '-');
     auto sorted = dims;
@@ -700,8 +702,8 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
     values.fail("training.global_batch", "gives more than 100000 accumulation steps per step");
   scenario.tokens = values.quantity("training.tokens", parse_tokens);
 
-  scenario.efficiency.matmul = values.fraction("compute.matmul_efficiency");
-  scenario.efficiency.memory = values.fraction("compute.memory_efficiency");
+  scenario.efficiency.matmul = values.efficiency("compute.matmul_efficiency");
+  scenario.efficiency.memory = values.efficiency("compute.memory_efficiency");
   scenario.efficiency.allow_tf32 = values.boolean("compute.allow_tf32");
   if (!scenario.efficiency.allow_tf32)
     values.needs("compute.allow_tf32", scenario.precision == Precision::fp32,

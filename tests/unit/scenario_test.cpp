@@ -70,7 +70,11 @@ TEST_CASE("a bad value names the key and what is accepted") {
   CHECK(contains(dp, "--set parallel.dp=zero"));
   CHECK(contains(dp, "whole number"));
   const std::string efficiency = error_of("eff.ini", valid, {"compute.matmul_efficiency=1.5"});
-  CHECK(contains(efficiency, "(0, 1]"));
+  CHECK(contains(efficiency, "from 0.01 to 1"));
+  // Too small to be an efficiency: times of 1e300 seconds, printed with 300 digits.
+  CHECK(contains(error_of("tiny_eff.ini", valid, {"compute.memory_efficiency=1e-300"}), "out of range"));
+  // Virtual stages without a pipeline would be accepted without effect.
+  CHECK(contains(error_of("vpp.ini", valid, {"parallel.vpp=2"}), "needs parallel.pp > 1"));
 }
 
 TEST_CASE("accumulation steps must be whole") {
@@ -200,7 +204,7 @@ TEST_CASE("model.name is a catalog name, never a path") {
 TEST_CASE("efficiencies that are not fractions say so, not that a count is expected") {
   for (const char* bad : {"nan", "inf", "55%"}) {
     const std::string message = error_of("efficiency.ini", valid, {std::string("compute.matmul_efficiency=") + bad});
-    CHECK(contains(message, "(0, 1]"));
+    CHECK(contains(message, "from 0.01 to 1"));
     CHECK_FALSE(contains(message, "count"));
   }
   const std::string ratio = error_of("ratio.ini", "[model]\nname = tiny-gpt\n[platform]\ngpu = a100-80gb\n"
