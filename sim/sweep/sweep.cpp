@@ -151,6 +151,9 @@ json to_json(const SweepRow& row) {
 
 SweepRow row_from_json(const json& in) {
   SweepRow row;
+  // A whole number that fits: a larger one parses as a double, which no index converts from.
+  if (!in.at("index").is_number_unsigned())
+    throw json::type_error::create(302, "index must be a whole number from 0 to 2^64 - 1", &in.at("index"));
   row.index = in.at("index").get<std::size_t>();
   for (const json& pair : in.at("settings"))
     row.settings.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());

@@ -154,3 +154,11 @@ TEST_CASE("a row that cannot be appended (a full disk) is an error naming the fi
                        InputError);
   CHECK(fine.str() == csv_line(row));
 }
+
+TEST_CASE("a result row whose index is beyond 64 bits is refused, not converted") {
+  // 81111111111111111111111 does not fit an unsigned 64-bit integer: JSON reads it as a double,
+  // and converting that to an index is undefined (the fuzzer found it).
+  const std::string line = R"({"index":81111111111111111111111,"settings":[],"status":"invalid","reason":"r"})";
+  CHECK_THROWS_AS(parse_rows(line + "\n", "rows.jsonl"), InputError);
+  CHECK(parse_rows(R"({"index":7,"settings":[],"status":"invalid","reason":"r"})" "\n", "rows.jsonl").front().index == 7);
+}
