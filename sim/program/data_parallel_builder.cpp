@@ -37,12 +37,10 @@ public:
   // `gradient_group` reduces the gradients (dp x cp ranks, `gradient_ranks` of them);
   // `parallel` names this rank's tensor- and context-parallel groups.
   DataParallelWriter(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                     const RecomputePlan& plan, int gradient_group, int gradient_ranks,
+                     const ModelStatePlan& states, const RecomputePlan& plan, int gradient_group,
                      const ModelParallelGroups& parallel)
-      : s_(scenario), model_(model), costs_(costs), plan_(plan), ops_(*this, costs, parallel),
-        gradient_group_(gradient_group), ranks_(static_cast<double>(gradient_ranks)),
-        // One rank has nothing to shard, except parameters streamed from offload per use.
-        stage_(gradient_ranks > 1 || scenario.offload_params != OffloadTier::none ? scenario.zero : 0) {
+      : s_(scenario), model_(model), costs_(costs), states_(states), plan_(plan), ops_(*this, costs, parallel),
+        gradient_group_(gradient_group) {
     const ParameterCounts counts = count_parameters(model);
     const double t = static_cast<double>(scenario.tp);
     groups_.push_back({"embedding", costs.embedding_parameters});
@@ -80,43 +78,26 @@ private:
 
   // ---- model states ------------------------------------------------------------------------
 
-  double shard(double parameters) const { return std::ceil(parameters / ranks_); }
-
-  bool offloads_optimizer() const { return s_.offload_optimizer != OffloadTier::none; }
-  bool offloads_params() const { return s_.offload_params != OffloadTier::none; }
-  double weight_bytes() const { return s_.precision == Precision::fp8 ? 3.0 : bytes_per_element(s_.precision); }
-
-  // Where each model state lives follows the ZeRO-Offload table (REFERENCES.md): offloading the
-  // optimizer moves the fp32 states and gradients to the host (the GPU keeps 16-bit weights and,
-  // unless ZeRO-2/3 stream each reduced bucket out, 16-bit gradients); offloading parameters
-  // leaves only the gathered layers on the GPU.
+  // The model states where the plan keeps them; offloaded parameters leave only the gathered
+  // groups on the GPU.
   void allocate_model_states() {
-    const double params = parameters_;
-    double weight_params = params;
-    if (stage_ >= 3) {
+    double weight_params = parameters_;
+    if (states_.weights.sharded) {
       // FSDP shards each group separately; the shards of a tied head are the embedding's.
       weight_params = 0;
       for (std::size_t g = 0; g + 1 < groups_.size(); ++g)
-        weight_params += shard(groups_[g].parameters);
-      weight_params += shard(head_gradient_parameters_);
+        weight_params += states_.shard(groups_[g].parameters);
+      weight_params += states_.shard(head_gradient_parameters_);
     }
-    const double gradient_params = stage_ >= 2 ? shard(params) : params;
-    optimizer_params_ = stage_ >= 1 ? shard(params) : params;
-    const double gradient_copy = s_.fp32_grad_copy ? 4.0 : 0.0;
-    const Device weights_device = s_.offload_params == OffloadTier::nvme ? Device::nvme
-                                  : offloads_params()                     ? Device::host
-                                                                          : Device::gpu;
-    alloc("weights", MemCategory::weights, weight_params * weight_bytes(), weights_device);
-    if (!offloads_optimizer()) {
-      const double master_copy = s_.precision == Precision::fp32 ? 0.0 : 4.0;  // fp32 master weights
-      alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
-      alloc("optimizer", MemCategory::optimizer,
-            optimizer_params_ * (master_copy + gradient_copy + 8.0));  // + momentum, variance
+    alloc("weights", MemCategory::weights, weight_params * states_.weights.bytes_per_parameter, states_.weights.device);
+    alloc("gradients", MemCategory::gradients,
+          states_.held(states_.gradients, parameters_) * states_.gradients.bytes_per_parameter);
+    optimizer_params_ = states_.held(states_.optimizer, parameters_);
+    if (!states_.offloads_optimizer()) {
+      alloc("optimizer", MemCategory::optimizer, optimizer_params_ * states_.optimizer.bytes_per_parameter);
       return;
     }
-    if (stage_ < 2)  // reduced in place on the GPU, then copied out
-      alloc("gradients", MemCategory::gradients, gradient_params * bytes_per_element(s_.grad_precision));
-    offloaded_.emplace(static_cast<ProgramWriter&>(*this), s_, optimizer_params_);
+    offloaded_.emplace(static_cast<ProgramWriter&>(*this), s_, states_, optimizer_params_);
     offloaded_->allocate_states();
   }
 
@@ -128,7 +109,7 @@ private:
   // The order in which one micro-batch uses its parameter groups: forward, then backward
   // (a checkpointed segment is re-run in forward order before its layers' backward).
   void plan_fetches() {
-    if (stage_ < 3)
+    if (!states_.gathers_per_use)
       return;
     per_micro_batch_.push_back({0, "fwd"});
     for (long long l = 0; l < model_.layers; ++l)
@@ -155,27 +136,27 @@ private:
 
   // Gathers up to `prefetch_depth` uses ahead and returns the gather the next use waits for.
   std::vector<OpId> acquire() {
-    if (stage_ < 3)
+    if (!states_.gathers_per_use)
       return {};
     const long long per = static_cast<long long>(per_micro_batch_.size());
     const long long total = per * s_.grad_accum;
     const long long wanted = std::min(total - 1, next_use_ + s_.prefetch_depth);
     while (next_gather_ <= wanted) {
       const FetchEvent& event = per_micro_batch_[next_gather_ % per];
-      const double bytes = groups_[event.group].parameters * bytes_per_element(s_.precision);
+      const double bytes = groups_[event.group].parameters * states_.parameter_element_bytes;
       const std::string tensor = fetch_tensor(next_gather_);
       const auto buffer = alloc(tensor, MemCategory::buffers, bytes);
       std::vector<OpId> ready = buffer ? std::vector<OpId>{*buffer} : std::vector<OpId>{};
-      if (offloads_params()) {
+      if (states_.offloads_weights()) {
         // ZeRO-Infinity: this rank's shard comes up from the host (read from NVMe first),
         // then the ranks gather the whole group on the GPUs.
-        const double shard_bytes = shard(groups_[event.group].parameters) * bytes_per_element(s_.precision);
-        if (s_.offload_params == OffloadTier::nvme)
+        const double shard_bytes = states_.shard(groups_[event.group].parameters) * states_.parameter_element_bytes;
+        if (states_.weights.device == Device::nvme)
           ready.push_back(disk_io(OpKind::read, node_nvme, shard_bytes, "nvme-read." + tensor, {}));
         ready = {copy(node_cpu, true, shard_bytes, "h2d." + tensor, ready)};
       }
       gathers_[next_gather_] =
-          ranks_ > 1 ? collective(Stream::dp_comm, Collective::all_gather, gradient_group_, bytes, "gather." + tensor, ready)
+          states_.ranks > 1 ? collective(Stream::dp_comm, Collective::all_gather, gradient_group_, bytes, "gather." + tensor, ready)
                      : ready.back();
       ++next_gather_;
     }
@@ -184,7 +165,7 @@ private:
 
   // The current use is over once `last` (already emitted) is done.
   void release_use() {
-    if (stage_ < 3)
+    if (!states_.gathers_per_use)
       return;
     release(fetch_tensor(next_use_));
     gathers_.erase(next_use_);
@@ -193,12 +174,7 @@ private:
 
   // ---- gradient reduction ------------------------------------------------------------------
 
-  // One rank has nothing to reduce, unless its gradients go to the CPU.
-  bool reduces_gradients() const { return ranks_ > 1 || offloads_optimizer(); }
-  bool reduces_into_bucket_buffers() const { return stage_ >= 2 && !accumulates_unsharded(); }
-  // ZeRO-2/3 that reduce only after the last micro-batch must accumulate full gradients first.
-  bool accumulates_unsharded() const { return stage_ >= 2 && s_.grad_sync == GradSync::last && s_.grad_accum > 1; }
-  double gradient_bytes(double parameters) const { return parameters * bytes_per_element(s_.grad_precision); }
+  double gradient_bytes(double parameters) const { return parameters * states_.gradient_element_bytes; }
 
   // The gradients of `parameters` are final once `producer` is done: they fill buckets, and each
   // full bucket is reduced. ZeRO-2/3 copy them into bucket buffers first (each the size of its
@@ -206,7 +182,7 @@ private:
   // further bucket waits on the compute stream until the oldest is reduced, as DeepSpeed's
   // gradient hooks wait for its reduction stream.
   void gradients_ready(double parameters, OpId producer, bool last_of_backward) {
-    if (!sync_now_ || !reduces_gradients())
+    if (!sync_now_ || !states_.reduces_gradients())
       return;
     // Bucket by bucket, so that a buffer is freed before the next of the same op is needed.
     for (double left = gradient_bytes(parameters); left > 0;) {
@@ -214,7 +190,7 @@ private:
       const double part = room > 0 ? std::min(left, room) : left;  // past the planned total: rounding
       left -= part;
       std::optional<OpId> buffer;
-      if (reduces_into_bucket_buffers() && !buckets_.opened_by(part).empty()) {
+      if (states_.reduces_from_bucket_buffers && !buckets_.opened_by(part).empty()) {
         if (static_cast<int>(in_flight_.size() + filling_.size()) >= buckets_in_flight && !in_flight_.empty()) {
           release(in_flight_.front().first, {in_flight_.front().second});
           in_flight_.pop_front();
@@ -232,15 +208,15 @@ private:
   void reduce_bucket(double bytes, OpId producer, std::optional<OpId> buffer) {
     const std::string bucket = ".bucket" + std::to_string(buckets_reduced_++) + mb_suffix();
     OpId done = producer;
-    if (ranks_ > 1) {
-      const Collective kind = stage_ == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+    if (states_.ranks > 1) {
+      const Collective kind = states_.gradient_reduction;
       done = collective(Stream::dp_comm, kind, gradient_group_, bytes,
-                        std::string(stage_ == 0 ? "grad-allreduce" : "grad-reducescatter") + bucket,
+                        std::string(kind == Collective::all_reduce ? "grad-allreduce" : "grad-reducescatter") + bucket,
                         buffer ? std::vector<OpId>{producer, *buffer} : std::vector<OpId>{producer});
     }
     OpId copied = done;
     if (offloaded_) {
-      const auto arrival = offloaded_->gradients(stage_ >= 1 ? bytes / ranks_ : bytes, bucket, done);
+      const auto arrival = offloaded_->gradients(states_.optimizer.sharded ? bytes / states_.ranks : bytes, bucket, done);
       copied = arrival.copied;
       done = arrival.done;
     }
@@ -299,11 +275,11 @@ private:
   void backward() {
     const std::string mb = mb_suffix();
     returning_.clear();
-    if (accumulates_unsharded() && micro_batch_ == 0)
+    if (states_.accumulates_unsharded && micro_batch_ == 0)
       alloc("gradient-accumulator", MemCategory::gradients, gradient_bytes(parameters_));
     alloc("act-grad" + mb, MemCategory::buffers, costs_.activation_gradient_buffer);
     auto gathered = acquire();
-    if (sync_now_ && reduces_gradients())
+    if (sync_now_ && states_.reduces_gradients())
       buckets_ = BucketFiller(s_.bucket_bytes, gradient_bytes(parameters_));
     const OpId head = ops_.head_backward("head.bwd" + mb, after_chain(gathered));
     chain_ = head;
@@ -358,7 +334,7 @@ private:
       if (offloaded_)
         offloaded_->micro_batch_done();
       drain_buckets();
-      if (accumulates_unsharded())
+      if (states_.accumulates_unsharded)
         release("gradient-accumulator", sync_ops_);
     }
   }
@@ -409,7 +385,7 @@ private:
   // In backward a layer's gathered parameters stay until its own backward is done, even when a
   // checkpointed segment gathered several layers for its recompute.
   std::vector<OpId> acquire_and_keep() {
-    if (stage_ < 3)
+    if (!states_.gathers_per_use)
       return {};
     const std::vector<OpId> gathered = acquire();
     kept_uses_.push_back(next_use_);
@@ -418,7 +394,7 @@ private:
   }
 
   void release_kept(long long layer) {
-    if (stage_ < 3)
+    if (!states_.gathers_per_use)
       return;
     // Uses are kept in gather order; the one of this layer is found by its tensor name.
     for (auto it = kept_uses_.begin(); it != kept_uses_.end(); ++it) {
@@ -435,40 +411,42 @@ private:
   // ---- optimizer ---------------------------------------------------------------------------
 
   void optimizer_step() {
-    if (offloads_optimizer())
+    if (states_.offloads_optimizer())
       return cpu_optimizer_step();
     const Work work = optimizer_step_work(optimizer_params_, s_.precision, s_.grad_precision);
     const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
-    if (stage_ == 1 || stage_ == 2)  // each rank updated its shard: all-gather the new parameters
-      bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
-                          parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {step});
+    if (states_.gathers_after_step)  // each rank updated its shard: all-gather the new parameters
+      gather_updated_parameters(step);
   }
 
   // Adam on the node's CPU, then the updated 16-bit parameters go where the GPU reads them: up
   // to the GPU (and ZeRO-1/2 all-gather them), or back to NVMe when parameters live there.
   void cpu_optimizer_step() {
     const std::vector<OpId> updated = offloaded_->step(sync_ops_);
-    const double param_bytes = optimizer_params_ * bytes_per_element(s_.precision);
-    if (s_.offload_params == OffloadTier::nvme) {
+    const double param_bytes = optimizer_params_ * states_.parameter_element_bytes;
+    if (states_.weights.device == Device::nvme) {
       disk_io(OpKind::write, node_nvme, param_bytes, "nvme-write.params", updated);
       return;
     }
-    if (offloads_params())
+    if (states_.offloads_weights())
       return;  // updated in host memory, where the next gathers read them
     const OpId upload = copy(node_cpu, true, param_bytes, "h2d.params", updated);
-    if (stage_ == 1 || stage_ == 2)
-      bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
-                          parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {upload});
+    if (states_.gathers_after_step)
+      gather_updated_parameters(upload);
+  }
+
+  void gather_updated_parameters(OpId updated) {
+    bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
+                        parameters_ * states_.parameter_element_bytes, s_.bucket_bytes, "param-allgather", {updated});
   }
 
   const Scenario& s_;
   const ModelSpec& model_;
   const ModelCosts& costs_;
+  const ModelStatePlan& states_;
   const RecomputePlan& plan_;
   LayerOps ops_;
   const int gradient_group_;
-  const double ranks_;
-  const int stage_;
   std::vector<ParamGroup> groups_;
   double parameters_ = 0;          // held by this rank before ZeRO sharding
   double head_gradient_parameters_ = 0;
@@ -496,7 +474,7 @@ private:
 // What a rank holds besides layer activations: model states, the non-layer activations and
 // buffers; the default activation budget of the optimal plan is what remains of the GPU.
 double default_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                                 double gpu_capacity, int gradient_ranks) {
+                                 const ModelStatePlan& states, double gpu_capacity) {
   if (gpu_capacity <= 0)
     return std::numeric_limits<double>::infinity();
   Scenario keep_nothing = scenario;
@@ -507,7 +485,7 @@ double default_activation_budget(const Scenario& scenario, const ModelSpec& mode
   ModelCosts without_layers = costs;
   without_layers.layer.activations = LayerActivations{};
   const Program program =
-      DataParallelWriter(keep_nothing, model, without_layers, empty, 0, gradient_ranks, ModelParallelGroups{}).build();
+      DataParallelWriter(keep_nothing, model, without_layers, states, empty, 0, ModelParallelGroups{}).build();
   double peak = 0, used = 0;
   std::map<std::string, double> sizes;
   for (const Op& op : program.ops) {
@@ -525,14 +503,14 @@ double default_activation_budget(const Scenario& scenario, const ModelSpec& mode
 } // namespace
 
 Program build_data_parallel_program(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                                    const RecomputePlan& plan, int gradient_group, int gradient_ranks,
+                                    const ModelStatePlan& states, const RecomputePlan& plan, int gradient_group,
                                     const ModelParallelGroups& parallel) {
-  return DataParallelWriter(scenario, model, costs, plan, gradient_group, gradient_ranks, parallel).build();
+  return DataParallelWriter(scenario, model, costs, states, plan, gradient_group, parallel).build();
 }
 
 double data_parallel_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                                       double gpu_capacity, int gradient_ranks) {
-  return default_activation_budget(scenario, model, costs, gpu_capacity, gradient_ranks);
+                                       const ModelStatePlan& states, double gpu_capacity) {
+  return default_activation_budget(scenario, model, costs, states, gpu_capacity);
 }
 
 } // namespace trainsim

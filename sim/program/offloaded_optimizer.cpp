@@ -4,16 +4,10 @@
 #include <cmath>
 
 namespace trainsim {
-namespace {
 
-Device device_of(OffloadTier tier) { return tier == OffloadTier::nvme ? Device::nvme : Device::host; }
-
-} // namespace
-
-OffloadedOptimizer::OffloadedOptimizer(ProgramWriter& writer, const Scenario& scenario, double shard)
-    : w_(writer), s_(scenario), shard_(shard) {}
-
-double OffloadedOptimizer::state_bytes() const { return (s_.precision == Precision::fp32 ? 0.0 : 4.0) + 8.0; }
+OffloadedOptimizer::OffloadedOptimizer(ProgramWriter& writer, const Scenario& scenario, const ModelStatePlan& states,
+                                       double shard)
+    : w_(writer), s_(scenario), states_(states), shard_(shard) {}
 
 // CPU Adam reads fp32 gradients, master weights and moments and writes the last three and the
 // 16-bit weights for the GPU.
@@ -22,32 +16,32 @@ Work OffloadedOptimizer::adam_work(double params) const {
 }
 
 void OffloadedOptimizer::allocate_states() {
-  // ZeRO-Infinity keeps the fp32 gradients beside the states: a trillion parameters' gradients
-  // exceed any node's DRAM.
-  w_.alloc("gradients.offloaded", MemCategory::gradients, shard_ * 4.0, device_of(s_.offload_optimizer));
-  w_.alloc("optimizer.states", MemCategory::optimizer, shard_ * state_bytes(), device_of(s_.offload_optimizer));
-  if (s_.offload_optimizer == OffloadTier::nvme || s_.offload_params == OffloadTier::nvme)
-    w_.alloc("pinned-buffers", MemCategory::buffers, s_.pinned_buffer_bytes, Device::host);
+  const StatePlacement& gradients = states_.offloaded_gradients;
+  w_.alloc("gradients.offloaded", MemCategory::gradients, shard_ * gradients.bytes_per_parameter, gradients.device);
+  w_.alloc("optimizer.states", MemCategory::optimizer, shard_ * states_.optimizer.bytes_per_parameter,
+           states_.optimizer.device);
+  w_.alloc("pinned-buffers", MemCategory::buffers, states_.pinned_buffer_bytes, Device::host);
 }
 
 OffloadedOptimizer::Arrival OffloadedOptimizer::gradients(double bytes, const std::string& bucket, OpId reduced) {
   const OpId copied = w_.copy(node_cpu, false, bytes, "d2h.grads" + bucket, {reduced});
   // The CPU turns them into fp32 (write 4 bytes) or adds them to the fp32 ones (read and write 8).
-  const double params = bytes / bytes_per_element(s_.grad_precision);
+  const double params = bytes / states_.gradient_element_bytes;
   const double fp32_traffic = accumulated_before_ ? 8.0 : 4.0;
   OpId done = w_.compute_on(node_cpu, "cpu-accumulate.grads" + bucket,
-                            Work{params, params * (bytes_per_element(s_.grad_precision) + fp32_traffic)}, Phase::other,
+                            Work{params, params * (states_.gradient_element_bytes + fp32_traffic)}, Phase::other,
                             {copied});
-  if (s_.offload_optimizer == OffloadTier::nvme)  // staged in the pinned buffer, written as fp32
-    done = w_.disk_io(OpKind::write, node_nvme, params * 4.0, "nvme-write.grads" + bucket, {done});
+  if (on_nvme())  // staged in the pinned buffer, written as fp32
+    done = w_.disk_io(OpKind::write, node_nvme, params * states_.offloaded_gradients.bytes_per_parameter, "nvme-write.grads" + bucket, {done});
   return {copied, done};
 }
 
 std::vector<OpId> OffloadedOptimizer::step(const std::vector<OpId>& after) {
-  if (s_.offload_optimizer == OffloadTier::cpu)
+  if (!on_nvme())
     return {w_.compute_on(node_cpu, "cpu-adam", adam_work(shard_), Phase::optimizer, after)};
-  const double per_param = state_bytes();
-  const double chunk_params = std::max(1.0, std::floor(s_.pinned_buffer_bytes / 2 / (per_param + 4.0)));
+  const double per_param = states_.optimizer.bytes_per_parameter;
+  const double gradient = states_.offloaded_gradients.bytes_per_parameter;
+  const double chunk_params = std::max(1.0, std::floor(states_.pinned_buffer_bytes / 2 / (per_param + gradient)));
   std::vector<double> chunks;
   for (double done = 0; done < shard_; done += chunk_params)
     chunks.push_back(std::min(chunk_params, shard_ - done));
@@ -62,7 +56,7 @@ std::vector<OpId> OffloadedOptimizer::step(const std::vector<OpId>& after) {
     std::vector<OpId> deps = k == 0 ? after : std::vector<OpId>{};
     if (k >= 2)
       deps.push_back(writes[k - 2]);
-    reads.push_back(w_.disk_io(OpKind::read, node_nvme, chunks[k] * (per_param + 4.0),  // + fp32 gradients
+    reads.push_back(w_.disk_io(OpKind::read, node_nvme, chunks[k] * (per_param + gradient),
                                "nvme-read.optimizer.chunk" + std::to_string(k), deps));
   };
   for (std::size_t k = 0; k < std::min<std::size_t>(2, chunks.size()); ++k)

@@ -5,14 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "program/model_states.hpp"
 #include "program/program_writer.hpp"
 
 namespace trainsim {
 
 class OffloadedOptimizer {
 public:
-  // `shard`: the parameters whose optimizer states this rank keeps.
-  OffloadedOptimizer(ProgramWriter& writer, const Scenario& scenario, double shard);
+  // `shard`: the parameters whose optimizer states this rank keeps, where `states` puts them.
+  OffloadedOptimizer(ProgramWriter& writer, const Scenario& scenario, const ModelStatePlan& states, double shard);
 
   // fp32 master weights, momentum, variance and fp32 gradients (16 bytes per shard parameter)
   // in host memory or on NVMe, and the pinned buffer NVMe traffic goes through.
@@ -36,10 +37,11 @@ public:
 
 private:
   Work adam_work(double params) const;
-  double state_bytes() const;  // per parameter: fp32 master copy (unless fp32 training), momentum, variance
+  bool on_nvme() const { return states_.optimizer.device == Device::nvme; }
 
   ProgramWriter& w_;
   const Scenario& s_;
+  const ModelStatePlan& states_;
   const double shard_;
   bool accumulated_before_ = false;
 };

@@ -31,10 +31,10 @@ private:
 
 class PipelineWriter : private ProgramWriter {
 public:
-  PipelineWriter(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
+  PipelineWriter(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs, const ModelStatePlan& states,
                  const std::vector<RecomputePlan>& plans, const PipelinePlacement& placement, int rank)
-      : s_(scenario), model_(model), costs_(costs), plans_(plans), coords_(placement.layout->coords(rank)), p_(scenario.pp), v_(scenario.vpp),
-        gradient_ranks_(static_cast<int>(placement.groups->groups[placement.groups->gradient[rank]].ranks.size())),
+      : s_(scenario), model_(model), costs_(costs), states_(states), plans_(plans),
+        coords_(placement.layout->coords(rank)), p_(scenario.pp), v_(scenario.vpp),
         embedding_group_(placement.embedding_group[rank] >= 0 ? embedding_slot : -1),
         ops_(*this, costs,
              ModelParallelGroups{placement.groups->tp[rank] >= 0 ? tp_slot : -1,
@@ -105,20 +105,17 @@ private:
     return parameters;
   }
 
+  // Pipelines keep their stage's weights and gradients whole (ZeRO-2/3 are refused with them).
   void allocate_model_states() {
     parameters_ = stage_parameters();
-    const double shard = s_.zero >= 1 && gradient_ranks_ > 1 ? std::ceil(parameters_ / gradient_ranks_) : parameters_;
-    const double master_copy = s_.precision == Precision::fp32 ? 0.0 : 4.0;
-    const double gradient_copy = s_.fp32_grad_copy ? 4.0 : 0.0;
-    const double weight_bytes = s_.precision == Precision::fp8 ? 3.0 : bytes_per_element(s_.precision);
-    alloc("weights", MemCategory::weights, parameters_ * weight_bytes);
-    alloc("gradients", MemCategory::gradients, parameters_ * bytes_per_element(s_.grad_precision));
-    optimizer_parameters_ = shard;
-    if (s_.offload_optimizer == OffloadTier::none) {
-      alloc("optimizer", MemCategory::optimizer, shard * (master_copy + gradient_copy + 8.0));
+    alloc("weights", MemCategory::weights, parameters_ * states_.weights.bytes_per_parameter);
+    alloc("gradients", MemCategory::gradients, parameters_ * states_.gradients.bytes_per_parameter);
+    optimizer_parameters_ = states_.held(states_.optimizer, parameters_);
+    if (!states_.offloads_optimizer()) {
+      alloc("optimizer", MemCategory::optimizer, optimizer_parameters_ * states_.optimizer.bytes_per_parameter);
       return;
     }
-    offloaded_.emplace(static_cast<ProgramWriter&>(*this), s_, shard);
+    offloaded_.emplace(static_cast<ProgramWriter&>(*this), s_, states_, optimizer_parameters_);
     offloaded_->allocate_states();
   }
 
@@ -227,22 +224,22 @@ private:
       // The first and last stages hold the tied embedding: their gradients are summed first.
       const double embedding = static_cast<double>(count_parameters(model_).embedding) / s_.tp;
       producer = collective(Stream::dp_comm, Collective::all_reduce, embedding_group_,
-                            embedding * bytes_per_element(s_.grad_precision), "embedding-grad-allreduce", {producer});
+                            embedding * states_.gradient_element_bytes, "embedding-grad-allreduce", {producer});
       sync_ops_.push_back(producer);
       if (last_virtual_stage(chunk))
         parameters += embedding;
     }
-    const double bytes = parameters * bytes_per_element(s_.grad_precision);
+    const double bytes = parameters * states_.gradient_element_bytes;
     const std::string name = ".c" + std::to_string(chunk);
-    if (gradient_ranks_ <= 1) {
+    if (states_.ranks <= 1) {
       if (offloaded_)
         sync_ops_.push_back(offloaded_->gradients(bytes, name, producer).done);
       return;
     }
-    const bool sharded = s_.zero >= 1;
+    const Collective kind = states_.gradient_reduction;
     const auto reductions = bucketed_collective(
-        Stream::dp_comm, sharded ? Collective::reduce_scatter : Collective::all_reduce, gradient_slot, bytes,
-        s_.bucket_bytes, std::string(sharded ? "grad-reducescatter" : "grad-allreduce") + name, {producer});
+        Stream::dp_comm, kind, gradient_slot, bytes, s_.bucket_bytes,
+        std::string(kind == Collective::all_reduce ? "grad-allreduce" : "grad-reducescatter") + name, {producer});
     if (!offloaded_) {
       sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
       return;
@@ -250,7 +247,7 @@ private:
     // Each bucket's share goes to the host once reduced.
     const std::vector<double> buckets = bucket_sizes(bytes, s_.bucket_bytes);
     for (std::size_t b = 0; b < reductions.size(); ++b) {
-      const double share = sharded ? buckets[b] / gradient_ranks_ : buckets[b];
+      const double share = states_.optimizer.sharded ? buckets[b] / states_.ranks : buckets[b];
       sync_ops_.push_back(offloaded_->gradients(share, name + ".bucket" + std::to_string(b), reductions[b]).done);
     }
   }
@@ -260,24 +257,24 @@ private:
   void optimizer_step() {
     OpId updated = 0;
     if (offloaded_) {
-      updated = copy(node_cpu, true, optimizer_parameters_ * bytes_per_element(s_.precision), "h2d.params",
+      updated = copy(node_cpu, true, optimizer_parameters_ * states_.parameter_element_bytes, "h2d.params",
                      offloaded_->step(sync_ops_));
     } else {
       const Work work = optimizer_step_work(optimizer_parameters_, s_.precision, s_.grad_precision);
       updated = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
     }
-    if (s_.zero >= 1 && gradient_ranks_ > 1)
+    if (states_.gathers_after_step)
       bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_slot,
-                          parameters_ * bytes_per_element(s_.precision), s_.bucket_bytes, "param-allgather", {updated});
+                          parameters_ * states_.parameter_element_bytes, s_.bucket_bytes, "param-allgather", {updated});
   }
 
   const Scenario& s_;
   const ModelSpec& model_;
   const ModelCosts& costs_;
+  const ModelStatePlan& states_;
   const std::vector<RecomputePlan>& plans_;
   const RankCoords coords_;
   const int p_, v_;
-  const int gradient_ranks_;
   const int embedding_group_;
   LayerOps ops_;
   const std::vector<long long> stage_layers_;
@@ -309,8 +306,9 @@ std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const 
 }
 
 Program build_pipeline_program(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                               const std::vector<RecomputePlan>& plans, const PipelinePlacement& placement, int rank) {
-  return PipelineWriter(scenario, model, costs, plans, placement, rank).build();
+                               const ModelStatePlan& states, const std::vector<RecomputePlan>& plans,
+                               const PipelinePlacement& placement, int rank) {
+  return PipelineWriter(scenario, model, costs, states, plans, placement, rank).build();
 }
 
 } // namespace trainsim

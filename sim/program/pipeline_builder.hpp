@@ -11,6 +11,7 @@
 #include "layout/layout.hpp"
 #include "model/costs.hpp"
 #include "model/model.hpp"
+#include "program/model_states.hpp"
 #include "program/program.hpp"
 #include "program/recompute_plan.hpp"
 
@@ -25,8 +26,9 @@ struct PipelinePlacement {
   std::vector<int> embedding_group;   // per rank: the first and last stages tying the embedding, -1 if none
 };
 
-// `plans[c]` is the recompute plan of chunk c on this rank.
+// `plans[c]` is the recompute plan of chunk c on this rank; `states` keeps the model states.
 Program build_pipeline_program(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                               const std::vector<RecomputePlan>& plans, const PipelinePlacement& placement, int rank);
+                               const ModelStatePlan& states, const std::vector<RecomputePlan>& plans,
+                               const PipelinePlacement& placement, int rank);
 
 } // namespace trainsim

@@ -103,7 +103,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   const Sharding sharding{scenario.tp, scenario.sp, scenario.cp};
   const ModelCosts costs = compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
                                          scenario.grad_precision, scenario.flash_attention, sharding);
-  const int gradient_ranks = scenario.dp * scenario.cp;
+  build.states = plan_model_states(scenario, scenario.dp * scenario.cp);
+  const ModelStatePlan& states = build.states;
 
   Workload& workload = build.workload;
   workload.step.model = model.name;
@@ -123,12 +124,12 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
     if (scenario.recompute == Recompute::optimal)
       budget = scenario.activation_budget > 0
                    ? scenario.activation_budget
-                   : data_parallel_activation_budget(scenario, model, costs, gpu_capacity, gradient_ranks);
+                   : data_parallel_activation_budget(scenario, model, costs, states, gpu_capacity);
     build.recompute = plan_recompute(scenario, model.layers, costs.layer, budget);
     workload.groups = groups.groups;
     // Ranks differ only in their groups, which their bindings name: one program for all.
     const auto program = std::make_shared<const Program>(build_data_parallel_program(
-        scenario, model, costs, build.recompute, gradient_slot, gradient_ranks,
+        scenario, model, costs, states, build.recompute, gradient_slot,
         ModelParallelGroups{scenario.tp > 1 ? tp_slot : -1, scenario.cp > 1 ? cp_slot : -1, scenario.cp, scenario.sp}));
     workload.programs.assign(static_cast<std::size_t>(layout.world()), program);
     return build;
@@ -141,12 +142,12 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   if (scenario.recompute == Recompute::optimal) {
     const long long in_flight =
         peak_in_flight(pipeline_schedule(scenario.schedule, scenario.pp, scenario.vpp, scenario.grad_accum, 0));
+    // What the first stage's layers keep in model states is not theirs to use.
     const double total =
-        scenario.activation_budget > 0
-            ? scenario.activation_budget
-            : (gpu_capacity > 0 ? gpu_capacity - 20.0 * costs.layer.parameters * static_cast<double>(stage_layers[0]) *
-                                                     scenario.vpp
-                                : std::numeric_limits<double>::infinity());
+        scenario.activation_budget > 0 ? scenario.activation_budget
+        : gpu_capacity > 0
+            ? gpu_capacity - states.gpu_bytes(costs.layer.parameters * static_cast<double>(stage_layers[0]) * scenario.vpp)
+            : std::numeric_limits<double>::infinity();
     budget = total / static_cast<double>(std::max(1LL, in_flight));
   }
   workload.groups = groups.groups;
@@ -162,7 +163,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
         plans.push_back(plan_recompute(scenario, stage_layers[chunk * scenario.pp + stage], costs.layer, budget));
       if (stage == 0)
         build.recompute = plans.front();
-      program = std::make_shared<const Program>(build_pipeline_program(scenario, model, costs, plans, placement, rank));
+      program =
+          std::make_shared<const Program>(build_pipeline_program(scenario, model, costs, states, plans, placement, rank));
     }
     workload.programs.push_back(program);
   }

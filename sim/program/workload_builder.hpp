@@ -8,6 +8,7 @@
 #include "config/scenario.hpp"
 #include "layout/layout.hpp"
 #include "model/model.hpp"
+#include "program/model_states.hpp"
 #include "program/program.hpp"
 #include "program/recompute_plan.hpp"
 
@@ -16,6 +17,7 @@ namespace trainsim {
 struct WorkloadBuild {
   Workload workload;
   RecomputePlan recompute;            // of the first chunk of the first pipeline rank
+  ModelStatePlan states;              // how every rank keeps and moves the model states
   Layout layout;
   std::vector<RankCoords> coords;     // per rank
 };

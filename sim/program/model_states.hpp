@@ -1,0 +1,75 @@
+#pragma once
+// How one rank keeps and moves the model's states (weights, gradients, optimizer states and
+// their copies), decided once from the scenario and the size of the gradient group: the bytes
+// per parameter of each, where it lives (GPU, host DRAM, NVMe), whether it is sharded over the
+// gradient group, and which collectives move it. The program builders, the planner and the
+// reports read this plan instead of comparing ZeRO stages; a framework's convention is a plan:
+// - PyTorch DDP: everything replicated, gradients all-reduced;
+// - DeepSpeed ZeRO-1/2 (and Megatron's distributed optimizer, which is ZeRO-1 across pipelines):
+//   optimizer states (ZeRO-2: and gradients) sharded, gradients reduce-scattered, the updated
+//   parameters all-gathered after the step;
+// - ZeRO-3 / PyTorch FSDP: parameters sharded too, each parameter group all-gathered before
+//   each use;
+// - ZeRO-Offload / ZeRO-Infinity: the optimizer states (and ZeRO-3 parameters) in host memory or
+//   on NVMe, with CPU Adam (the ZeRO-Offload table of REFERENCES.md).
+#include <string>
+
+#include "config/scenario.hpp"
+#include "program/program.hpp"
+
+namespace trainsim {
+
+enum class StateConvention {
+  ddp,                    // PyTorch DistributedDataParallel: nothing sharded
+  zero,                   // DeepSpeed ZeRO 1-3, PyTorch FSDP (stage 3), without pipelines
+  distributed_optimizer,  // Megatron's distributed optimizer: ZeRO-1 across pipeline replicas
+};
+
+// One model state on one rank.
+struct StatePlacement {
+  double bytes_per_parameter = 0;  // 0: the rank does not hold it
+  Device device = Device::gpu;
+  bool sharded = false;            // over the gradient group: ceil(parameters / ranks) per rank
+};
+
+struct ModelStatePlan {
+  StateConvention convention = StateConvention::ddp;
+  int configured_stage = 0;  // memory.zero, as the user named it
+  int stage = 0;             // the ZeRO stage in effect: 0 when one rank has nothing to shard
+  int ranks = 1;  // the gradient group (dp x cp) the states are sharded over
+
+  StatePlacement weights;              // training precision (fp8 adds a 1-byte copy)
+  StatePlacement gradients;            // where they are reduced, in grad_precision
+  StatePlacement optimizer;            // fp32 master copy, momentum, variance (+ fp32 gradient copy)
+  StatePlacement offloaded_gradients;  // fp32 gradients beside offloaded optimizer states
+  double pinned_buffer_bytes = 0;      // host memory staging NVMe traffic
+
+  double gradient_element_bytes = 0;   // a reduced gradient, in grad_precision
+  double parameter_element_bytes = 0;  // a gathered or uploaded parameter, in the training precision
+  Collective gradient_reduction = Collective::all_reduce;  // reduce_scatter when gradients or optimizer are sharded
+  bool gathers_after_step = false;     // the updated shards are all-gathered (ZeRO-1/2)
+  bool gathers_per_use = false;        // each parameter group gathered before each use (ZeRO-3)
+  // Gradients reduced after the last micro-batch only while they are sharded: the full gradients
+  // accumulate in an unsharded buffer first.
+  bool accumulates_unsharded = false;
+  // Each bucket is copied out of the backward's gradients into a buffer of its own and reduced
+  // from there into the rank's shard (ZeRO-2/3 reducing every micro-batch).
+  bool reduces_from_bucket_buffers = false;
+
+  bool offloads_optimizer() const { return optimizer.device != Device::gpu; }
+  bool offloads_weights() const { return weights.device != Device::gpu; }
+  bool reduces_gradients() const { return ranks > 1 || offloads_optimizer(); }
+
+  // The parameters this rank keeps of `parameters` in a state sharded as `state` is.
+  double held(const StatePlacement& state, double parameters) const;
+  double shard(double parameters) const;  // ceil(parameters / ranks)
+  // The bytes `parameters` take on the GPU in model states (not gathered buffers).
+  double gpu_bytes(double parameters) const;
+  // "ZeRO-1", "ZeRO-3" (the configured stage); empty for DDP.
+  std::string label() const;
+};
+
+// `gradient_ranks`: the ranks that reduce the gradients and shard the states (dp x cp).
+ModelStatePlan plan_model_states(const Scenario& scenario, int gradient_ranks);
+
+} // namespace trainsim
