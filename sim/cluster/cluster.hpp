@@ -4,6 +4,14 @@
 // their NICs and the network between them, the PCIe generation and NVMe drives. The
 // generator writes the SimGrid platform XML that a hand-written platform would be, so both
 // go through one loader. Pure: no SimGrid.
+// The XML: one zone per node with Full routing and explicit routes inside it, one zoneRoute per
+// pair of nodes (which caps a described cluster at 512 nodes; SimGrid 3.32's Dijkstra routing
+// across zones aborted on such a platform). A node's NVMe drives are disks of its CPU host whose
+// `pcie_port` names a small host standing for the drive's end of the PCIe tree, joined to the CPU
+// by a read and a write link at the drive's rates and the uplink of the switch it hangs on.
+// Rail-optimised clusters give each GPU a zone (its PCIe link, NIC and a router) with a `node`
+// property, and a zoneRoute per pair of GPUs: NVLink inside a node, rail switch k between GPUs k,
+// rail switch - uplink - spine - uplink - rail switch otherwise.
 #include <string>
 #include <vector>
 

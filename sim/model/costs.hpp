@@ -3,6 +3,15 @@
 // activation bytes kept for backward (Korthikanti et al. 2022, generalised to GQA,
 // SwiGLU and models without dropout), sharded by tensor, sequence and context
 // parallelism; and the roofline that turns work into seconds.
+// FLOPs: QKV, attention core, output and MLP matmuls, backward = 2 x forward (model FLOPs
+// reproduce Narayanan et al.'s 72 B s L h^2 (1 + s / 6h + V / 12 L h); attention counts the full
+// s x s product, the Megatron convention). Activations term by term after Korthikanti et al.
+// Table 2 with K and V at KV width, SwiGLU's gate and up both kept, no masks without dropout,
+// FlashAttention dropping the s^2 terms; the head keeps fp32 logits for the loss. HBM traffic:
+// forward reads the weights and writes each kept activation once; backward reads weights and
+// activations, writes activation gradients of about the same size and accumulates the weight
+// gradients. Sharding: matmul FLOPs and weights over tp (norms and row-parallel biases
+// replicated), the sequence over cp (queries local, keys and values over the whole sequence).
 #include "config/scenario.hpp"
 #include "model/model.hpp"
 #include "platform/gpu.hpp"

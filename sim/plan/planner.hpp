@@ -3,6 +3,8 @@
 // the memory check from program order that discards what cannot fit, the cheapest memory
 // technique that fits each layout (the order engineers apply them), and the chain of
 // decisions that led there. The CLI simulates the survivors and ranks them. Pure: no SimGrid.
+// The roofline estimate that orders the simulations ignores offload traffic: offloaded variants
+// are only chosen for layouts where nothing else fits, and the simulation ranks them.
 #include <string>
 #include <vector>
 

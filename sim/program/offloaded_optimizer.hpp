@@ -1,7 +1,18 @@
 #pragma once
 // The optimizer moved off the GPU: ZeRO-Offload's CPU Adam over states in host memory, or
 // ZeRO-Infinity's states on NVMe streamed through a pinned buffer. The ops every program
-// builder adds for it, written through the builder's ProgramWriter.
+// builder adds for it, written through the builder's ProgramWriter:
+// - each reduced bucket: a copy of the rank's share to `@cpu` (copy-out stream), a compute on
+//   `@cpu` (stream cpu) turning it into fp32 or adding it to the fp32 gradients, and with NVMe a
+//   write of it as fp32 to `@nvme`;
+// - the step: CPU Adam over the shard; on NVMe in chunks of half the pinned buffer, reads and
+//   writes on their own streams (io-read, io-write: DeepSpeed's swappers hold a read and a write
+//   aio handle) so that read k + 1 overlaps update k and write k - 1, and read k + 2 waits for
+//   write k (double buffering). An op is one request at the drive's full rate, which DeepSpeed's
+//   aio queue (8 blocks of 1 MiB in flight by default) achieves.
+// memory.delayed_update puts the step at the start of the program, overlapping the next step
+// (ZeRO-Offload's DPU). `@cpu` and `@nvme` are bound to the rank's node CPU and drive by the
+// platform loader.
 #include <string>
 #include <vector>
 

@@ -5,6 +5,16 @@
 // optimizer, once each chunk's last backward is done) and activation recompute per chunk.
 // Activations go to the next stage and gradients to the previous one as sends and receives
 // tagged by micro-batch and virtual stage; each rank waits for their real arrival.
+//
+// Layers are split into pp x vpp virtual stages (uniformly, or parallel.layers_per_stage); rank
+// pp = r holds virtual stages c x pp + r for its chunks c; the first holds the embedding, the last
+// the output layer (with a tied embedding the last stage holds a copy and the two all-reduce its
+// gradient, group kind `emb`). A forward step receives (pp-comm), runs the chunk's layers and
+// sends on; a backward step receives the gradient (pp-bwd), recomputes, runs backward and sends
+// back. Receives are posted two steps ahead and sends and receives are not stream-ordered, so the
+// schedule cannot deadlock on a busy peer; nothing computes the bubble. The optimal recompute
+// budget is shared among the chunk forwards the schedule keeps in flight on stage 0. ZeRO-2/3 are
+// refused with pipelines (as DeepSpeed does), and so are parameter and activation offload.
 #include <vector>
 
 #include "config/scenario.hpp"

@@ -3,6 +3,8 @@
 // micro-batches and model chunks: GPipe (all forwards, then all backwards), 1F1B
 // (Narayanan et al. 2021, PipeDream-Flush) and interleaved 1F1B with virtual stages
 // (Megatron-LM). Pure: the replay makes the bubbles, this only says the order.
+// 1F1B runs p - stage - 1 warm-up forwards, then alternates; interleaved follows Megatron's order
+// over chunks, (p - stage - 1) x 2 + (v - 1) x p warm-up steps, and needs m divisible by p.
 #include <vector>
 
 #include "config/scenario.hpp"

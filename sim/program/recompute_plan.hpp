@@ -5,6 +5,15 @@
 // selective layer drops only its attention core (Korthikanti et al.). The optimal
 // plan is chosen by dynamic programming over the layer graph (Boost.Graph): least
 // recompute FLOPs whose kept and transient activations fit a memory budget.
+// `full` is a checkpoint segment per layer; `every:N` segments of N layers, all checkpointed but
+// the last, which keeps its activations (torch checkpoint_sequential; per pipeline chunk).
+// `optimal` runs the dynamic program in topological order over per-layer keep / selective /
+// checkpoint, with kept bytes within the budget less the largest transient a recompute
+// re-materialises (tried for each family of allowed choices; memory is rounded up to the
+// program's units, so the plan never exceeds the budget). The default budget is what the GPU has
+// left at the program's peak when no layer activation is kept; when even full recompute does not
+// fit, the plan is full recompute and says so. The plan assumes the peak is at the end of a
+// micro-batch's forward, which holds without pipeline parallelism.
 #include <string>
 #include <vector>
 
