@@ -3,50 +3,28 @@
 
 #include <algorithm>
 #include <iostream>
-
-#include <unistd.h>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include <boost/program_options.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
 #include "common/files.hpp"
 #include "common/text.hpp"
-#include "config/option_errors.hpp"
 #include "config/scenario.hpp"
-#include "engine/replay.hpp"
-#include "layout/layout.hpp"
-#include "memory/ledger.hpp"
-#include "model/model.hpp"
-#include "platform/platform_loader.hpp"
-#include "program/workload_builder.hpp"
 #include "program/trace_io.hpp"
-#include "report/metrics.hpp"
 #include "report/plots.hpp"
-#include "report/spans.hpp"
 #include "report/trace_events.hpp"
 #include "report/writers.hpp"
+#include "run/memory_estimate.hpp"
+#include "run/run.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 namespace trainsim::cli {
 namespace {
-
-std::string work_note;  // see work_in_progress()
-
-// Remembers what the command does next, for the out-of-memory message.
-void note_work(const std::string& doing) { work_note = " " + doing; }
-
-std::string program_scale(const Workload& workload) {
-  std::size_t most_ops = 0;
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
-    most_ops = std::max(most_ops, workload.program(rank).ops.size());
-  return std::to_string(workload.ranks()) + " ranks of up to " + std::to_string(most_ops) + " ops";
-}
 
 po::options_description scenario_command_options(CommonOptions& options, const char* out_help, bool with_compare) {
   po::options_description description("Options");
@@ -69,99 +47,11 @@ po::options_description report_options(CommonOptions& options) {
   return description;
 }
 
-
-
-struct PreparedScenario {
-  Scenario scenario;
-  ModelSpec model;
-  std::unique_ptr<SimulationContext> context;  // the process's SimGrid engine, platform loaded
-  std::vector<GpuInfo> platform_gpus;           // every GPU of the platform
-  std::vector<GpuInfo> gpus;                    // one per rank
-  Workload workload;
-  RunInfo run;
+// A scenario prepared on its platform: the process's SimGrid engine, platform loaded, and the run.
+struct LoadedScenario {
+  std::unique_ptr<SimulationContext> context;
+  PreparedRun prepared;
 };
-
-std::vector<GpuInfo> gpus_for(std::vector<GpuInfo> gpus, const fs::path& platform, std::size_t ranks) {
-  if (gpus.size() < ranks)
-    throw InputError(platform.string() + ": the layout needs " + std::to_string(ranks) + " GPUs but the platform has " +
-                     std::to_string(gpus.size()));
-  gpus.resize(ranks);
-  return gpus;
-}
-
-void build_programs(PreparedScenario& prepared);
-
-// Loads the scenario, its model and its platform (the GPUs' capacities shape the plan), and
-// builds the per-rank programs.
-PreparedScenario prepare(const std::string& scenario_file, const CommonOptions& options) {
-  PreparedScenario prepared;
-  prepared.scenario = load_scenario(scenario_file, options.overrides);
-  const Scenario& scenario = prepared.scenario;
-  prepared.model = load_model(scenario.model_file, scenario.vocab_multiple);
-  if (options.show_config)
-    return prepared;
-  prepared.context = std::make_unique<SimulationContext>(options.simulation);
-  if (scenario.cluster) {
-    // A described cluster goes through the same loader as a platform file.
-    const fs::path generated =
-        fs::temp_directory_path() / ("trainsim-" + std::to_string(::getpid()) + "-platform.xml");
-    write_file_atomically(generated, platform_xml(*scenario.cluster));
-    try {
-      prepared.platform_gpus = prepared.context->load_platform(generated);
-    } catch (...) {
-      fs::remove(generated);
-      throw;
-    }
-    fs::remove(generated);
-    prepared.scenario.platform_file = "generated cluster (" + describe(*scenario.cluster) + ")";
-    prepared.context->name_platform(prepared.scenario.platform_file);
-  } else {
-    prepared.platform_gpus = prepared.context->load_platform(scenario.platform_file);
-  }
-  build_programs(prepared);
-  return prepared;
-}
-
-// Builds the per-rank programs of a prepared scenario on its platform's GPUs.
-void build_programs(PreparedScenario& prepared) {
-  const Scenario& scenario = prepared.scenario;
-  prepared.gpus = gpus_for(prepared.platform_gpus, scenario.platform_file,
-                           static_cast<std::size_t>(layout_of(scenario).world()));
-  note_work("while building the programs of " + std::to_string(prepared.gpus.size()) + " ranks");
-  if (scenario.precision == Precision::fp8 && prepared.gpus.front().peak_fp8 <= 0)
-    throw InputError(scenario.platform_file.string() + ": memory.precision = fp8 needs GPUs with a 'peak_fp8' property; " +
-                     prepared.gpus.front().host + " (" + prepared.gpus.front().model + ") has none");
-  double capacity = prepared.gpus.front().hbm_capacity;
-  for (const GpuInfo& gpu : prepared.gpus)
-    capacity = std::min(capacity, gpu.hbm_capacity);
-  WorkloadBuild build = build_workload(scenario, prepared.model, capacity);
-  prepared.workload = std::move(build.workload);
-  validate_workload(prepared.workload, scenario.file.string());
-  try {
-    check_node_targets(prepared.workload, prepared.gpus);
-  } catch (const InputError& error) {
-    throw InputError(scenario.platform_file.string() + ": " + error.what());
-  }
-  note_work("with " + program_scale(prepared.workload));
-  RunInfo& run = prepared.run;
-  run.name = scenario.name;
-  run.platform = scenario.cluster ? "generated " + describe(*scenario.cluster) : scenario.platform_file.filename().string();
-  run.settings = scenario.settings;
-  run.layout = "dp=" + std::to_string(scenario.dp) + " tp=" + std::to_string(scenario.tp) +
-               (scenario.sp ? "+sp" : "") + " pp=" + std::to_string(scenario.pp) +
-               (scenario.vpp > 1 ? "x" + std::to_string(scenario.vpp) : "") + " cp=" + std::to_string(scenario.cp) +
-               (scenario.pp > 1 ? " (" + std::string(to_string(scenario.schedule)) + ")" : "") +
-               (scenario.zero > 0 ? ", ZeRO-" + std::to_string(scenario.zero) : "");
-  run.coords = build.coords;
-  run.micro_batch = scenario.micro_batch;
-  run.grad_accum = scenario.grad_accum;
-  run.global_batch = scenario.global_batch;
-  run.seq_len = scenario.seq_len;
-  run.training_tokens = scenario.tokens;
-  run.recompute = build.recompute;
-  spdlog::info("{}: {} ranks, {} ops per rank", scenario.name, prepared.workload.ranks(),
-               prepared.workload.program(0).ops.size());
-}
 
 void print_config(const Scenario& scenario) {
   std::string section;
@@ -177,9 +67,9 @@ void print_config(const Scenario& scenario) {
 
 // Parses a command that takes a scenario and prepares it; nothing when --help or
 // --show-config already answered.
-std::optional<PreparedScenario> scenario_command(const std::string& command, const std::vector<std::string>& arguments,
-                                                 const char* out_help, CommonOptions& options,
-                                                 std::string* scenario_path = nullptr) {
+std::optional<LoadedScenario> scenario_command(const std::string& command, const std::vector<std::string>& arguments,
+                                              const char* out_help, CommonOptions& options,
+                                              std::string* scenario_path = nullptr) {
   std::string scenario_file;
   po::options_description visible = scenario_command_options(options, out_help, command == "memory");
   if (command == "run")
@@ -194,14 +84,15 @@ std::optional<PreparedScenario> scenario_command(const std::string& command, con
     return std::nullopt;
   if (scenario_path)
     *scenario_path = scenario_file;
-  PreparedScenario prepared = prepare(scenario_file, options);
+  PreparedRun prepared = read_scenario(scenario_file, options.overrides);
   if (options.show_config) {
     print_config(prepared.scenario);
     return std::nullopt;
   }
-  return prepared;
+  auto context = std::make_unique<SimulationContext>(options.simulation);
+  load_platform_and_build(*context, prepared);
+  return LoadedScenario{std::move(context), std::move(prepared)};
 }
-
 
 // The ranks the trace and the plots show: the user's list, or the first rank of each stage.
 std::vector<int> shown_ranks(const std::string& list, const std::vector<int>& stage_of_rank) {
@@ -229,8 +120,13 @@ std::vector<int> shown_ranks(const std::string& list, const std::vector<int>& st
   return shown;
 }
 
-int simulate_and_report(SimulationContext& context, const Workload& workload, const std::vector<GpuInfo>& gpus,
-                        RunInfo run, const ReplaySettings& settings, const fs::path& out, const CommonOptions& options) {
+// Simulates a prepared run and writes its outputs: summary.json and memory.csv, and unless
+// --no-report the report page, trace.json and the plots; prints the summary.
+int simulate_and_report(SimulationContext& context, const PreparedRun& prepared, const ReplaySettings& settings,
+                        const fs::path& out, const CommonOptions& options) {
+  const Workload& workload = prepared.workload;
+  const std::vector<GpuInfo>& gpus = prepared.gpus;
+  RunInfo run = prepared.run;
   run.fidelity = settings.fast_intra_node_collectives ? "fast" : "flows";
   std::vector<int> stage_of_rank;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
@@ -240,17 +136,12 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
   std::vector<bool> timeline_ranks = default_timeline_ranks(stage_of_rank);
   for (int rank : shown)
     timeline_ranks[rank] = true;
-  note_work("while simulating " + program_scale(workload));
-  StepCollector collector(workload, gpus, timeline_ranks);
-  SpanRecorder spans(workload, options.no_report ? std::vector<int>{} : shown);
-  ObserverFanout observers({&collector, &spans});
-  const ReplayOutcome outcome = replay(context, workload, gpus, settings, observers);
+  const SimulatedRun simulated =
+      simulate(context, prepared, settings, timeline_ranks, options.no_report ? std::vector<int>{} : shown);
+  const StepMetrics& metrics = simulated.metrics;
+  const SpanRecorder& spans = simulated.spans;
   note_work("while writing the outputs of " + program_scale(workload) +
             (options.no_report ? "" : " (" + std::to_string(shown.size()) + " traced)"));
-  StepMetrics metrics = collector.finish(run.training_tokens);
-  metrics.resources.insert(metrics.resources.end(), outcome.resources.begin(), outcome.resources.end());
-  std::sort(metrics.resources.begin(), metrics.resources.end(),
-            [](const ResourceUse& a, const ResourceUse& b) { return a.kind < b.kind; });
   // Files first, all or none: a run whose outputs cannot be written prints no summary that looks
   // complete and leaves no file of its own.
   OutputSet outputs(out, {"summary.json", "memory.csv", "report.html", "trace.json", "memory.svg", "pipeline.svg",
@@ -288,8 +179,6 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
 
 } // namespace
 
-const std::string& work_in_progress() { return work_note; }
-
 void print_usage(std::ostream& out) {
   out << "trainsim — simulate LLM training on GPU clusters (SimGrid)\n\n"
                "Usage: trainsim COMMAND [options]\n\n"
@@ -319,32 +208,15 @@ int run_command(const std::vector<std::string>& arguments) {
   const auto parsed = scenario_command("run", arguments, "output directory for summary.json, memory.csv and the report (default: results/<scenario>)", options);
   if (!parsed)
     return 0;
-  const PreparedScenario& prepared = *parsed;
+  const PreparedRun& prepared = parsed->prepared;
   const fs::path out = options.out.empty() ? fs::path("results") / prepared.scenario.name : fs::path(options.out);
-  ReplaySettings settings;
-  settings.channels = prepared.scenario.channels;
-  settings.fast_intra_node_collectives = prepared.scenario.fast_collectives;
-  return simulate_and_report(*prepared.context, prepared.workload, prepared.gpus, prepared.run, settings, out, options);
+  return simulate_and_report(*parsed->context, prepared, replay_settings(prepared.scenario), out, options);
 }
 
 namespace {
 
-// Peak memory per rank from program order; replicas share a program, so each (program,
-// capacity) pair is accounted once.
-std::vector<RankMemory> memory_per_rank(const Workload& workload, const std::vector<GpuInfo>& gpus) {
-  std::map<std::pair<const Program*, double>, RankMemory> accounted;
-  std::vector<RankMemory> ranks;
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    const auto key = std::make_pair(workload.programs[rank].get(), gpus[rank].hbm_capacity);
-    if (!accounted.count(key))
-      accounted[key] = memory_in_program_order(*key.first, key.second);
-    ranks.push_back(accounted[key]);
-  }
-  return ranks;
-}
-
 // `trainsim memory --compare key=v1,v2`: one row per value, the platform loaded once.
-void print_memory_comparison(const PreparedScenario& base, const std::string& scenario_file,
+void print_memory_comparison(const PreparedRun& base, const std::string& scenario_file,
                              const CommonOptions& options) {
   const auto equals = options.compare.find('=');
   const std::string key = options.compare.substr(0, equals);
@@ -355,14 +227,11 @@ void print_memory_comparison(const PreparedScenario& base, const std::string& sc
                                                       "with separate runs");
   std::vector<ComparisonRow> rows;
   for (const auto& value : split(options.compare.substr(equals + 1), ',')) {
-    PreparedScenario variant;
     std::vector<std::string> overrides = options.overrides;
     overrides.push_back(key + "=" + value);
-    variant.scenario = load_scenario(scenario_file, overrides);
-    variant.model = load_model(variant.scenario.model_file, variant.scenario.vocab_multiple);
-    variant.platform_gpus = base.platform_gpus;
-    build_programs(variant);
-    rows.push_back({value, memory_per_rank(variant.workload, variant.gpus), variant.gpus});
+    PreparedRun variant = read_scenario(scenario_file, overrides);
+    build_programs(variant, base.platform_gpus);
+    rows.push_back({value, estimate_memory(variant.workload, variant.gpus), variant.gpus});
   }
   print_memory_comparison_table(std::cout, key, rows);
 }
@@ -377,13 +246,13 @@ int memory_command(const std::vector<std::string>& arguments) {
                                        &scenario_file);
   if (!parsed)
     return 0;
-  const PreparedScenario& prepared = *parsed;
+  const PreparedRun& prepared = parsed->prepared;
   if (!options.compare.empty()) {
     print_memory_comparison(prepared, scenario_file, options);
     return 0;
   }
   const auto& gpus = prepared.gpus;
-  const std::vector<RankMemory> ranks = memory_per_rank(prepared.workload, gpus);
+  const std::vector<RankMemory> ranks = estimate_memory(prepared.workload, gpus);
   print_memory(std::cout, ranks, prepared.workload, gpus, prepared.run);
   if (!options.out.empty()) {
     fs::create_directories(options.out);
@@ -399,7 +268,7 @@ int trace_command(const std::vector<std::string>& arguments) {
   const auto parsed = scenario_command("trace", arguments, "directory for workload.txt and program files (default: results/<scenario>/trace)", options);
   if (!parsed)
     return 0;
-  const PreparedScenario& prepared = *parsed;
+  const PreparedRun& prepared = parsed->prepared;
   const fs::path out =
       options.out.empty() ? fs::path("results") / prepared.scenario.name / "trace" : fs::path(options.out);
   std::string platform = prepared.scenario.platform_file.filename().string();
@@ -467,23 +336,16 @@ int replay_command(const std::vector<std::string>& arguments) {
   const double tokens = tokens_option(tokens_text);
   if (fidelity != "flows" && fidelity != "fast")
     throw InputError("--fidelity " + fidelity + ": accepted: flows, fast");
-  const Workload workload = read_trace(directory);
+  Workload workload = read_trace(directory);
   const fs::path platform_file = resolve_data_file(platform, "platforms", ".xml", ".", "--platform");
   SimulationContext context(options.simulation);
-  const auto gpus = gpus_for(context.load_platform(platform_file), platform_file, workload.ranks());
-  RunInfo run;
-  fs::path trace_path = fs::path(directory).lexically_normal();
-  if (trace_path.filename().empty())
-    trace_path = trace_path.parent_path();
-  run.name = trace_path.filename().string();
-  run.platform = platform_file.filename().string();
-  run.layout = std::to_string(workload.ranks()) + " ranks, " + std::to_string(workload.groups.size()) + " groups";
-  run.training_tokens = tokens;
-  const fs::path out = options.out.empty() ? fs::path("results") / ("replay-" + run.name) : fs::path(options.out);
+  const PreparedRun prepared = prepare_trace(context, std::move(workload), directory, platform_file, tokens);
+  const fs::path out =
+      options.out.empty() ? fs::path("results") / ("replay-" + prepared.run.name) : fs::path(options.out);
   ReplaySettings settings;
   settings.channels = channels;
   settings.fast_intra_node_collectives = fidelity == "fast";
-  return simulate_and_report(context, workload, gpus, run, settings, out, options);
+  return simulate_and_report(context, prepared, settings, out, options);
 }
 
 } // namespace trainsim::cli

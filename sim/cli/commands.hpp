@@ -16,9 +16,4 @@ int sweep_command(const std::vector<std::string>& arguments);
 int plan_command(const std::vector<std::string>& arguments);
 void print_usage(std::ostream& out);
 
-// What the command was building or simulating, for the message when memory runs out: " while
-// building the programs of 1024 ranks", " while simulating 1024 ranks, 19312640 ops"; empty before
-// a layout is known. Written before the work starts, so reading it allocates nothing.
-const std::string& work_in_progress();
-
 } // namespace trainsim::cli

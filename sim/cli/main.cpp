@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "common/error.hpp"
+#include "run/prepared_run.hpp"
 
 int main(int argc, char** argv) {
   using namespace trainsim;
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     // A limit, not a bug: say at what scale, and what makes the simulation smaller (measured:
     // memory grows with the ops, so with ranks and micro-batches, and with the ranks traced).
-    std::cerr << "trainsim: error: out of memory" << cli::work_in_progress()
+    std::cerr << "trainsim: error: out of memory" << work_in_progress()
               << "; to need less: fewer micro-batches per step (training.global_batch), fewer ranks (a "
                  "smaller layout), fewer --trace-ranks or --no-report\n";
     return 4;

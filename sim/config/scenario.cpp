@@ -518,13 +518,11 @@ Scenario load_scenario(const fs::path& file, const std::vector<std::string>& ove
   return parse_scenario(buffer.str(), file, overrides);
 }
 
-Scenario parse_scenario(const std::string& text, const fs::path& file, const std::vector<std::string>& overrides) {
-  const ValueReader values(read_values(text, file, overrides));
-  const fs::path scenario_dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-  Scenario scenario;
-  scenario.file = file;
-  scenario.name = file.stem().string();
+namespace {
 
+// [model]: the model file, by catalog name or path.
+void read_model_keys(const ValueReader& values, const fs::path& file, const fs::path& scenario_dir,
+                     Scenario& scenario) {
   const bool has_name = !values.text("model.name").empty(), has_path = !values.text("model.path").empty();
   if (has_name == has_path)
     throw InputError(file.string() + ": [model] needs exactly one of name (one of: " +
@@ -536,7 +534,11 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
     scenario.model_file = resolve_data_file(values.text("model.path"), "models", ".json", scenario_dir,
                                             values.raw("model.path").where + ": model.path");
   scenario.vocab_multiple = values.integer("model.vocab_multiple", 1, 1 << 20);
+}
 
+// [platform]: a platform file, or a described cluster.
+void read_platform_keys(const ValueReader& values, const fs::path& file, const fs::path& scenario_dir,
+                        Scenario& scenario) {
   const bool has_file = !values.text("platform.file").empty(), described = !values.text("platform.gpu").empty();
   if (has_file && described)
     throw InputError(values.raw("platform.gpu").where + ": give either platform.file (" +
@@ -557,7 +559,10 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   } else {
     scenario.cluster = cluster_from(values);
   }
+}
 
+// [parallel]: the layout, its schedule, rank order and stage split.
+void read_layout_keys(const ValueReader& values, Scenario& scenario) {
   scenario.dp = static_cast<int>(values.integer("parallel.dp", 1, max_ranks));
   scenario.tp = static_cast<int>(values.integer("parallel.tp", 1, 1024));
   scenario.pp = static_cast<int>(values.integer("parallel.pp", 1, 4096));
@@ -599,7 +604,10 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
       values.fail("parallel.layers_per_stage", "gives " + std::to_string(scenario.layers_per_stage.size()) +
                                                    " stages but pp x vpp = " + std::to_string(scenario.pp * scenario.vpp));
   }
+}
 
+// [memory]: the ZeRO stage and activation recompute.
+void read_zero_and_recompute_keys(const ValueReader& values, Scenario& scenario) {
   scenario.zero = values.choice<int>("memory.zero", {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"fsdp", 3}});
   scenario.prefetch_depth = static_cast<int>(values.integer("memory.prefetch_depth", 0, 64));
   const std::string recompute = values.text("memory.recompute");
@@ -623,6 +631,10 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
     if (!(scenario.activation_budget > 0))
       values.fail("memory.activation_budget", "must be positive; accepted: auto or a size such as 40GiB");
   }
+}
+
+// [memory]: the training and gradient precisions.
+void read_precision_keys(const ValueReader& values, Scenario& scenario) {
   const std::vector<std::pair<std::string, Precision>> precisions = {
       {"fp32", Precision::fp32}, {"fp16", Precision::fp16}, {"bf16", Precision::bf16}, {"fp8", Precision::fp8}};
   scenario.precision = values.choice<Precision>("memory.precision", precisions);
@@ -641,7 +653,10 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   if (scenario.fp32_grad_copy)
     values.needs("memory.fp32_grad_copy", scenario.grad_precision != Precision::fp32,
                  "16-bit gradients (memory.grad_precision = fp16 or bf16); fp32 gradients need no fp32 copy");
+}
 
+// [memory]: where offloaded states and checkpoints live.
+void read_offload_keys(const ValueReader& values, Scenario& scenario) {
   const std::vector<std::pair<std::string, OffloadTier>> tiers = {
       {"none", OffloadTier::none}, {"cpu", OffloadTier::cpu}, {"nvme", OffloadTier::nvme}};
   scenario.offload_optimizer = values.choice<OffloadTier>("memory.offload_optimizer", tiers);
@@ -652,6 +667,10 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   if (!(scenario.pinned_buffer_bytes >= 2))
     values.fail("memory.pinned_buffer_bytes", "must be at least 2 bytes; accepted: a size such as 1GiB");
   scenario.delayed_update = values.boolean("memory.delayed_update");
+}
+
+// [memory] settings whose precondition does not hold: refused, as they would have no effect.
+void refuse_memory_keys_without_effect(const ValueReader& values, const Scenario& scenario) {
   values.needs("memory.activation_budget", scenario.recompute == Recompute::optimal, "memory.recompute = optimal");
   values.needs("memory.prefetch_depth", scenario.zero == 3,
                "memory.zero = 3 (only ZeRO-3 gathers parameters before their use)");
@@ -669,7 +688,10 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
       (scenario.recompute == Recompute::none || scenario.recompute == Recompute::selective))
     values.fail("memory.offload_activations", "offloads activation checkpoints; it needs memory.recompute = full, "
                                               "every:N or optimal");
+}
 
+// [training]: the batch and its accumulation, checked against the layout and memory techniques.
+void read_training_keys(const ValueReader& values, Scenario& scenario) {
   scenario.seq_len = values.integer("training.seq_len", 1, 100'000'000);
   scenario.micro_batch = values.integer("training.micro_batch", 1, 1'000'000);
   const long long replica_batch = scenario.micro_batch * scenario.dp;  // cp, tp and pp ranks share a replica's batch
@@ -701,14 +723,20 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   if (scenario.grad_accum > 100'000)
     values.fail("training.global_batch", "gives more than 100000 accumulation steps per step");
   scenario.tokens = values.quantity("training.tokens", parse_tokens);
+}
 
+// [compute]: efficiencies.
+void read_compute_keys(const ValueReader& values, Scenario& scenario) {
   scenario.efficiency.matmul = values.efficiency("compute.matmul_efficiency");
   scenario.efficiency.memory = values.efficiency("compute.memory_efficiency");
   scenario.efficiency.allow_tf32 = values.boolean("compute.allow_tf32");
   if (!scenario.efficiency.allow_tf32)
     values.needs("compute.allow_tf32", scenario.precision == Precision::fp32,
                  "memory.precision = fp32 (16-bit and fp8 matmuls do not use TF32)");
+}
 
+// [comm]: buckets, rings, fidelity and when gradients are reduced.
+void read_comm_keys(const ValueReader& values, Scenario& scenario) {
   // PyTorch DDP's bucket_cap_mb default, and DeepSpeed's reduce_bucket_size default (elements).
   constexpr double ddp_bucket_bytes = 25.0 * 1024 * 1024;
   constexpr double deepspeed_bucket_elements = 5e8;
@@ -731,7 +759,10 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   values.needs("comm.grad_sync", scenario.grad_accum > 1,
                "gradient accumulation (training.global_batch > micro_batch x dp): with one micro-batch "
                "the last is every one");
+}
 
+// Every key with its effective value; derived values where "auto" chose one.
+void record_settings(const ValueReader& values, Scenario& scenario) {
   for (const auto& spec : option_specs())
     scenario.settings[spec.key] = values.text(spec.key);
   scenario.settings["training.global_batch"] = std::to_string(scenario.global_batch);
@@ -739,6 +770,28 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   scenario.settings["memory.zero"] = std::to_string(scenario.zero);
   scenario.settings["comm.grad_sync"] = to_string(scenario.grad_sync);
   scenario.settings["parallel.schedule"] = to_string(scenario.schedule);
+}
+
+} // namespace
+
+Scenario parse_scenario(const std::string& text, const fs::path& file, const std::vector<std::string>& overrides) {
+  const ValueReader values(read_values(text, file, overrides));
+  const fs::path scenario_dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  Scenario scenario;
+  scenario.file = file;
+  scenario.name = file.stem().string();
+  // In this order: a key's checks read the keys before it, and the first problem is reported.
+  read_model_keys(values, file, scenario_dir, scenario);
+  read_platform_keys(values, file, scenario_dir, scenario);
+  read_layout_keys(values, scenario);
+  read_zero_and_recompute_keys(values, scenario);
+  read_precision_keys(values, scenario);
+  read_offload_keys(values, scenario);
+  refuse_memory_keys_without_effect(values, scenario);
+  read_training_keys(values, scenario);
+  read_compute_keys(values, scenario);
+  read_comm_keys(values, scenario);
+  record_settings(values, scenario);
   return scenario;
 }
 

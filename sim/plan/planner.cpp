@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "common/error.hpp"
@@ -10,6 +11,7 @@
 #include "config/scenario.hpp"
 #include "memory/ledger.hpp"
 #include "program/workload_builder.hpp"
+#include "run/memory_estimate.hpp"
 
 namespace trainsim {
 namespace {
@@ -43,6 +45,21 @@ std::string overflow(const MemoryCheck& check, const PlanRequest& request) {
     return "overflows host memory" + host;
   return "overflows rank " + std::to_string(check.peak_rank) + " by " + format_bytes(check.peak_bytes - capacity) +
          " (" + format_bytes(check.peak_bytes) + " of " + format_bytes(capacity) + ")";
+}
+
+// The FLOPs of the program that computes most; replicas share a program, counted once.
+double busiest_program_flops(const Workload& workload) {
+  std::set<const Program*> counted;
+  double flops = 0;
+  for (const auto& program : workload.programs) {
+    if (!counted.insert(program.get()).second)
+      continue;
+    double program_flops = 0;
+    for (const Op& op : program->ops)
+      program_flops += op.flops;
+    flops = std::max(flops, program_flops);
+  }
+  return flops;
 }
 
 } // namespace
@@ -138,24 +155,16 @@ MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate)
     Scenario scenario = parse_scenario(request.base_ini, request.base_name + ".ini", overrides);
     const WorkloadBuild build = build_workload(scenario, request.model, request.gpu_capacity);
     const Workload& workload = build.workload;
-    std::map<const Program*, RankMemory> accounted;
-    double flops = 0;
+    const std::vector<RankMemory> memory =
+        estimate_memory(workload, std::vector<double>(workload.ranks(), request.gpu_capacity));
     for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-      const Program* program = workload.programs[rank].get();
-      auto found = accounted.find(program);
-      if (found == accounted.end()) {
-        found = accounted.emplace(program, memory_in_program_order(*program, request.gpu_capacity)).first;
-        double program_flops = 0;
-        for (const Op& op : program->ops)
-          program_flops += op.flops;
-        flops = std::max(flops, program_flops);
-      }
-      if (found->second.gpu().peak > check.peak_bytes) {
-        check.peak_bytes = found->second.gpu().peak;
+      if (memory[rank].gpu().peak > check.peak_bytes) {
+        check.peak_bytes = memory[rank].gpu().peak;
         check.peak_rank = static_cast<int>(rank);
       }
-      check.host_bytes = std::max(check.host_bytes, found->second.devices[static_cast<int>(Device::host)].peak);
+      check.host_bytes = std::max(check.host_bytes, memory[rank].devices[static_cast<int>(Device::host)].peak);
     }
+    const double flops = busiest_program_flops(workload);
     // Every GPU of a node offloads the same share.
     check.host_bytes *= std::min(candidate.gpus, request.gpus_per_node);
     check.valid = true;

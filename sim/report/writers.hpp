@@ -16,6 +16,7 @@
 #include "platform/gpu.hpp"
 #include "program/recompute_plan.hpp"
 #include "report/metrics.hpp"
+#include "sweep/sweep.hpp"
 
 namespace trainsim {
 
@@ -63,5 +64,21 @@ struct ComparisonRow {
 };
 // A markdown table: the breakdown at the peak rank's peak, the peak, and whether it fits.
 void print_memory_comparison_table(std::ostream& out, const std::string& key, const std::vector<ComparisonRow>& rows);
+
+// One strategy of `trainsim plan` that was simulated and fits; a plan lists them best first.
+struct PlanEntry {
+  int gpus = 0, dp = 1, tp = 1, pp = 1, vpp = 1, cp = 1;
+  long long micro_batch = 1;
+  int zero = 0;
+  std::string recompute;
+  std::string offload;
+  SweepRow simulated;          // its throughput, step time, MFU, peak memory and bottleneck
+  double time_to_train_s = 0;
+  double gpu_hours = 0;
+  std::string decisions;       // the memory techniques tried on its layout, and why each was left
+};
+// plan.csv and plan.json: one row per entry, ranked from 1 in the order given.
+std::string plan_csv(const std::vector<PlanEntry>& entries);
+nlohmann::json plan_json(const std::vector<PlanEntry>& entries);
 
 } // namespace trainsim

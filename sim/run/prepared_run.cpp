@@ -1,0 +1,98 @@
+#include "run/prepared_run.hpp"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "common/error.hpp"
+#include "program/workload_builder.hpp"
+
+namespace trainsim {
+namespace {
+
+std::string work_note;  // see work_in_progress()
+
+// The layout as the reports name it: "dp=2 tp=4+sp pp=2x2 cp=1 (interleaved), ZeRO-1".
+std::string layout_label(const Scenario& scenario) {
+  return "dp=" + std::to_string(scenario.dp) + " tp=" + std::to_string(scenario.tp) + (scenario.sp ? "+sp" : "") +
+         " pp=" + std::to_string(scenario.pp) + (scenario.vpp > 1 ? "x" + std::to_string(scenario.vpp) : "") +
+         " cp=" + std::to_string(scenario.cp) +
+         (scenario.pp > 1 ? " (" + std::string(to_string(scenario.schedule)) + ")" : "") +
+         (scenario.zero > 0 ? ", ZeRO-" + std::to_string(scenario.zero) : "");
+}
+
+RunInfo run_info(const Scenario& scenario, const WorkloadBuild& build) {
+  RunInfo run;
+  run.name = scenario.name;
+  run.platform = scenario.cluster ? "generated " + describe(*scenario.cluster) : scenario.platform_file.filename().string();
+  run.settings = scenario.settings;
+  run.layout = layout_label(scenario);
+  run.coords = build.coords;
+  run.micro_batch = scenario.micro_batch;
+  run.grad_accum = scenario.grad_accum;
+  run.global_batch = scenario.global_batch;
+  run.seq_len = scenario.seq_len;
+  run.training_tokens = scenario.tokens;
+  run.recompute = build.recompute;
+  return run;
+}
+
+void require_fp8_support(const Scenario& scenario, const GpuInfo& gpu) {
+  if (scenario.precision == Precision::fp8 && gpu.peak_fp8 <= 0)
+    throw InputError(scenario.platform_file.string() + ": memory.precision = fp8 needs GPUs with a 'peak_fp8' property; " +
+                     gpu.host + " (" + gpu.model + ") has none");
+}
+
+} // namespace
+
+const std::string& work_in_progress() { return work_note; }
+
+void note_work(const std::string& doing) { work_note = " " + doing; }
+
+std::string program_scale(const Workload& workload) {
+  std::size_t most_ops = 0;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+    most_ops = std::max(most_ops, workload.program(rank).ops.size());
+  return std::to_string(workload.ranks()) + " ranks of up to " + std::to_string(most_ops) + " ops";
+}
+
+PreparedRun read_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+  PreparedRun prepared;
+  prepared.scenario = load_scenario(file, overrides);
+  prepared.model = load_model(prepared.scenario.model_file, prepared.scenario.vocab_multiple);
+  return prepared;
+}
+
+std::vector<GpuInfo> gpus_for(std::vector<GpuInfo> gpus, const std::filesystem::path& platform, std::size_t ranks) {
+  if (gpus.size() < ranks)
+    throw InputError(platform.string() + ": the layout needs " + std::to_string(ranks) + " GPUs but the platform has " +
+                     std::to_string(gpus.size()));
+  gpus.resize(ranks);
+  return gpus;
+}
+
+void build_programs(PreparedRun& prepared, std::vector<GpuInfo> platform_gpus) {
+  const Scenario& scenario = prepared.scenario;
+  prepared.platform_gpus = std::move(platform_gpus);
+  prepared.gpus = gpus_for(prepared.platform_gpus, scenario.platform_file,
+                           static_cast<std::size_t>(layout_of(scenario).world()));
+  note_work("while building the programs of " + std::to_string(prepared.gpus.size()) + " ranks");
+  require_fp8_support(scenario, prepared.gpus.front());
+  double capacity = prepared.gpus.front().hbm_capacity;
+  for (const GpuInfo& gpu : prepared.gpus)
+    capacity = std::min(capacity, gpu.hbm_capacity);
+  WorkloadBuild build = build_workload(scenario, prepared.model, capacity);
+  prepared.workload = std::move(build.workload);
+  validate_workload(prepared.workload, scenario.file.string());
+  try {
+    check_node_targets(prepared.workload, prepared.gpus);
+  } catch (const InputError& error) {
+    throw InputError(scenario.platform_file.string() + ": " + error.what());
+  }
+  note_work("with " + program_scale(prepared.workload));
+  prepared.run = run_info(scenario, build);
+  spdlog::info("{}: {} ranks, {} ops per rank", scenario.name, prepared.workload.ranks(),
+               prepared.workload.program(0).ops.size());
+}
+
+} // namespace trainsim
