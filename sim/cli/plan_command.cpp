@@ -22,7 +22,9 @@
 #include "common/text.hpp"
 #include "common/units.hpp"
 #include "config/scenario.hpp"
+#include "layout/layout.hpp"
 #include "plan/planner.hpp"
+#include "program/model_states.hpp"
 #include "report/metrics.hpp"
 #include "report/writers.hpp"
 #include "report/sweep_views.hpp"
@@ -53,16 +55,6 @@ std::vector<int> gpu_counts(const std::string& text, int available) {
   if (counts.back() != high)
     counts.push_back(static_cast<int>(high));
   return counts;
-}
-
-std::string line_of(const std::string& rank, const std::string& gpus, const std::string& layout, const std::string& memory,
-                    const std::string& tokens, const std::string& step, const std::string& mfu, const std::string& peak,
-                    const std::string& train, const std::string& gpu_hours) {
-  char buffer[512];
-  std::snprintf(buffer, sizeof buffer, "%-4s %5s  %-22s %-16s %10s %11s %6s  %-24s %11s %8s\n", rank.c_str(), gpus.c_str(),
-                layout.c_str(), memory.c_str(), tokens.c_str(), step.c_str(), mfu.c_str(), peak.c_str(), train.c_str(),
-                gpu_hours.c_str());
-  return buffer;
 }
 
 struct PlanOptions {
@@ -265,20 +257,21 @@ std::string plan_table(const std::vector<PlanEntry>& entries, const std::vector<
   shown << "trainsim plan: " << request.model.name << ", global batch " << o.global_batch << " x " << o.seq_len
         << " tokens, " << format_count(o.tokens) << " tokens to train; " << phase.candidates.size() << " candidates, "
         << phase.choices.size() << " layouts fit, " << rows.size() << " simulated (" << o.fidelity << ")\n\n";
-  shown << line_of("rank", "GPUs", "layout", "memory", "tokens/s", "step", "MFU", "peak (headroom)", "to train", "GPU-h");
+  std::vector<std::vector<std::string>> table = {
+      {"rank", "GPUs", "layout", "memory", "tokens/s", "step", "MFU", "peak (headroom)", "to train", "GPU-h"}};
   for (std::size_t place = 0; place < std::min<std::size_t>(15, entries.size()); ++place) {
     const PlanEntry& e = entries[place];
     const SweepRow& row = e.simulated;
-    const std::string layout = "dp" + std::to_string(e.dp) + " tp" + std::to_string(e.tp) + " pp" + std::to_string(e.pp) +
-                               (e.vpp > 1 ? "x" + std::to_string(e.vpp) : "") + (e.cp > 1 ? " cp" + std::to_string(e.cp) : "") +
-                               " mb" + std::to_string(e.micro_batch);
-    const std::string memory = "ZeRO-" + std::to_string(e.zero) + (e.recompute == "none" ? "" : ", " + e.recompute) +
+    const std::string layout =
+        ParallelSizes{e.dp, e.tp, e.pp, e.vpp, e.cp, e.tp > 1}.label() + " mb=" + std::to_string(e.micro_batch);
+    const std::string memory = zero_stage_label(e.zero) + (e.recompute == "none" ? "" : ", " + e.recompute) +
                                (e.offload == "none" ? "" : ", offload " + e.offload);
-    shown << line_of(std::to_string(place + 1), std::to_string(e.gpus), layout, memory, format_count(row.tokens_per_s),
+    table.push_back({std::to_string(place + 1), std::to_string(e.gpus), layout, memory, format_count(row.tokens_per_s),
                      format_seconds(row.step_time_s), format_double(std::round(row.mfu * 1000) / 10) + "%",
                      format_bytes(row.peak_bytes) + " (" + format_bytes(row.capacity_bytes - row.peak_bytes) + ")",
-                     format_seconds(e.time_to_train_s), format_double(std::round(e.gpu_hours)));
+                     format_seconds(e.time_to_train_s), format_double(std::round(e.gpu_hours))});
   }
+  shown << aligned_columns(table, {false, true, false, false, true, true, true, false, true, true});
   if (entries.empty()) {
     shown << "no simulated candidate fits once simulated; see " << (out_dir / "plan.json").string() << '\n';
   } else {

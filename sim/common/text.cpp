@@ -1,5 +1,6 @@
 #include "common/text.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <charconv>
@@ -100,6 +101,26 @@ std::vector<int> parse_rank_list(std::string_view text) {
       ranks.push_back(static_cast<int>(rank));
   }
   return ranks;
+}
+
+std::string aligned_columns(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      width.resize(std::max(width.size(), row.size()), 0);
+      width[c] = std::max(width[c], row[c].size());
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - row[c].size(), ' ');
+      const bool to_right = c < right.size() && right[c];
+      line += (c > 0 ? "  " : "") + (to_right ? pad + row[c] : row[c] + pad);
+    }
+    out += line.substr(0, line.find_last_not_of(' ') + 1) + '\n';
+  }
+  return out;
 }
 
 std::string format_rank_list(const std::vector<int>& ranks) {

@@ -19,5 +19,8 @@ constexpr long long max_ranks = 1'000'000;
 // "0-3,8,10-11" <-> {0,1,2,3,8,10,11}; throws std::invalid_argument beyond max_ranks.
 std::vector<int> parse_rank_list(std::string_view text);
 std::string format_rank_list(const std::vector<int>& ranks);
+// Rows as aligned columns, each as wide as its widest cell plus two spaces: `right[c]` aligns
+// column c to the right. Every line ends in '\n', without trailing spaces.
+std::string aligned_columns(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right);
 
 } // namespace trainsim

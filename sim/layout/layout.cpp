@@ -98,6 +98,11 @@ std::vector<int> Layout::group_of(int rank, const std::vector<Dim>& dims) const 
   return members;
 }
 
+std::string ParallelSizes::label() const {
+  return "dp=" + std::to_string(dp) + " tp=" + std::to_string(tp) + (sp ? "+sp" : "") + " pp=" + std::to_string(pp) +
+         (vpp > 1 ? "x" + std::to_string(vpp) : "") + " cp=" + std::to_string(cp);
+}
+
 Layout layout_of(const Scenario& scenario) {
   Layout layout;
   layout.dp = scenario.dp;

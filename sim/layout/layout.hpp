@@ -43,6 +43,13 @@ struct LayoutGroups {
   std::vector<int> gradient;  // per rank: the group its gradients are reduced over (dp x cp)
 };
 
+// The parallel sizes as every report names them: "dp=8 tp=8+sp pp=2x2 cp=1".
+struct ParallelSizes {
+  int dp = 1, tp = 1, pp = 1, vpp = 1, cp = 1;
+  bool sp = false;
+  std::string label() const;
+};
+
 Layout layout_of(const Scenario& scenario);
 LayoutGroups groups_of(const Layout& layout);
 

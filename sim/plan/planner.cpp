@@ -10,6 +10,7 @@
 #include "common/units.hpp"
 #include "config/scenario.hpp"
 #include "memory/ledger.hpp"
+#include "program/model_states.hpp"
 #include "program/workload_builder.hpp"
 #include "run/memory_estimate.hpp"
 
@@ -79,14 +80,14 @@ Settings Candidate::settings(const PlanRequest& request) const {
   return out;
 }
 
+ParallelSizes Candidate::sizes() const { return {dp, tp, pp, vpp, cp, tp > 1}; }
+
 std::string Candidate::layout_label() const {
-  return std::to_string(gpus) + " GPUs: dp " + std::to_string(dp) + ", tp " + std::to_string(tp) +
-         (tp > 1 ? "+sp" : "") + ", pp " + std::to_string(pp) + (vpp > 1 ? "x" + std::to_string(vpp) : "") +
-         (cp > 1 ? ", cp " + std::to_string(cp) : "") + ", micro-batch " + std::to_string(micro_batch);
+  return std::to_string(gpus) + " GPUs: " + sizes().label() + ", micro-batch " + std::to_string(micro_batch);
 }
 
 std::string Candidate::techniques_label() const {
-  return "recompute " + recompute + ", ZeRO " + std::to_string(zero) +
+  return "recompute " + recompute + ", " + zero_stage_label(zero) +
          (offload == "none" ? "" : offload == "optimizer" ? ", optimizer offloaded to the CPU"
                                                           : ", optimizer and parameters offloaded to the CPU");
 }

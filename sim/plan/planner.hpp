@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/layout.hpp"
 #include "model/model.hpp"
 #include "sweep/sweep.hpp"
 
@@ -37,8 +38,9 @@ struct Candidate {
   std::string offload = "none";  // none | optimizer (to the CPU) | optimizer+params (ZeRO-3, both to the CPU)
 
   Settings settings(const PlanRequest& request) const;   // the --set overrides that make it
-  std::string layout_label() const;                       // "64 GPUs: dp 8, tp 8, pp 1, micro-batch 1"
-  std::string techniques_label() const;                   // "recompute selective, ZeRO 1, offload optimizer"
+  ParallelSizes sizes() const;                            // sequence parallelism with every tp > 1
+  std::string layout_label() const;                       // "64 GPUs: dp=8 tp=8+sp pp=1 cp=1, micro-batch 1"
+  std::string techniques_label() const;                   // "recompute selective, ZeRO-1, optimizer offloaded to the CPU"
 };
 
 // The search space, as data: every layout the model and batch allow, each with its memory

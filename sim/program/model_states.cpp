@@ -26,8 +26,10 @@ double ModelStatePlan::gpu_bytes(double parameters) const {
 }
 
 std::string ModelStatePlan::label() const {
-  return configured_stage > 0 ? "ZeRO-" + std::to_string(configured_stage) : "";
+  return configured_stage > 0 ? zero_stage_label(configured_stage) : "";
 }
+
+std::string zero_stage_label(int stage) { return "ZeRO-" + std::to_string(stage); }
 
 ModelStatePlan plan_model_states(const Scenario& s, int gradient_ranks) {
   ModelStatePlan plan;

@@ -69,6 +69,9 @@ struct ModelStatePlan {
   std::string label() const;
 };
 
+// "ZeRO-2": how reports and the planner name a stage.
+std::string zero_stage_label(int stage);
+
 // `gradient_ranks`: the ranks that reduce the gradients and shard the states (dp x cp).
 ModelStatePlan plan_model_states(const Scenario& scenario, int gradient_ranks);
 

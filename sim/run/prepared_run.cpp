@@ -13,12 +13,10 @@ namespace {
 std::string work_note;  // see work_in_progress()
 
 // The layout as the reports name it: "dp=2 tp=4+sp pp=2x2 cp=1 (interleaved), ZeRO-1".
-std::string layout_label(const Scenario& scenario) {
-  return "dp=" + std::to_string(scenario.dp) + " tp=" + std::to_string(scenario.tp) + (scenario.sp ? "+sp" : "") +
-         " pp=" + std::to_string(scenario.pp) + (scenario.vpp > 1 ? "x" + std::to_string(scenario.vpp) : "") +
-         " cp=" + std::to_string(scenario.cp) +
-         (scenario.pp > 1 ? " (" + std::string(to_string(scenario.schedule)) + ")" : "") +
-         (scenario.zero > 0 ? ", ZeRO-" + std::to_string(scenario.zero) : "");
+std::string layout_label(const Scenario& scenario, const ModelStatePlan& states) {
+  const ParallelSizes sizes{scenario.dp, scenario.tp, scenario.pp, scenario.vpp, scenario.cp, scenario.sp};
+  return sizes.label() + (scenario.pp > 1 ? " (" + std::string(to_string(scenario.schedule)) + ")" : "") +
+         (states.label().empty() ? "" : ", " + states.label());
 }
 
 RunInfo run_info(const Scenario& scenario, const WorkloadBuild& build) {
@@ -26,7 +24,7 @@ RunInfo run_info(const Scenario& scenario, const WorkloadBuild& build) {
   run.name = scenario.name;
   run.platform = scenario.cluster ? "generated " + describe(*scenario.cluster) : scenario.platform_file.filename().string();
   run.settings = scenario.settings;
-  run.layout = layout_label(scenario);
+  run.layout = layout_label(scenario, build.states);
   run.coords = build.coords;
   run.micro_batch = scenario.micro_batch;
   run.grad_accum = scenario.grad_accum;

@@ -35,3 +35,11 @@ TEST_CASE("integers must be whole") {
   CHECK_FALSE(parse_integer("", value));
   CHECK_FALSE(parse_integer("12abc", value));
 }
+
+TEST_CASE("aligned columns are as wide as their widest cell, two spaces apart, without trailing blanks") {
+  const std::string table = trainsim::aligned_columns({{"rank", "layout", "tokens/s"}, {"1", "dp=8 tp=8+sp", "4.94K"}},
+                                                      {false, false, true});
+  // "layout" is padded to the 12 characters of "dp=8 tp=8+sp"; "4.94K" right-aligned under "tokens/s".
+  CHECK(table == "rank  layout        tokens/s\n"
+                 "1     dp=8 tp=8+sp     4.94K\n");
+}
