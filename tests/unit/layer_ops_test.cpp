@@ -1,0 +1,262 @@
+// The per-layer op emitter (LayerOps) on hand-made costs: which ops a layer's forward and
+// backward emit without model parallelism, with tensor parallelism (Megatron: Shoeybi et al.
+// 2019, two all-reduces per pass), with sequence parallelism (Korthikanti et al. 2022: an
+// all-gather and a reduce-scatter in place of each all-reduce) and with context parallelism
+// (ring attention: the K/V exchange beside the local block), on which streams, after what, and
+// with FLOPs and bytes that add up to the layer's.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "program/program_writer.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+// A micro-batch of b = 2 sequences of s = 32 tokens, hidden h = 64, in bf16: the layer's output
+// (what a tensor-parallel collective carries) is b x s x h x 2 bytes.
+constexpr double layer_output_bytes = 2.0 * 32 * 64 * 2;  // 8192
+constexpr double kv_bytes = 1000;                            // K and V of the whole sequence
+constexpr int tp_group = 5, cp_group = 7;                    // arbitrary slots, to see them carried
+
+// Round numbers, so that each part's share is exact: attention 100 FLOPs (its core 40) and MLP
+// 200 in forward, twice the FLOPs in backward.
+ModelCosts hand_made_costs() {
+  ModelCosts costs;
+  LayerCosts& layer = costs.layer;
+  layer.attention_forward = {100, 10};
+  layer.mlp_forward = {200, 20};
+  layer.forward = {300, 30};
+  layer.backward = {600, 90};
+  layer.attention_core = {40, 4};
+  layer.tp_collective_bytes = layer_output_bytes;
+  layer.cp_kv_bytes = kv_bytes;
+  costs.embedding_forward = {0, 50};
+  costs.embedding_backward = {0, 60};
+  costs.head_forward = {1000, 70};
+  costs.head_backward = {2000, 80};
+  return costs;
+}
+
+// The ops one call emits after an input op (id 0), and what the call returned.
+struct Emitted {
+  Program program;
+  OpId input = 0;
+  OpId returned = 0;
+  const Op& op(OpId id) const { return program.ops.at(id); }
+  std::size_t count() const { return program.ops.size() - 1; }  // without the input
+  double flops() const {
+    double sum = 0;
+    for (OpId id = 1; id < program.ops.size(); ++id)
+      sum += program.ops[id].kind == OpKind::compute ? program.ops[id].flops : 0.0;
+    return sum;
+  }
+  double compute_bytes() const {
+    double sum = 0;
+    for (OpId id = 1; id < program.ops.size(); ++id)
+      sum += program.ops[id].kind == OpKind::compute ? program.ops[id].bytes : 0.0;
+    return sum;
+  }
+};
+
+enum class Pass { forward, backward };
+
+Emitted emit(Pass pass, const ModelParallelGroups& groups) {
+  const ModelCosts costs = hand_made_costs();
+  ProgramWriter writer;
+  Emitted emitted;
+  emitted.input = writer.compute("input", Work{}, Phase::other);
+  LayerOps ops(writer, costs, groups);
+  emitted.returned = pass == Pass::forward ? ops.forward("L0.fwd", {emitted.input}, Phase::forward)
+                                           : ops.backward("L0.bwd", {emitted.input});
+  emitted.program = writer.take();
+  return emitted;
+}
+
+// The compute ops of a pass share the layer's work between them, nothing lost or counted twice.
+void check_adds_up_to(const Emitted& emitted, const Work& layer) {
+  CHECK(emitted.flops() == doctest::Approx(layer.flops));
+  CHECK(emitted.compute_bytes() == doctest::Approx(layer.bytes));
+}
+
+void check_compute(const Op& op, double flops, Phase phase, const std::vector<OpId>& deps) {
+  CHECK(op.kind == OpKind::compute);
+  CHECK(op.stream == Stream::compute);
+  CHECK(op.flops == doctest::Approx(flops));
+  CHECK(op.phase == phase);
+  CHECK(op.deps == deps);
+}
+
+void check_collective(const Op& op, Stream stream, Collective kind, int group, double bytes,
+                      const std::vector<OpId>& deps) {
+  CHECK(op.kind == OpKind::collective);
+  CHECK(op.stream == stream);
+  CHECK(op.collective == kind);
+  CHECK(op.group == group);
+  CHECK(op.bytes == bytes);
+  CHECK(op.deps == deps);
+}
+
+} // namespace
+
+TEST_CASE("without model parallelism a layer's forward and backward are one compute op each") {
+  const Emitted forward = emit(Pass::forward, ModelParallelGroups{});
+  REQUIRE(forward.count() == 1);
+  check_compute(forward.op(1), 300, Phase::forward, {forward.input});
+  CHECK(forward.op(1).bytes == 30);
+  CHECK(forward.returned == 1);
+
+  const Emitted backward = emit(Pass::backward, ModelParallelGroups{});
+  REQUIRE(backward.count() == 1);
+  check_compute(backward.op(1), 600, Phase::backward, {backward.input});
+  CHECK(backward.op(1).bytes == 90);
+  CHECK(backward.returned == 1);
+}
+
+TEST_CASE("tensor parallelism all-reduces the attention and MLP outputs, b x s x h x 2 bytes each, on the tp stream") {
+  // Megatron (Shoeybi et al. 2019, Figure 3): the g operator all-reduces the output of the
+  // row-parallel projection closing each of the two blocks, in forward; in backward the f
+  // operator all-reduces each block's input gradient, MLP first.
+  const ModelParallelGroups tp{tp_group, -1, 1, false};
+  const Emitted forward = emit(Pass::forward, tp);
+  REQUIRE(forward.count() == 4);
+  check_compute(forward.op(1), 100, Phase::forward, {forward.input});
+  check_collective(forward.op(2), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {1});
+  check_compute(forward.op(3), 200, Phase::forward, {2});
+  check_collective(forward.op(4), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {3});
+  CHECK(forward.returned == 4);
+  check_adds_up_to(forward, {300, 30});
+
+  // Backward splits its 600 FLOPs as forward does: MLP 200 / 300 of them, attention the rest;
+  // its 90 bytes likewise (60 and 30).
+  const Emitted backward = emit(Pass::backward, tp);
+  REQUIRE(backward.count() == 4);
+  check_compute(backward.op(1), 400, Phase::backward, {backward.input});
+  CHECK(backward.op(1).bytes == doctest::Approx(60));
+  check_collective(backward.op(2), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {1});
+  check_compute(backward.op(3), 200, Phase::backward, {2});
+  CHECK(backward.op(3).bytes == doctest::Approx(30));
+  check_collective(backward.op(4), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {3});
+  CHECK(backward.returned == 4);
+  check_adds_up_to(backward, {600, 90});
+}
+
+TEST_CASE("sequence parallelism all-gathers each block's input and reduce-scatters its output instead") {
+  // Korthikanti et al. 2022, section 4.2.2: g becomes an all-gather before each block and g-bar a
+  // reduce-scatter after it; each carries the whole b x s x h tensor, of which a rank holds 1/t.
+  const ModelParallelGroups sp{tp_group, -1, 1, true};
+  const Emitted forward = emit(Pass::forward, sp);
+  REQUIRE(forward.count() == 6);
+  check_collective(forward.op(1), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {forward.input});
+  check_compute(forward.op(2), 100, Phase::forward, {1});
+  check_collective(forward.op(3), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {2});
+  check_collective(forward.op(4), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {3});
+  check_compute(forward.op(5), 200, Phase::forward, {4});
+  check_collective(forward.op(6), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {5});
+  CHECK(forward.returned == 6);
+  check_adds_up_to(forward, {300, 30});
+
+  // Backward: the MLP first, each block gathering its input's gradient and reduce-scattering its own.
+  const Emitted backward = emit(Pass::backward, sp);
+  REQUIRE(backward.count() == 6);
+  check_collective(backward.op(1), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes,
+                   {backward.input});
+  check_compute(backward.op(2), 400, Phase::backward, {1});
+  check_collective(backward.op(3), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {2});
+  check_collective(backward.op(4), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {3});
+  check_compute(backward.op(5), 200, Phase::backward, {4});
+  check_collective(backward.op(6), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {5});
+  CHECK(backward.returned == 6);
+  check_adds_up_to(backward, {600, 90});
+}
+
+TEST_CASE("context parallelism gathers K and V on the cp stream while the local block is computed") {
+  // Ring attention over cp = 4 ranks: of the attention core's 40 FLOPs, the 3 / 4 that use the
+  // other ranks' K/V blocks (30) wait for the exchange; the local block's 10 and the rest of the
+  // attention (60) do not. Work is split in that ratio: the ring part is 30 / 100 of the
+  // attention's FLOPs and of its 10 bytes.
+  const ModelParallelGroups cp{-1, cp_group, 4, false};
+  const Emitted forward = emit(Pass::forward, cp);
+  REQUIRE(forward.count() == 4);
+  check_compute(forward.op(1), 70, Phase::forward, {forward.input});
+  CHECK(forward.op(1).bytes == doctest::Approx(7));
+  // The exchange starts with the layer's input, beside the local block, not after it.
+  check_collective(forward.op(2), Stream::cp_comm, Collective::all_gather, cp_group, kv_bytes, {forward.input});
+  check_compute(forward.op(3), 30, Phase::forward, {1, 2});
+  CHECK(forward.op(3).bytes == doctest::Approx(3));
+  check_compute(forward.op(4), 200, Phase::forward, {3});  // the MLP: no tp, nothing to reduce
+  CHECK(forward.returned == 4);
+  check_adds_up_to(forward, {300, 30});
+
+  // Backward: the MLP's 400 FLOPs, then the attention's 200, of which the core's backward is
+  // 2 x 40 and its ring part 3 / 4 of that, 60; then dK/dV go back to their owners (a
+  // reduce-scatter of the same bytes as K/V).
+  const Emitted backward = emit(Pass::backward, cp);
+  REQUIRE(backward.count() == 5);
+  check_compute(backward.op(1), 400, Phase::backward, {backward.input});
+  check_compute(backward.op(2), 140, Phase::backward, {1});
+  check_collective(backward.op(3), Stream::cp_comm, Collective::all_gather, cp_group, kv_bytes, {1});
+  check_compute(backward.op(4), 60, Phase::backward, {2, 3});
+  check_collective(backward.op(5), Stream::cp_comm, Collective::reduce_scatter, cp_group, kv_bytes, {4});
+  CHECK(backward.returned == 5);
+  check_adds_up_to(backward, {600, 90});
+}
+
+TEST_CASE("with tensor and context parallelism together the K/V exchange sits between the tp collectives") {
+  // Forward: attention (local 70, ring 30 after the exchange), its all-reduce, the MLP, its all-reduce.
+  const ModelParallelGroups both{tp_group, cp_group, 4, false};
+  const Emitted forward = emit(Pass::forward, both);
+  REQUIRE(forward.count() == 6);
+  check_compute(forward.op(1), 70, Phase::forward, {forward.input});
+  check_collective(forward.op(2), Stream::cp_comm, Collective::all_gather, cp_group, kv_bytes, {forward.input});
+  check_compute(forward.op(3), 30, Phase::forward, {1, 2});
+  check_collective(forward.op(4), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {3});
+  check_compute(forward.op(5), 200, Phase::forward, {4});
+  check_collective(forward.op(6), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {5});
+  CHECK(forward.returned == 6);
+  check_adds_up_to(forward, {300, 30});
+}
+
+TEST_CASE("the vocabulary-parallel embedding sums its output over tp and the head gathers its input under SP") {
+  // Megatron's VocabParallelEmbedding: each rank looks up its part of the vocabulary and the
+  // partial embeddings are all-reduced (reduce-scattered along the sequence under SP). The head's
+  // input is sequence-split under SP: gathered first; its input gradient is reduced likewise.
+  const ModelCosts costs = hand_made_costs();
+  for (const bool sequence_parallel : {false, true}) {
+    CAPTURE(sequence_parallel);
+    const Collective reduction = sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce;
+    ProgramWriter writer;
+    LayerOps ops(writer, costs, ModelParallelGroups{tp_group, -1, 1, sequence_parallel});
+    const OpId embedded = ops.embedding_forward("embedding.fwd", {});
+    const OpId headed = ops.head_forward("head.fwd", {embedded});
+    const OpId head_grad = ops.head_backward("head.bwd", {headed});
+    ops.embedding_backward("embedding.bwd", {head_grad});
+    const Program program = writer.take();
+    // Walks the program in order, checking each op it expects and returning its id.
+    OpId next = 0;
+    const auto compute = [&](double flops, Phase phase, const std::vector<OpId>& deps) {
+      check_compute(program.ops.at(next), flops, phase, deps);
+      return next++;
+    };
+    const auto reduced = [&](OpId producer) {
+      check_collective(program.ops.at(next), Stream::tp_comm, reduction, tp_group, layer_output_bytes, {producer});
+      return next++;
+    };
+    const auto gathered = [&](OpId input) {
+      if (!sequence_parallel)
+        return input;
+      check_collective(program.ops.at(next), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes,
+                       {input});
+      return next++;
+    };
+    const OpId lookup = compute(0, Phase::forward, {});
+    CHECK(embedded == reduced(lookup));
+    CHECK(headed == compute(1000, Phase::forward, {gathered(embedded)}));
+    CHECK(head_grad == reduced(compute(2000, Phase::backward, {headed})));
+    const OpId embedding_grad = compute(0, Phase::backward, {gathered(head_grad)});
+    CHECK(program.ops.at(lookup).bytes == 50);
+    CHECK(program.ops.at(embedding_grad).bytes == 60);
+    CHECK(program.ops.size() == next);
+  }
+}

@@ -1,0 +1,322 @@
+// The pipeline writer (build_pipeline_program) on a small GPT, its inputs built as
+// build_workload builds them: the order of each stage's forward and backward steps under GPipe,
+// 1F1B and interleaved 1F1B, the sends and receives between neighbouring stages, the bytes of a
+// stage boundary, the activations held at the peak, and the gradient reduction after each
+// chunk's last backward.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "layout/layout.hpp"
+#include "memory/ledger.hpp"
+#include "model/costs.hpp"
+#include "program/model_states.hpp"
+#include "program/pipeline_builder.hpp"
+#include "program/program_writer.hpp"
+#include "program/recompute_plan.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+// A GPT of L = 8 layers, h = 64, 4 heads, a padded vocabulary of V = 128 and 64 learned
+// positions, untied (no embedding group between the first and last stages), with dropout.
+ModelSpec small_gpt() {
+  return parse_model(R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 8, "n_head": 4, "n_positions": 64,
+                        "vocab_size": 128, "attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1,
+                        "tie_word_embeddings": false})",
+                     "small.json", "small", 128);
+}
+
+// Micro-batches of b = 2 sequences of s = 32 tokens, bf16 with fp32 gradients, FlashAttention.
+constexpr double b = 2, s = 32, h = 64, vocab = 128;
+constexpr double sbh = s * b * h;
+
+Scenario pipeline_scenario(Schedule schedule, int pp, int vpp, long long micro_batches) {
+  Scenario scenario;
+  scenario.schedule = schedule;
+  scenario.pp = pp;
+  scenario.vpp = vpp;
+  scenario.grad_accum = micro_batches;
+  scenario.micro_batch = static_cast<long long>(b);
+  scenario.seq_len = static_cast<long long>(s);
+  return scenario;
+}
+
+// The program of the rank at pipeline stage `stage` whose other coordinates are 0.
+Program stage_program(const Scenario& scenario, int stage) {
+  const ModelSpec model = small_gpt();
+  const ModelCosts costs =
+      compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision, scenario.grad_precision,
+                    scenario.flash_attention, Sharding{scenario.tp, scenario.sp, scenario.cp});
+  const ModelStatePlan states = plan_model_states(scenario, scenario.dp * scenario.cp);
+  const Layout layout = layout_of(scenario);
+  const LayoutGroups groups = groups_of(layout);
+  const std::vector<long long> layers = layers_per_virtual_stage(scenario, model);
+  std::vector<RecomputePlan> plans;
+  for (int chunk = 0; chunk < scenario.vpp; ++chunk)
+    plans.push_back(plan_recompute(scenario, layers[chunk * scenario.pp + stage], costs.layer, 0));
+  const PipelinePlacement placement{&layout, &groups, std::vector<int>(static_cast<std::size_t>(layout.world()), -1)};
+  RankCoords coords;
+  coords.pp = stage;
+  return build_pipeline_program(scenario, model, costs, states, plans, placement, layout.rank_of(coords));
+}
+
+// The micro-batch and chunk a pipeline op works for, from its name (".mb3", ".mb3.c1").
+std::string step_of(const Op& op) {
+  static const std::regex step(R"(\.mb(\d+)(\.c\d+)?)");
+  std::smatch match;
+  return std::regex_search(op.name, match, step) ? match[1].str() + match[2].str() : "";
+}
+
+// The steps a program runs, in order: "F3" for micro-batch 3's forward, "B0.c1" for the backward
+// of micro-batch 0 on chunk 1.
+std::string steps_of(const Program& program) {
+  std::vector<std::string> steps;
+  for (const Op& op : program.ops) {
+    if (op.kind != OpKind::compute || (op.phase != Phase::forward && op.phase != Phase::backward))
+      continue;
+    const std::string step = (op.phase == Phase::forward ? "F" : "B") + step_of(op);
+    if (steps.empty() || steps.back() != step)
+      steps.push_back(step);
+  }
+  std::string joined;
+  for (const std::string& step : steps)
+    joined += (joined.empty() ? "" : " ") + step;
+  return joined;
+}
+
+struct Transfer {
+  int tag;
+  double bytes;
+  bool operator<(const Transfer& other) const { return tag < other.tag; }
+  bool operator==(const Transfer& other) const { return tag == other.tag && bytes == other.bytes; }
+};
+
+// The sends (or receives) of a program to (or from) one peer slot on one stream, by tag.
+std::vector<Transfer> transfers(const Program& program, OpKind kind, int peer, Stream stream) {
+  std::vector<Transfer> found;
+  for (const Op& op : program.ops)
+    if (op.kind == kind && op.peer == peer && op.stream == stream)
+      found.push_back({op.tag, op.bytes});
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::vector<Transfer> transfers(const Program& program, OpKind kind, int peer) {
+  std::vector<Transfer> found;
+  for (const Op& op : program.ops)
+    if (op.kind == kind && op.peer == peer)
+      found.push_back({op.tag, op.bytes});
+  return found;
+}
+
+// One layer's activations with FlashAttention: Korthikanti et al. 2022, section 4.1, without the
+// 5as^2b of the scores: attention 11 sbh (2-byte QKV input, Q, K, V and projection input, and
+// the 1-byte dropout mask), MLP 19 sbh (inputs 2 + 8 + 8, mask 1), the two LayerNorms 4 sbh.
+constexpr double layer_activations = 34 * sbh;
+// The first stage also keeps the embedding's dropout mask, 1 byte per element: sbh.
+constexpr double embedding_activations = sbh;
+// The last stage keeps the final norm's and the output projection's 2-byte inputs (4 sbh) and
+// the fp32 logits of the loss (4 b s V).
+constexpr double head_activations = 4 * sbh + 4 * b * s * vocab;
+
+double activations_at_peak(const Program& program) {
+  return memory_in_program_order(program).gpu().at_peak[static_cast<int>(MemCategory::activations)];
+}
+
+} // namespace
+
+TEST_CASE("GPipe runs every stage's forwards, then its backwards, in micro-batch order") {
+  // Huang et al. 2019: the whole mini-batch's forwards flow through the pipeline before any backward.
+  const Scenario scenario = pipeline_scenario(Schedule::gpipe, 4, 1, 4);
+  for (int stage = 0; stage < 4; ++stage) {
+    CAPTURE(stage);
+    CHECK(steps_of(stage_program(scenario, stage)) == "F0 F1 F2 F3 B0 B1 B2 B3");
+  }
+}
+
+TEST_CASE("1F1B warms stage s up with p - s - 1 forwards, then alternates, then drains") {
+  // Narayanan et al. 2021 (PipeDream-Flush), p = 4, m = 8: stage s runs p - s - 1 warm-up
+  // forwards, then m - (p - s - 1) pairs of one forward and one backward, then the
+  // remaining p - s - 1 backwards.
+  const Scenario scenario = pipeline_scenario(Schedule::one_f_one_b, 4, 1, 8);
+  CHECK(steps_of(stage_program(scenario, 0)) == "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
+  CHECK(steps_of(stage_program(scenario, 1)) == "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
+  CHECK(steps_of(stage_program(scenario, 2)) == "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7");
+  CHECK(steps_of(stage_program(scenario, 3)) == "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7");
+}
+
+TEST_CASE("interleaved 1F1B sends micro-batches through the chunks in groups of p") {
+  // Megatron-LM's interleaved schedule (Narayanan et al. 2021, section 2.2), p = 2, v = 2, m = 4:
+  // forward k runs micro-batch (k / pv) p + k mod p on chunk (k mod pv) / p, backward k the same
+  // micro-batch on chunk v - 1 - that; stage s warms up with (p - s - 1) x 2 + (v - 1) x p
+  // forwards: 4 on stage 0, 2 on stage 1, of the m v = 8.
+  const Scenario scenario = pipeline_scenario(Schedule::interleaved, 2, 2, 4);
+  CHECK(steps_of(stage_program(scenario, 0)) ==
+        "F0.c0 F1.c0 F0.c1 F1.c1 F2.c0 B0.c1 F3.c0 B1.c1 F2.c1 B0.c0 F3.c1 B1.c0 B2.c1 B3.c1 B2.c0 B3.c0");
+  CHECK(steps_of(stage_program(scenario, 1)) ==
+        "F0.c0 F1.c0 F0.c1 B0.c1 F1.c1 B1.c1 F2.c0 B0.c0 F3.c0 B1.c0 F2.c1 B2.c1 F3.c1 B3.c1 B2.c0 B3.c0");
+}
+
+TEST_CASE("each activation sent to the next stage and each gradient sent back is received there with its tag") {
+  // 1F1B, p = 4, m = 4: every stage but the last sends the next one m activations on the
+  // pipeline stream; every stage but the first sends the previous one m gradients on the
+  // backward stream. Interleaved, p = 2, v = 2, m = 4: the stages form a ring (the last stage's
+  // chunk 0 feeds the first stage's chunk 1); stage 0 sends activations from both chunks (virtual
+  // stages 0 and 2), stage 1 from chunk 0 only (virtual stage 3 is the last).
+  struct Case {
+    Scenario scenario;
+    std::vector<std::size_t> activations_sent;  // per stage
+    std::vector<std::size_t> gradients_sent;
+  };
+  const std::vector<Case> cases = {
+      {pipeline_scenario(Schedule::one_f_one_b, 4, 1, 4), {4, 4, 4, 0}, {0, 4, 4, 4}},
+      {pipeline_scenario(Schedule::interleaved, 2, 2, 4), {8, 4}, {4, 8}},
+  };
+  for (const Case& c : cases) {
+    const int p = c.scenario.pp;
+    CAPTURE(c.scenario.vpp);
+    std::vector<Program> programs;
+    for (int stage = 0; stage < p; ++stage)
+      programs.push_back(stage_program(c.scenario, stage));
+    for (int stage = 0; stage < p; ++stage) {
+      CAPTURE(stage);
+      const Program& here = programs[stage];
+      const Program& next = programs[(stage + 1) % p];
+      const std::vector<Transfer> activations = transfers(here, OpKind::send, next_stage_slot, Stream::pp_comm);
+      const std::vector<Transfer> gradients = transfers(here, OpKind::send, previous_stage_slot, Stream::pp_bwd);
+      CHECK(activations.size() == c.activations_sent[stage]);
+      CHECK(gradients.size() == c.gradients_sent[stage]);
+      CHECK(activations == transfers(next, OpKind::recv, previous_stage_slot, Stream::pp_comm));
+      CHECK(transfers(next, OpKind::send, previous_stage_slot, Stream::pp_bwd) ==
+            transfers(here, OpKind::recv, next_stage_slot, Stream::pp_bwd));
+      // Nothing else travels between the stages, and no two messages share a tag.
+      CHECK(transfers(here, OpKind::send, next_stage_slot).size() == activations.size());
+      CHECK(transfers(here, OpKind::send, previous_stage_slot).size() == gradients.size());
+      for (std::size_t i = 1; i < activations.size(); ++i)
+        CHECK(activations[i - 1].tag != activations[i].tag);
+      for (std::size_t i = 1; i < gradients.size(); ++i)
+        CHECK(gradients[i - 1].tag != gradients[i].tag);
+    }
+  }
+}
+
+TEST_CASE("a stage boundary carries the hidden states, b x s x h x 2 bytes, split over tp under SP") {
+  // The activation between two stages is the layer output of b = 2 sequences of s = 32 tokens of
+  // h = 64 bf16 values: 8192 bytes, and its gradient the same. Tensor-parallel ranks each hold it
+  // whole; under sequence parallelism each holds (and sends) its 1/t of the sequence.
+  for (const bool sequence_parallel : {false, true}) {
+    CAPTURE(sequence_parallel);
+    Scenario scenario = pipeline_scenario(Schedule::one_f_one_b, 2, 1, 2);
+    scenario.tp = 2;
+    scenario.sp = sequence_parallel;
+    const double expected = b * s * h * 2 / (sequence_parallel ? 2 : 1);
+    for (int stage = 0; stage < 2; ++stage) {
+      CAPTURE(stage);
+      int transfers_seen = 0;
+      for (const Op& op : stage_program(scenario, stage).ops)
+        if (op.kind == OpKind::send || op.kind == OpKind::recv) {
+          CHECK(op.bytes == expected);
+          ++transfers_seen;
+        }
+      CHECK(transfers_seen == 4);  // two micro-batches: their activations one way, gradients the other
+    }
+  }
+}
+
+TEST_CASE("at its peak a stage holds the activations of the micro-batches the schedule keeps in flight") {
+  // Two layers per stage (8 over p = 4). 1F1B, m = 8: stage s holds p - s micro-batches when its
+  // first backward starts (Narayanan et al. 2021); GPipe holds all m.
+  const double two_layers = 2 * layer_activations;
+  const Scenario one_f_one_b = pipeline_scenario(Schedule::one_f_one_b, 4, 1, 8);
+  CHECK(activations_at_peak(stage_program(one_f_one_b, 0)) == doctest::Approx(4 * (two_layers + embedding_activations)));
+  CHECK(activations_at_peak(stage_program(one_f_one_b, 1)) == doctest::Approx(3 * two_layers));
+  CHECK(activations_at_peak(stage_program(one_f_one_b, 2)) == doctest::Approx(2 * two_layers));
+  CHECK(activations_at_peak(stage_program(one_f_one_b, 3)) == doctest::Approx(1 * (two_layers + head_activations)));
+  const Scenario gpipe = pipeline_scenario(Schedule::gpipe, 4, 1, 8);
+  CHECK(activations_at_peak(stage_program(gpipe, 0)) == doctest::Approx(8 * (two_layers + embedding_activations)));
+  CHECK(activations_at_peak(stage_program(gpipe, 2)) == doctest::Approx(8 * two_layers));
+
+  // Interleaved, p = 2, v = 2, m = 4 (two layers per chunk): stage 0 warms up with 4 chunk
+  // forwards and holds 5 once the first steady forward is done. Its steps (see the schedule test)
+  // hold {0c0 1c0 0c1 1c1 2c0}, then {0c0 1c0 1c1 2c0 3c0} and {0c0 1c0 2c0 3c0 2c1}: five
+  // chunks each time, at most four of them chunk 0, which keeps the embedding's mask.
+  const Scenario interleaved = pipeline_scenario(Schedule::interleaved, 2, 2, 4);
+  CHECK(activations_at_peak(stage_program(interleaved, 0)) ==
+        doctest::Approx(5 * two_layers + 4 * embedding_activations));
+  // Stage 1 holds at most 3 chunks ({0c0 1c0 0c1} and alike), one of them its chunk 1, the last
+  // virtual stage with the head.
+  CHECK(activations_at_peak(stage_program(interleaved, 1)) == doctest::Approx(3 * two_layers + head_activations));
+}
+
+TEST_CASE("each chunk's gradients are reduced over data parallelism once its last backward is done") {
+  // Interleaved, p = 2, v = 2, m = 4, dp = 2. Stage 0 holds virtual stages 0 (embedding + 2
+  // layers) and 2 (2 layers); stage 1 holds 1 (2 layers) and 3 (2 layers + final norm + output
+  // layer). A GPT layer has 12h^2 + 13h parameters (QKV, projection, MLP, their biases, two
+  // LayerNorms); the embedding V h + 64 h (learned positions), the head 2h + V h. Gradients are
+  // fp32: 4 bytes each, one bucket (25 MiB) per chunk. ZeRO-1 (Megatron's distributed optimizer)
+  // reduce-scatters them instead of all-reducing, and all-gathers the updated parameters.
+  const double layer = 12 * h * h + 13 * h;
+  const double embedding = vocab * h + 64 * h, head = 2 * h + vocab * h;
+  const std::vector<std::vector<double>> chunk_parameters = {{2 * layer + embedding, 2 * layer},
+                                                             {2 * layer, 2 * layer + head}};
+  for (const int zero : {0, 1}) {
+    CAPTURE(zero);
+    Scenario scenario = pipeline_scenario(Schedule::interleaved, 2, 2, 4);
+    scenario.dp = 2;
+    scenario.zero = zero;
+    const Collective reduction = zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+    for (int stage = 0; stage < 2; ++stage) {
+      CAPTURE(stage);
+      const Program program = stage_program(scenario, stage);
+      std::vector<OpId> reductions;
+      OpId step = 0;
+      for (OpId id = 0; id < program.ops.size(); ++id) {
+        const Op& op = program.ops[id];
+        if (op.kind == OpKind::compute && op.phase == Phase::optimizer)
+          step = id;
+        if (op.kind != OpKind::collective || op.stream != Stream::dp_comm || op.collective == Collective::all_gather)
+          continue;
+        CHECK(op.collective == reduction);
+        reductions.push_back(id);
+      }
+      REQUIRE(reductions.size() == 2);  // one per chunk
+      for (const OpId id : reductions) {
+        const Op& op = program.ops[id];
+        // It follows the last op of micro-batch 3's backward of its chunk, and is issued before
+        // any later compute, so that it overlaps the backwards still to come.
+        REQUIRE(op.deps.size() == 1);
+        const OpId producer = op.deps[0];
+        const Op& last = program.ops[producer];
+        CHECK(last.kind == OpKind::compute);
+        CHECK(last.phase == Phase::backward);
+        const std::string chunk = step_of(last).substr(1);
+        CHECK(step_of(last).front() == '3');
+        for (OpId later = producer + 1; later < program.ops.size(); ++later)
+          if (program.ops[later].kind == OpKind::compute && program.ops[later].phase == Phase::backward)
+            CHECK_MESSAGE(step_of(program.ops[later]).substr(1) != chunk, program.ops[later].name);
+        for (OpId between = producer + 1; between < id; ++between)
+          CHECK(program.ops[between].kind != OpKind::compute);
+        const int c = chunk == ".c0" ? 0 : 1;
+        CHECK(op.bytes == doctest::Approx(4 * chunk_parameters[stage][c]));
+      }
+      // The optimizer step waits for both reductions.
+      REQUIRE(step > 0);
+      CHECK(program.ops[step].deps == reductions);
+      // ZeRO-1: the updated halves are all-gathered after the step, in bf16: 2 bytes per parameter of the stage.
+      double gathered = 0;
+      for (const Op& op : program.ops)
+        if (op.kind == OpKind::collective && op.collective == Collective::all_gather) {
+          CHECK(op.deps == std::vector<OpId>{step});
+          gathered += op.bytes;
+        }
+      CHECK(gathered ==
+            doctest::Approx(zero == 1 ? 2 * (chunk_parameters[stage][0] + chunk_parameters[stage][1]) : 0.0));
+    }
+  }
+}
