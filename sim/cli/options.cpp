@@ -10,6 +10,7 @@
 #include "common/units.hpp"
 #include "config/option_errors.hpp"
 #include "config/scenario.hpp"
+#include "config/scenario_options.hpp"
 
 namespace po = boost::program_options;
 

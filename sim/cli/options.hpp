@@ -8,7 +8,7 @@
 
 #include <boost/program_options.hpp>
 
-#include "platform/platform_loader.hpp"
+#include "platform/simulation_context.hpp"
 
 namespace trainsim::cli {
 

@@ -28,7 +28,7 @@
 #include "report/metrics.hpp"
 #include "report/writers.hpp"
 #include "report/sweep_views.hpp"
-#include "platform/platform_loader.hpp"
+#include "platform/simulation_context.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

@@ -27,6 +27,7 @@
 #include "report/sweep_views.hpp"
 #include "common/text.hpp"
 #include "config/scenario.hpp"
+#include "config/scenario_options.hpp"
 #include "sweep/sweep.hpp"
 
 namespace po = boost::program_options;

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "platform/platform_loader.hpp"
+#include "platform/simulation_context.hpp"
 #include "sweep/sweep.hpp"
 
 namespace trainsim::cli {

@@ -1,4 +1,5 @@
 #include "config/scenario.hpp"
+#include "config/scenario_options.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -396,26 +397,7 @@ const char* to_string(OffloadTier tier) {
   return "?";
 }
 
-const char* to_string(Precision precision) {
-  switch (precision) {
-  case Precision::fp32: return "fp32";
-  case Precision::fp16: return "fp16";
-  case Precision::bf16: return "bf16";
-  case Precision::fp8: return "fp8";
-  }
-  return "?";
-}
-
 const char* to_string(GradSync sync) { return sync == GradSync::last ? "last" : "every"; }
-
-const char* to_string(Schedule schedule) {
-  switch (schedule) {
-  case Schedule::gpipe: return "gpipe";
-  case Schedule::one_f_one_b: return "1f1b";
-  case Schedule::interleaved: return "interleaved";
-  }
-  return "?";
-}
 
 const char* to_string(Recompute recompute) {
   switch (recompute) {
@@ -428,7 +410,6 @@ const char* to_string(Recompute recompute) {
   return "?";
 }
 
-double bytes_per_element(Precision precision) { return precision == Precision::fp32 ? 4.0 : 2.0; }
 
 const po::options_description& scenario_options() {
   static const po::options_description description = [] {

@@ -6,40 +6,25 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <ostream>
 #include <string>
 #include <vector>
 
-#include <boost/program_options/options_description.hpp>
-
 #include "cluster/cluster.hpp"
+#include "model/precision.hpp"
+#include "program/pipeline_schedule.hpp"
 
 namespace trainsim {
 
-enum class Precision { fp32, fp16, bf16, fp8 };
 // every: segments of `recompute_every` layers, all checkpointed but the last; optimal: a per-layer plan that fits a budget.
 enum class Recompute { none, selective, full, every, optimal };
 // When gradients are reduced under accumulation: after the last micro-batch, or after each one.
 enum class GradSync { last, every };
-enum class Schedule { gpipe, one_f_one_b, interleaved };
 // Where offloaded model states live: on the GPU (none), in host DRAM, or on the node's NVMe drives.
 enum class OffloadTier { none, cpu, nvme };
 
-const char* to_string(Precision precision);
 const char* to_string(Recompute recompute);
 const char* to_string(GradSync sync);
-const char* to_string(Schedule schedule);
 const char* to_string(OffloadTier tier);
-// Bytes of a stored element: fp8 training keeps its weights and activations in 16-bit.
-double bytes_per_element(Precision precision);
-
-struct ComputeEfficiency {
-  // Achieved / peak tensor FLOP/s over a whole layer; 0.55 reproduces the per-layer times of
-  // Korthikanti et al. 2022, Table 4 (22B model on A100) once the TP all-reduces are taken out.
-  double matmul = 0.55;
-  double memory = 0.8;   // achieved / peak HBM bandwidth for memory-bound kernels
-  bool allow_tf32 = true;
-};
 
 struct Scenario {
   std::string name;                   // the file's stem: names the default output folder
@@ -92,14 +77,6 @@ struct Scenario {
   // Every key with its effective value, for the summary and the "effective configuration" print.
   std::map<std::string, std::string> settings;
 };
-
-// Options with their defaults and meaning; the same names are accepted by --set.
-const boost::program_options::options_description& scenario_options();
-// The same list as people read it: "[section] key = default   meaning".
-void print_scenario_keys(std::ostream& out);
-
-// InputError "WHERE: unknown key 'KEY'; accepted: ..." unless `key` is a scenario key.
-void require_scenario_key(const std::string& key, const std::string& where);
 
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides);
 // The same from the file's text; `file` names it in errors and anchors relative paths.

@@ -10,7 +10,7 @@
 
 #include "engine/observer.hpp"
 #include "platform/gpu.hpp"
-#include "platform/platform_loader.hpp"
+#include "platform/simulation_context.hpp"
 #include "program/program.hpp"
 
 namespace trainsim {

@@ -12,7 +12,7 @@
 // activations, writes activation gradients of about the same size and accumulates the weight
 // gradients. Sharding: matmul FLOPs and weights over tp (norms and row-parallel biases
 // replicated), the sequence over cp (queries local, keys and values over the whole sequence).
-#include "config/scenario.hpp"
+#include "model/precision.hpp"
 #include "model/model.hpp"
 #include "platform/gpu.hpp"
 

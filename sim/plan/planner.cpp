@@ -9,7 +9,7 @@
 #include "common/error.hpp"
 #include "common/units.hpp"
 #include "config/scenario.hpp"
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 #include "program/model_states.hpp"
 #include "program/workload_builder.hpp"
 #include "run/memory_estimate.hpp"

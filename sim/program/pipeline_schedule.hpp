@@ -7,9 +7,10 @@
 // over chunks, (p - stage - 1) x 2 + (v - 1) x p warm-up steps, and needs m divisible by p.
 #include <vector>
 
-#include "config/scenario.hpp"
-
 namespace trainsim {
+
+enum class Schedule { gpipe, one_f_one_b, interleaved };
+const char* to_string(Schedule schedule);
 
 struct PipelineStep {
   bool forward = true;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/scenario.hpp"
+#include "model/precision.hpp"
 
 namespace trainsim {
 

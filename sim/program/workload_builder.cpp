@@ -7,8 +7,8 @@
 #include "common/error.hpp"
 #include "common/units.hpp"
 #include "model/costs.hpp"
-#include "program/data_parallel_builder.hpp"
-#include "program/pipeline_builder.hpp"
+#include "program/data_parallel_writer.hpp"
+#include "program/pipeline_writer.hpp"
 #include "program/pipeline_schedule.hpp"
 
 namespace trainsim {

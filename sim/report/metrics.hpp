@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/observer.hpp"
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 #include "platform/gpu.hpp"
 
 namespace trainsim {

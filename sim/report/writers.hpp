@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 #include "layout/layout.hpp"
 #include "platform/gpu.hpp"
 #include "program/recompute_plan.hpp"

@@ -3,7 +3,7 @@
 // its --compare tabulates and what the planner checks each candidate with.
 #include <vector>
 
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 #include "platform/gpu.hpp"
 #include "program/program.hpp"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/replay.hpp"
-#include "platform/platform_loader.hpp"
+#include "platform/simulation_context.hpp"
 #include "report/metrics.hpp"
 #include "report/spans.hpp"
 #include "run/prepared_run.hpp"

@@ -1,7 +1,7 @@
 // workload.txt, a line "%%", then the text every program file it names reads as;
 // the workload is then accounted in program order as `trainsim memory` does.
 #include "fuzz_support.hpp"
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 #include "program/trace_io.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,9 +1,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 #include "program/program_graph.hpp"
 #include "program/workload_builder.hpp"
 #include "test_support.hpp"

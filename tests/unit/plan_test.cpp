@@ -5,7 +5,7 @@
 #include <map>
 
 #include "config/scenario.hpp"
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 #include "plan/planner.hpp"
 #include "program/workload_builder.hpp"
 #include "test_support.hpp"

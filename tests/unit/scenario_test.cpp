@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "config/scenario.hpp"
+#include "config/scenario_options.hpp"
 #include "test_support.hpp"
 
 using namespace trainsim;

@@ -1,4 +1,4 @@
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 
 #include <numeric>
 

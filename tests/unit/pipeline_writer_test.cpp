@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "layout/layout.hpp"
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 #include "model/costs.hpp"
 #include "program/model_states.hpp"
-#include "program/pipeline_builder.hpp"
+#include "program/pipeline_writer.hpp"
 #include "program/program_writer.hpp"
 #include "program/recompute_plan.hpp"
 

@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "common/error.hpp"
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 
 using namespace trainsim;
 

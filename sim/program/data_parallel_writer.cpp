@@ -1,4 +1,4 @@
-#include "program/data_parallel_builder.hpp"
+#include "program/data_parallel_writer.hpp"
 
 #include <algorithm>
 #include <cmath>

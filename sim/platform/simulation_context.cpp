@@ -1,4 +1,4 @@
-#include "platform/platform_loader.hpp"
+#include "platform/simulation_context.hpp"
 
 #include <algorithm>
 #include <cerrno>

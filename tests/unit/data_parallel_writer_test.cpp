@@ -5,7 +5,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
-#include "memory/ledger.hpp"
+#include "memory/memory_tracker.hpp"
 #include "model/costs.hpp"
 #include "program/collective_plan.hpp"
 #include "program/workload_builder.hpp"

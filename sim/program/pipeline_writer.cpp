@@ -1,4 +1,4 @@
-#include "program/pipeline_builder.hpp"
+#include "program/pipeline_writer.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,17 @@
+#include "model/precision.hpp"
+
+namespace trainsim {
+
+const char* to_string(Precision precision) {
+  switch (precision) {
+  case Precision::fp32: return "fp32";
+  case Precision::fp16: return "fp16";
+  case Precision::bf16: return "bf16";
+  case Precision::fp8: return "fp8";
+  }
+  return "?";
+}
+
+double bytes_per_element(Precision precision) { return precision == Precision::fp32 ? 4.0 : 2.0; }
+
+} // namespace trainsim
