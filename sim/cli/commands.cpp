@@ -244,13 +244,10 @@ int simulate_and_report(SimulationContext& context, const Workload& workload, co
   StepCollector collector(workload, gpus, timeline_ranks);
   SpanRecorder spans(workload, options.no_report ? std::vector<int>{} : shown);
   ObserverFanout observers({&collector, &spans});
-  const ReplayOutcome outcome = replay(context, workload, gpus, settings, observers);
+  replay(context, workload, gpus, settings, observers);
   note_work("while writing the outputs of " + program_scale(workload) +
             (options.no_report ? "" : " (" + std::to_string(shown.size()) + " traced)"));
   StepMetrics metrics = collector.finish(run.training_tokens);
-  metrics.resources.insert(metrics.resources.end(), outcome.resources.begin(), outcome.resources.end());
-  std::sort(metrics.resources.begin(), metrics.resources.end(),
-            [](const ResourceUse& a, const ResourceUse& b) { return a.kind < b.kind; });
   // Files first, all or none: a run whose outputs cannot be written prints no summary that looks
   // complete and leaves no file of its own.
   OutputSet outputs(out, {"summary.json", "memory.csv", "report.html", "trace.json", "memory.svg", "pipeline.svg",

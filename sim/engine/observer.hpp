@@ -3,7 +3,9 @@
 // in simulated-time order. Collectors (metrics, memory timelines, traces) implement
 // this; the replay loop knows nothing about what they do with it.
 #include <string>
+#include <vector>
 
+#include "platform/resources.hpp"
 #include "program/program.hpp"
 
 namespace trainsim {
@@ -37,6 +39,19 @@ public:
   // A send's or a collective's data moved; told just before op_finished, so its start may be
   // earlier than events already told.
   virtual void op_transferred(int rank, OpId op, const Transfer& transfer) = 0;
+
+  // Resource accounting, heard the way SimGrid's plugins hear activities, but from the replay: an
+  // analytically timed collective never becomes a SimGrid activity, and what counts is the op's
+  // payload, not a flow's size rounded to whole bytes. Told once before the replay starts, then
+  // as work is handed to a resource (for ops a rank settles ahead of the clock, before their
+  // op_started).
+  virtual void resources_bound(const PlatformResources& /*resources*/) {}
+  // `links` (indices into PlatformResources::links) each carry `bytes` more.
+  virtual void link_carried(const std::vector<int>& /*links*/, double /*bytes*/) {}
+  // A CPU given `seconds` of work at full speed that touches `bytes` of its memory.
+  virtual void cpu_worked(int /*cpu*/, double /*seconds*/, double /*bytes*/) {}
+  // A drive asked to read or write `bytes`, `seconds` at that direction's bandwidth.
+  virtual void drive_worked(int /*drive*/, bool /*read*/, double /*seconds*/, double /*bytes*/) {}
 };
 
 } // namespace trainsim
