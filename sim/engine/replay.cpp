@@ -74,6 +74,7 @@ struct SharedState {
   const Workload* workload = nullptr;
   PlatformBinding* binding = nullptr;
   const std::vector<GpuInfo>* gpus = nullptr;
+  bool settle_ahead = true;
   std::vector<GroupPlan> groups;
   std::vector<std::unordered_map<std::uint64_t, Arrivals>> arrivals;  // per group, per call
   std::map<const Program*, ProgramPlan> plans;
@@ -220,7 +221,7 @@ private:
       const double ready = ready_at_[id];
       // Far enough ahead of the clock, local ops wait like the others (started in the simulation
       // at their ready time, with the same result), which bounds the events held back.
-      if (!plan_.local[id] || events_.size() >= max_events_ahead) {
+      if (!plan_.local[id] || !shared_.settle_ahead || events_.size() >= max_events_ahead) {
         pending_.push({ready, sequence_++, id});
         continue;
       }
@@ -596,6 +597,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   shared.workload = &workload;
   shared.binding = binding.get();
   shared.gpus = &gpus;
+  shared.settle_ahead = settings.settle_ahead;
   shared.observer = &observer;
   shared.rank_finish.assign(workload.ranks(), 0.0);
   shared.ops_done.assign(workload.ranks(), 0);

@@ -21,6 +21,10 @@ struct ReplaySettings {
   // Time collectives of groups inside one node from the ring formula over their routes instead
   // of simulating their flows (cross-node traffic is always simulated).
   bool fast_intra_node_collectives = false;
+  // Ranks settle ops that need no shared resource ahead of the clock (see replay.cpp); off, every
+  // op is started in the simulation at its ready time. The same timeline either way: off is for
+  // the tests that check so.
+  bool settle_ahead = true;
 };
 
 struct ReplayOutcome {
