@@ -521,14 +521,13 @@ private:
   void tell(Told what, OpId id, double time) { events_.push({time, sequence_++, id, what, {}}); }
 
   void tell_observer_until(double time) {
-    ReplayObserver& observer = observer_;
     while (!events_.empty() && events_.top().time <= time) {
       const Event event = events_.top();
       events_.pop();
       switch (event.what) {
-      case Told::started: observer.op_started(rank_, event.op, event.time); break;
-      case Told::finished: observer.op_finished(rank_, event.op, event.time); break;
-      case Told::transferred: observer.op_transferred(rank_, event.op, event.transfer); break;
+      case Told::started: observer_.op_started(rank_, event.op, event.time); break;
+      case Told::finished: observer_.op_finished(rank_, event.op, event.time); break;
+      case Told::transferred: observer_.op_transferred(rank_, event.op, event.transfer); break;
       }
     }
   }

@@ -13,11 +13,16 @@
 #include <utility>
 #include <vector>
 
-#include <simgrid/forward.h>
-
 #include "platform/gpu.hpp"
 #include "platform/resources.hpp"
 #include "program/program.hpp"
+
+// Handles only: SimGrid's headers stay out of ours (docs/architecture.md).
+namespace simgrid::s4u {
+class Disk;
+class Host;
+class Mailbox;
+} // namespace simgrid::s4u
 
 namespace trainsim {
 
