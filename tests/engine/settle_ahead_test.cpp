@@ -2,7 +2,7 @@
 // runs two at once, analytically timed collectives on a group only one stream uses) ahead of the
 // simulated clock instead of starting them in SimGrid. That shortcut must not change the
 // timeline: random small programs are replayed both ways and every op must start and finish at
-// the same time. Each replay runs in a child process (SimGrid keeps one simulation per process).
+// the same time.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,9 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include "child_process.hpp"
 #include "engine/replay.hpp"
 #include "platform/platform_loader.hpp"
 
@@ -144,48 +142,24 @@ struct Timeline : ReplayObserver {
 // The replay's timeline as one list (starts, then finishes, rank by rank), from a child process;
 // empty if the child failed.
 std::vector<double> replayed_timeline(const Workload& workload, bool fast, bool settle_ahead) {
-  int channel[2];
-  REQUIRE(pipe(channel) == 0);
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    close(channel[0]);
-    try {
-      SimulationContext context({});
-      const std::vector<GpuInfo> gpus = context.load_platform(std::string(TRAINSIM_SOURCE_DIR) + "/platforms/dgx-a100.xml");
-      ReplaySettings settings;
-      settings.fast_intra_node_collectives = fast;
-      settings.settle_ahead = settle_ahead;
-      Timeline timeline(workload);
-      replay(context, workload, gpus, settings, timeline);
-      std::vector<double> times;
-      for (const auto* per_rank : {&timeline.started, &timeline.finished})
-        for (const std::vector<double>& ops : *per_rank)
-          times.insert(times.end(), ops.begin(), ops.end());
-      const auto* bytes = reinterpret_cast<const char*>(times.data());
-      for (std::size_t done = 0, size = times.size() * sizeof(double); done < size;) {
-        const ssize_t wrote = write(channel[1], bytes + done, size - done);
-        if (wrote <= 0)
-          _exit(2);
-        done += static_cast<std::size_t>(wrote);
-      }
-      _exit(0);
-    } catch (...) {
-      _exit(1);
-    }
-  }
-  close(channel[1]);
-  std::string received;
-  char chunk[65536];
-  for (ssize_t got; (got = read(channel[0], chunk, sizeof chunk)) > 0;)
-    received.append(chunk, static_cast<std::size_t>(got));
-  close(channel[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return {};
-  std::vector<double> times(received.size() / sizeof(double));
-  std::copy(received.begin(), received.end(), reinterpret_cast<char*>(times.data()));
+  const std::string bytes = test::in_child([&] {
+    SimulationContext context({});
+    const std::vector<GpuInfo> gpus = context.load_platform(test::platform_file("dgx-a100.xml"));
+    ReplaySettings settings;
+    settings.fast_intra_node_collectives = fast;
+    settings.settle_ahead = settle_ahead;
+    Timeline timeline(workload);
+    replay(context, workload, gpus, settings, timeline);
+    std::string times;
+    for (const auto* per_rank : {&timeline.started, &timeline.finished})
+      for (const std::vector<double>& ops : *per_rank)
+        times.append(reinterpret_cast<const char*>(ops.data()), ops.size() * sizeof(double));
+    return times;
+  });
+  if (bytes.size() % sizeof(double) != 0)
+    return {};  // the child failed
+  std::vector<double> times(bytes.size() / sizeof(double));
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(times.data()));
   return times;
 }
 
