@@ -1,25 +1,14 @@
 #pragma once
 // What a replay tells the outside world: each op's start and finish on each rank,
-// in simulated-time order. Collectors (metrics, memory timelines, traces) implement
-// this; the replay loop knows nothing about what they do with it.
-#include <string>
+// in simulated-time order, and what it hands to the platform's shared resources.
+// Collectors (metrics, memory timelines, traces, resource use) implement this; the
+// replay loop knows nothing about what they do with it.
 #include <vector>
 
 #include "platform/resources.hpp"
 #include "program/program.hpp"
 
 namespace trainsim {
-
-// How busy one class of shared resource was: links by what they join (nvlink, pcie-gpu,
-// pcie-uplink, nic, network), the NVMe drives (nvme), the nodes' CPUs (cpu); the metrics add
-// the GPUs' compute (gpu).
-struct ResourceUse {
-  std::string kind;
-  int count = 0;            // resources of that class in the platform that were used
-  std::string busiest;      // the one that was busy longest
-  double busy_s = 0;        // its busy time: bytes / bandwidth (links, drives) or work at full speed (CPUs)
-  double bytes = 0;         // moved through all of them (links: summed over each link crossed)
-};
 
 // When a send's or a collective's data moved, and what it waited for before that.
 struct Transfer {

@@ -3,11 +3,23 @@
 // resource events, like SimGrid's link_load plugin (per-resource state fed by events, nothing
 // counted inside the replay loop). Links are busy for the bytes they carried over their
 // bandwidth, drives for their reads and writes, CPUs for the work handed to them.
+#include <string>
 #include <vector>
 
 #include "engine/observer.hpp"
 
 namespace trainsim {
+
+// How busy one class of shared resource was: links by what they join (nvlink, pcie-gpu,
+// pcie-uplink, nic, network), the NVMe drives (nvme), the nodes' CPUs (cpu); the metrics add
+// the GPUs' compute (gpu).
+struct ResourceUse {
+  std::string kind;
+  int count = 0;            // resources of that class in the platform that were used
+  std::string busiest;      // the one that was busy longest
+  double busy_s = 0;        // its busy time: bytes / bandwidth (links, drives) or work at full speed (CPUs)
+  double bytes = 0;         // moved through all of them (links: summed over each link crossed)
+};
 
 class ResourceCollector : public ReplayObserver {
 public:
