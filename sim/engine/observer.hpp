@@ -1,23 +1,14 @@
 #pragma once
 // What a replay tells the outside world: each op's start and finish on each rank,
-// in simulated-time order. Collectors (metrics, memory timelines, traces) implement
-// this; the replay loop knows nothing about what they do with it.
-#include <string>
+// in simulated-time order, and what it hands to the platform's shared resources.
+// Collectors (metrics, memory timelines, traces, resource use) implement this; the
+// replay loop knows nothing about what they do with it.
+#include <vector>
 
+#include "platform/resources.hpp"
 #include "program/program.hpp"
 
 namespace trainsim {
-
-// How busy one class of shared resource was: links by what they join (nvlink, pcie-gpu,
-// pcie-uplink, nic, network), the NVMe drives (nvme), the nodes' CPUs (cpu); the metrics add
-// the GPUs' compute (gpu).
-struct ResourceUse {
-  std::string kind;
-  int count = 0;            // resources of that class in the platform that were used
-  std::string busiest;      // the one that was busy longest
-  double busy_s = 0;        // its busy time: bytes / bandwidth (links, drives) or work at full speed (CPUs)
-  double bytes = 0;         // moved through all of them (links: summed over each link crossed)
-};
 
 // When a send's or a collective's data moved, and what it waited for before that.
 struct Transfer {
@@ -37,6 +28,19 @@ public:
   // A send's or a collective's data moved; told just before op_finished, so its start may be
   // earlier than events already told.
   virtual void op_transferred(int rank, OpId op, const Transfer& transfer) = 0;
+
+  // Resource accounting, heard the way SimGrid's plugins hear activities, but from the replay: an
+  // analytically timed collective never becomes a SimGrid activity, and what counts is the op's
+  // payload, not a flow's size rounded to whole bytes. Told once before the replay starts, then
+  // as work is handed to a resource (for ops a rank settles ahead of the clock, before their
+  // op_started).
+  virtual void resources_bound(const PlatformResources& /*resources*/) {}
+  // `links` (indices into PlatformResources::links) each carry `bytes` more.
+  virtual void link_carried(const std::vector<int>& /*links*/, double /*bytes*/) {}
+  // A CPU given `seconds` of work at full speed that touches `bytes` of its memory.
+  virtual void cpu_worked(int /*cpu*/, double /*seconds*/, double /*bytes*/) {}
+  // A drive asked to read or write `bytes`, `seconds` at that direction's bandwidth.
+  virtual void drive_worked(int /*drive*/, bool /*read*/, double /*seconds*/, double /*bytes*/) {}
 };
 
 } // namespace trainsim

@@ -11,17 +11,13 @@
 #include <set>
 #include <unordered_map>
 
-#include <csignal>
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <simgrid/s4u.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
-#include "common/units.hpp"
+#include "engine/ring_model.hpp"
 #include "model/costs.hpp"
+#include "platform/platform_binding.hpp"
 #include "program/collective_plan.hpp"
 #include "program/program_graph.hpp"
 
@@ -43,17 +39,14 @@ constexpr std::size_t max_simulated_ops = 500'000'000;
 char payload_token;
 void* received_payload;
 
-// A group's rings, fixed for the whole replay.
+// A group's rings as the replay runs them: the binding's rings and routes, and the mailboxes of
+// its flows.
 struct GroupPlan {
-  std::vector<std::vector<int>> next;   // [channel][member] -> member to send to
-  std::unordered_map<int, int> member_of_rank;
-  double step_latency = 0;              // the slowest ring edge's route latency
+  const BoundGroup* bound = nullptr;
+  int members = 0;
   std::vector<std::vector<sg4::Mailbox*>> inbox;  // [channel][member]
-  // Fast fidelity for a group inside one node: collectives are timed from the ring's slowest
-  // edge (bytes / bandwidth + latency per step) instead of simulated as flows.
-  bool analytic = false;
-  double edge_bandwidth = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<const std::vector<int>*>> edge_route;  // [channel][member] -> links to the next member
+  std::vector<sg4::Mailbox*> all_to_all;          // [from * members + to], made on first use
+  AnalyticRing ring() const { return {members, bound->edge_bandwidth, bound->step_latency}; }
 };
 
 // Per distinct program: its dependency graph and which ops the rank can time on its own.
@@ -67,59 +60,6 @@ struct ProgramPlan {
   std::vector<bool> local;
 };
 
-// Work handed to a CPU: busy time at full speed and bytes.
-struct Usage {
-  double busy_s = 0;
-  double bytes = 0;
-};
-
-// Bytes carried by every link, counted per flow along its route (routes are fixed).
-class LinkCounter {
-public:
-  explicit LinkCounter(std::vector<sg4::Link*> links) : links_(std::move(links)), bytes_(links_.size(), 0.0) {
-    for (std::size_t i = 0; i < links_.size(); ++i)
-      index_[links_[i]] = static_cast<int>(i);
-  }
-  // Told each pair of hosts before its route is looked up, and whether the platform has one.
-  struct Probe {
-    virtual ~Probe() = default;
-    virtual void trying(const sg4::Host* from, const sg4::Host* to) = 0;
-    virtual void found(bool any_link) = 0;
-  };
-  void set_probe(Probe* probe) { probe_ = probe; }
-
-  // The links from one host to another, as indices; computed once per pair.
-  const std::vector<int>& route(const sg4::Host* from, const sg4::Host* to) {
-    auto [found, fresh] = routes_.try_emplace({from, to});
-    if (fresh) {
-      std::vector<sg4::Link*> links;
-      double latency = 0;
-      if (probe_)
-        probe_->trying(from, to);
-      from->route_to(to, links, &latency);
-      if (probe_)
-        probe_->found(!links.empty() || from == to);
-      for (const sg4::Link* link : links)
-        if (const auto indexed = index_.find(link); indexed != index_.end())  // not a host's own loopback
-          found->second.push_back(indexed->second);
-    }
-    return found->second;
-  }
-  void carry(const std::vector<int>& route, double bytes) {
-    for (int link : route)
-      bytes_[link] += bytes;
-  }
-  const std::vector<sg4::Link*>& links() const { return links_; }
-  double bytes(std::size_t link) const { return bytes_[link]; }
-
-private:
-  std::vector<sg4::Link*> links_;
-  std::vector<double> bytes_;
-  std::unordered_map<const sg4::Link*, int> index_;
-  std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::vector<int>> routes_;
-  Probe* probe_ = nullptr;
-};
-
 // One collective call as its group's members reach it: the n-th collective a rank starts on a
 // group is the n-th of every member (each rank runs a group's collectives one at a time, in
 // the same order).
@@ -130,23 +70,11 @@ struct Arrivals {
   int last_rank = -1;     // and which rank that was
 };
 
-// A drive serves reads and writes side by side, together at most at the rate of its faster
-// direction (SimGrid's default for a disk): busy for the least time its traffic needs.
-struct DriveUsage {
-  double read_s = 0;
-  double write_s = 0;
-  double bytes = 0;
-  double combined_bandwidth = 0;
-  double busy_s() const { return std::max({read_s, write_s, bytes / combined_bandwidth}); }
-};
-
 struct SharedState {
-  std::map<std::string, DriveUsage> disks;  // by drive name
-  std::map<std::string, Usage> cpus;    // by host name
-  std::unique_ptr<LinkCounter> link_use;
   const Workload* workload = nullptr;
-  std::vector<sg4::Host*> hosts;        // per rank
+  PlatformBinding* binding = nullptr;
   const std::vector<GpuInfo>* gpus = nullptr;
+  bool settle_ahead = true;
   std::vector<GroupPlan> groups;
   std::vector<std::unordered_map<std::uint64_t, Arrivals>> arrivals;  // per group, per call
   std::map<const Program*, ProgramPlan> plans;
@@ -191,33 +119,26 @@ ProgramPlan plan_program(const Program& program, const std::vector<bool>& analyt
   return plan;
 }
 
-// A disk of the GPU's host or of its node's CPU host, by name; nullptr if neither has it.
-sg4::Disk* find_disk_of(const std::string& name, const sg4::Host* gpu, const sg4::Host* cpu) {
-  for (const sg4::Host* host : {gpu, cpu})
-    if (host != nullptr)
-      for (sg4::Disk* disk : host->get_disks())
-        if (disk->get_name() == name)
-          return disk;
-  return nullptr;
-}
-
-sg4::Mailbox* p2p_mailbox(int from, int to, int tag) {
-  return sg4::Mailbox::by_name("p2p/" + std::to_string(from) + "/" + std::to_string(to) + "/" + std::to_string(tag));
-}
-
-sg4::Mailbox* all_to_all_mailbox(int group, int from, int to) {
-  return sg4::Mailbox::by_name("a2a/" + std::to_string(group) + "/" + std::to_string(from) + "/" + std::to_string(to));
+// The mailbox of an all-to-all's flow between two members, named once per pair.
+sg4::Mailbox* all_to_all_mailbox(GroupPlan& plan, int group, int from, int to) {
+  if (plan.all_to_all.empty())
+    plan.all_to_all.assign(static_cast<std::size_t>(plan.members) * plan.members, nullptr);
+  sg4::Mailbox*& mailbox = plan.all_to_all[static_cast<std::size_t>(from) * plan.members + to];
+  if (mailbox == nullptr)
+    mailbox = sg4::Mailbox::by_name("a2a/" + std::to_string(group) + "/" + std::to_string(from) + "/" +
+                                    std::to_string(to));
+  return mailbox;
 }
 
 class RankRunner {
 public:
   RankRunner(SharedState& shared, int rank)
       : shared_(shared), rank_(rank), program_(shared.workload->program(rank)),
-        plan_(shared.plans.at(&program_)), host_(shared.hosts[rank]), gpu_((*shared.gpus)[rank]),
+        plan_(shared.plans.at(&program_)), binding_(*shared.binding), observer_(*shared.observer),
+        host_(binding_.host(rank)), gpu_((*shared.gpus)[rank]),
         waiting_(plan_.graph.predecessors), ready_at_(program_.ops.size(), 0.0),
         group_busy_(shared.groups.size(), false), group_queue_(shared.groups.size()),
-        group_calls_(shared.groups.size(), 0),
-        cpu_(gpu_.cpu_host.empty() ? nullptr : sg4::Host::by_name(gpu_.cpu_host)) {}
+        group_calls_(shared.groups.size(), 0) {}
 
   void run() {
     for (OpId id = 0; id < program_.ops.size(); ++id)
@@ -300,7 +221,7 @@ private:
       const double ready = ready_at_[id];
       // Far enough ahead of the clock, local ops wait like the others (started in the simulation
       // at their ready time, with the same result), which bounds the events held back.
-      if (!plan_.local[id] || events_.size() >= max_events_ahead) {
+      if (!plan_.local[id] || !shared_.settle_ahead || events_.size() >= max_events_ahead) {
         pending_.push({ready, sequence_++, id});
         continue;
       }
@@ -325,19 +246,17 @@ private:
     return 0.0;
   }
 
-  // A ring collective timed from its slowest edge: each remaining phase is one pass of
-  // bytes / bandwidth plus n-1 steps of latency. What those phases carry over this rank's ring
-  // edge is counted as they are timed.
+  // A collective timed by the ring model; what its phases carry over this rank's ring edge is
+  // told as they are timed.
   double analytic_collective(const Op& op, int from_phase) const {
     const GroupPlan& plan = shared_.groups[group(op)];
-    const int members = static_cast<int>(shared_.workload->groups[group(op)].ranks.size());
-    const RingPhases phases = ring_phases(op.collective, op.bytes, members);
-    if (members > 1)
-      shared_.link_use->carry(*plan.edge_route[0][plan.member_of_rank.at(rank_)],
-                              (phases.phases - from_phase) * phases.bytes_per_phase);
-    return (phases.phases - from_phase) *
-           (phases.bytes_per_phase / plan.edge_bandwidth + (members - 1) * plan.step_latency);
+    const AnalyticCollective timed = time_analytically(plan.ring(), op.collective, op.bytes, from_phase);
+    if (plan.members > 1)
+      carry(plan.bound->edge_route[0][plan.bound->member_of_rank.at(rank_)], timed.edge_bytes);
+    return timed.seconds;
   }
+
+  void carry(int route, double bytes) const { observer_.link_carried(binding_.route(route).links, bytes); }
 
   // Starts the ops and fires the timers that are due; true when it did anything.
   bool start_due(double now) {
@@ -398,39 +317,35 @@ private:
       arrive(id);
       return start_collective_phase(id, 0);
     case OpKind::send:
-      shared_.link_use->carry(shared_.link_use->route(host_, shared_.hosts[peer(op)]), op.bytes);
-      track(p2p_mailbox(rank_, peer(op), op.tag)->put_async(&payload_token, static_cast<uint64_t>(op.bytes)), id);
+      carry(binding_.peer_route(rank_, op.peer), op.bytes);
+      track(binding_.mailbox(rank_, id)->put_async(&payload_token, static_cast<uint64_t>(op.bytes)), id);
       return;
     case OpKind::recv:
-      track(p2p_mailbox(peer(op), rank_, op.tag)->get_async<void>(&received_payload), id);
+      track(binding_.mailbox(rank_, id)->get_async<void>(&received_payload), id);
       return;
     case OpKind::copy: {
-      sg4::Host* other = host_named(op.target);
-      sg4::Host* from = op.inbound ? other : host_;
-      sg4::Host* to = op.inbound ? host_ : other;
-      shared_.link_use->carry(shared_.link_use->route(from, to), op.bytes);
+      const BoundTarget& target = binding_.target(rank_, id);
+      sg4::Host* from = op.inbound ? target.host : host_;
+      sg4::Host* to = op.inbound ? host_ : target.host;
+      carry(op.inbound ? target.route_in : target.route_out, op.bytes);
       track(sg4::Comm::sendto_async(from, to, static_cast<uint64_t>(op.bytes)), id);
       return;
     }
     case OpKind::read:
     case OpKind::write: {
-      sg4::Disk* disk = find_disk(op.target);
+      const BoundTarget& target = binding_.target(rank_, id);
+      sg4::Disk* disk = target.disk;
       const bool read = op.kind == OpKind::read;
       const double bandwidth = read ? disk->get_read_bandwidth() : disk->get_write_bandwidth();
-      DriveUsage& usage = shared_.disks[disk->get_name()];
-      usage.bytes += op.bytes;
-      (read ? usage.read_s : usage.write_s) += op.bytes / bandwidth;
-      usage.combined_bandwidth = std::max(disk->get_read_bandwidth(), disk->get_write_bandwidth());
+      observer_.drive_worked(target.drive, read, op.bytes / bandwidth, op.bytes);
       track(read ? disk->read_async(static_cast<sg_size_t>(op.bytes)) : disk->write_async(static_cast<sg_size_t>(op.bytes)),
             id);
       // A drive behind a PCIe switch: its data also crosses its own PCIe link (at the drive's
       // rates) and the switch's uplink to the CPU, sharing the uplink with the GPUs' copies.
-      if (const char* port = disk->get_property("pcie_port")) {
-        sg4::Host* drive = sg4::Host::by_name(port);
-        sg4::Host* memory = disk->get_host();
-        sg4::Host* from = read ? drive : memory;
-        sg4::Host* to = read ? memory : drive;
-        shared_.link_use->carry(shared_.link_use->route(from, to), op.bytes);
+      if (target.port != nullptr) {
+        sg4::Host* from = read ? target.port : target.memory;
+        sg4::Host* to = read ? target.memory : target.port;
+        carry(read ? target.route_read : target.route_write, op.bytes);
         track(sg4::Comm::sendto_async(from, to, static_cast<uint64_t>(op.bytes)), id);
         parts_left_[id] = 2;
       }
@@ -445,67 +360,58 @@ private:
   // Work on another host (the node's CPU): its speed and memory bandwidth bound it, and
   // everything running there shares it.
   void start_on_host(OpId id, const Op& op) {
-    sg4::Host* host = host_named(op.target);
-    const char* bandwidth = host->get_property("dram_bandwidth");
-    const double memory_seconds = bandwidth && op.bytes > 0 ? op.bytes / parse_bandwidth(bandwidth) : 0.0;
-    const double seconds = std::max(op.flops / host->get_speed(), memory_seconds);
+    const BoundTarget& host = binding_.target(rank_, id);
+    const double memory_seconds = host.dram_bandwidth > 0 && op.bytes > 0 ? op.bytes / host.dram_bandwidth : 0.0;
+    const double seconds = std::max(op.flops / host.speed, memory_seconds);
     if (seconds <= 0)
       return finish(id);
-    Usage& usage = shared_.cpus[host->get_name()];
-    usage.busy_s += seconds;
-    usage.bytes += op.bytes;
+    observer_.cpu_worked(host.cpu, seconds, op.bytes);
     // Host::exec_async runs on the calling actor's host in SimGrid 3.32: place the execution explicitly.
-    track(sg4::this_actor::exec_init(seconds * host->get_speed())->set_host(host)->start(), id);
-  }
-
-  // A host or disk named by an op, where @cpu and @nvme are the rank's own (checked before the
-  // replay starts).
-  sg4::Host* host_named(const std::string& name) const { return name == node_cpu ? cpu_ : sg4::Host::by_name(name); }
-  sg4::Disk* find_disk(const std::string& name) const {
-    return find_disk_of(name == node_nvme ? gpu_.nvme_disk : name, host_, cpu_);
+    track(sg4::this_actor::exec_init(seconds * host.speed)->set_host(host.host)->start(), id);
   }
 
   void start_collective_phase(OpId id, int phase) {
     const Op& op = program_.ops[id];
-    const GroupPlan& plan = shared_.groups[group(op)];
-    const int members = static_cast<int>(shared_.workload->groups[group(op)].ranks.size());
+    GroupPlan& plan = shared_.groups[group(op)];
+    const BoundGroup& bound = *plan.bound;
+    const int members = plan.members;
     const RingPhases phases = ring_phases(op.collective, op.bytes, members);
     if (phase >= phases.phases)
       return finish(id);
     CollectiveState& state = collectives_[id];
     state.phase = phase;
     state.outstanding = 0;
-    if (plan.analytic && op.collective != Collective::all_to_all) {
+    if (bound.analytic && op.collective != Collective::all_to_all) {
       // All phases at once (this group is shared by several streams, so not settled locally).
       const double now = sg4::Engine::get_clock();
       state.phase = phases.phases - 1;
       timers_.push({now + analytic_collective(op, phase), sequence_++, id});
       return;
     }
-    const int me = plan.member_of_rank.at(rank_);
+    const int me = bound.member_of_rank.at(rank_);
     if (op.collective == Collective::all_to_all) {
       const auto share = static_cast<uint64_t>(op.bytes / members);
       const std::vector<int>& ranks = shared_.workload->groups[group(op)].ranks;
       for (int other = 0; other < members; ++other) {
         if (other == me)
           continue;
-        shared_.link_use->carry(shared_.link_use->route(host_, shared_.hosts[ranks[other]]), static_cast<double>(share));
-        track(all_to_all_mailbox(group(op), me, other)->put_async(&payload_token, share), id);
-        track(all_to_all_mailbox(group(op), other, me)->get_async<void>(&received_payload), id);
+        carry(binding_.route_between(host_, binding_.host(ranks[other])), static_cast<double>(share));
+        track(all_to_all_mailbox(plan, group(op), me, other)->put_async(&payload_token, share), id);
+        track(all_to_all_mailbox(plan, group(op), other, me)->get_async<void>(&received_payload), id);
         state.outstanding += 2;
       }
       return;
     }
-    const int channels = static_cast<int>(plan.next.size());
+    const int channels = static_cast<int>(bound.next.size());
     const auto flow = static_cast<uint64_t>(phases.bytes_per_phase / channels);
     const bool broadcast = op.collective == Collective::broadcast;
     for (int c = 0; c < channels; ++c) {
-      const int next = plan.next[c][me];
+      const int next = bound.next[c][me];
       // A broadcast flows from member 0 around the ring: the member before it neither
       // sends on, nor does member 0 receive.
       if (!broadcast || next != 0) {
         track(plan.inbox[c][next]->put_async(&payload_token, flow), id);
-        shared_.link_use->carry(*plan.edge_route[c][me], static_cast<double>(flow));
+        carry(bound.edge_route[c][me], static_cast<double>(flow));
         ++state.outstanding;
       }
       if (!broadcast || me != 0) {
@@ -529,10 +435,9 @@ private:
     if (--state.outstanding > 0)
       return;
     // One flow per ring edge carries a phase; the ring's other n-2 steps each add a latency.
-    const int members = static_cast<int>(shared_.workload->groups[group(op)].ranks.size());
-    const double extra_latency = op.collective == Collective::all_to_all
-                                     ? 0.0
-                                     : std::max(0, members - 2) * shared_.groups[group(op)].step_latency;
+    const GroupPlan& plan = shared_.groups[group(op)];
+    const double extra_latency =
+        op.collective == Collective::all_to_all ? 0.0 : std::max(0, plan.members - 2) * plan.bound->step_latency;
     if (extra_latency > 0) {
       timers_.push({sg4::Engine::get_clock() + extra_latency, sequence_++, id});
       return;
@@ -616,14 +521,13 @@ private:
   void tell(Told what, OpId id, double time) { events_.push({time, sequence_++, id, what, {}}); }
 
   void tell_observer_until(double time) {
-    ReplayObserver& observer = *shared_.observer;
     while (!events_.empty() && events_.top().time <= time) {
       const Event event = events_.top();
       events_.pop();
       switch (event.what) {
-      case Told::started: observer.op_started(rank_, event.op, event.time); break;
-      case Told::finished: observer.op_finished(rank_, event.op, event.time); break;
-      case Told::transferred: observer.op_transferred(rank_, event.op, event.transfer); break;
+      case Told::started: observer_.op_started(rank_, event.op, event.time); break;
+      case Told::finished: observer_.op_finished(rank_, event.op, event.time); break;
+      case Told::transferred: observer_.op_transferred(rank_, event.op, event.transfer); break;
       }
     }
   }
@@ -632,6 +536,8 @@ private:
   const int rank_;
   const Program& program_;
   const ProgramPlan& plan_;
+  PlatformBinding& binding_;
+  ReplayObserver& observer_;
   sg4::Host* host_;
   const GpuInfo& gpu_;
   std::vector<std::uint32_t> waiting_;
@@ -647,217 +553,21 @@ private:
   std::vector<bool> group_busy_;
   std::vector<std::deque<OpId>> group_queue_;
   std::vector<std::uint64_t> group_calls_;  // collectives started per group
-  sg4::Host* cpu_;                       // the node's CPU host, or nullptr
   std::unordered_map<OpId, int> parts_left_;  // I/O ops with a drive transfer and a PCIe transfer
   std::size_t finished_ = 0;
   double last_finish_ = 0;
 };
 
-GroupPlan plan_group(const Group& group, int group_index, const std::vector<sg4::Host*>& hosts,
-                     const std::vector<GpuInfo>& gpus, int channels, bool fast, LinkCounter& link_use) {
+GroupPlan plan_group(const Group& group, const BoundGroup& bound, int group_index) {
   GroupPlan plan;
-  std::map<std::string, int> node_ids;
-  std::vector<int> node_of_member;
-  for (std::size_t i = 0; i < group.ranks.size(); ++i) {
-    plan.member_of_rank[group.ranks[i]] = static_cast<int>(i);
-    const std::string& node = gpus[group.ranks[i]].node;
-    node_of_member.push_back(node_ids.emplace(node, static_cast<int>(node_ids.size())).first->second);
-  }
-  const int ring_count = channels > 0 ? channels : default_channels(node_of_member);
-  plan.analytic = fast && node_ids.size() == 1;
-  const auto rings = build_rings(node_of_member, ring_count);
-  const std::size_t members = group.ranks.size();
-  plan.next.assign(rings.size(), std::vector<int>(members));
-  plan.inbox.assign(rings.size(), std::vector<sg4::Mailbox*>(members));
-  plan.edge_route.assign(rings.size(), std::vector<const std::vector<int>*>(members, nullptr));
-  std::map<std::pair<int, int>, double> latency_of_edge;
-  for (std::size_t c = 0; c < rings.size(); ++c) {
-    for (std::size_t k = 0; k < members; ++k) {
-      const int from = rings[c][k], to = rings[c][(k + 1) % members];
-      plan.next[c][from] = to;
-      plan.inbox[c][k] = sg4::Mailbox::by_name("ring/" + std::to_string(group_index) + "/" + std::to_string(c) + "/" +
-                                               std::to_string(k));  // indexed by member, one sender each
-      if (members > 1)
-        plan.edge_route[c][from] = &link_use.route(hosts[group.ranks[from]], hosts[group.ranks[to]]);
-      if (members > 1 && !latency_of_edge.count({from, to})) {
-        std::vector<sg4::Link*> links;
-        double latency = 0;
-        hosts[group.ranks[from]]->route_to(hosts[group.ranks[to]], links, &latency);
-        latency_of_edge[{from, to}] = latency;
-        plan.step_latency = std::max(plan.step_latency, latency);
-        for (const sg4::Link* link : links)
-          plan.edge_bandwidth = std::min(plan.edge_bandwidth, link->get_bandwidth());
-      }
-    }
-  }
+  plan.bound = &bound;
+  plan.members = static_cast<int>(group.ranks.size());
+  plan.inbox.assign(bound.next.size(), std::vector<sg4::Mailbox*>(plan.members));
+  for (std::size_t c = 0; c < bound.next.size(); ++c)
+    for (int member = 0; member < plan.members; ++member)  // one sender each: the member before it
+      plan.inbox[c][member] = sg4::Mailbox::by_name("ring/" + std::to_string(group_index) + "/" + std::to_string(c) +
+                                                    "/" + std::to_string(member));
   return plan;
-}
-
-// Hosts and disks named by copies, host work, reads and writes exist for every rank that runs
-// them: InputError naming the rank, the op and what the platform lacks.
-void check_targets(const Workload& workload, const std::vector<sg4::Host*>& hosts, const std::vector<GpuInfo>& gpus) {
-  check_node_targets(workload, gpus);
-  std::map<const Program*, std::vector<const Op*>> targeted;
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    const Program& program = workload.program(rank);
-    auto [ops, fresh] = targeted.try_emplace(&program);
-    if (fresh)
-      for (const Op& op : program.ops)
-        if (op.kind == OpKind::copy || op.kind == OpKind::read || op.kind == OpKind::write ||
-            (op.kind == OpKind::compute && !op.target.empty()))
-          ops->second.push_back(&op);
-    const GpuInfo& gpu = gpus[rank];
-    const std::string where = "rank " + std::to_string(rank) + " (" + gpu.host + ", node " + gpu.node + ")";
-    for (const Op* target_op : ops->second) {
-      const Op& op = *target_op;
-      const bool on_host = op.kind == OpKind::copy || op.kind == OpKind::compute;
-      const std::string host_name = op.target == node_cpu ? gpu.cpu_host : op.target;
-      if (on_host && sg4::Host::by_name_or_null(host_name) == nullptr)
-        throw InputError(where + " op " + op.name + ": " + to_string(op.kind) + " host '" + op.target +
-                         "' is not in the platform");
-      if (op.kind == OpKind::compute) {
-        const char* bandwidth = sg4::Host::by_name(host_name)->get_property("dram_bandwidth");
-        try {
-          if (bandwidth && !(parse_bandwidth(bandwidth) > 0))
-            throw UnitError("not positive");
-        } catch (const UnitError& error) {
-          throw InputError("host " + host_name + ": dram_bandwidth '" + bandwidth + "': " + error.what());
-        }
-      }
-      if (op.kind != OpKind::read && op.kind != OpKind::write)
-        continue;
-      const sg4::Host* cpu = gpu.cpu_host.empty() ? nullptr : sg4::Host::by_name(gpu.cpu_host);
-      const sg4::Disk* disk = find_disk_of(op.target == node_nvme ? gpu.nvme_disk : op.target, hosts[rank], cpu);
-      if (disk == nullptr)
-        throw InputError(where + " op " + op.name + ": neither " + hosts[rank]->get_name() +
-                         " nor its node's CPU host has a disk '" + op.target + "'");
-      const char* port = disk->get_property("pcie_port");
-      if (port && sg4::Host::by_name_or_null(port) == nullptr)
-        throw InputError("disk " + disk->get_name() + ": pcie_port '" + port +
-                         "' is not a host of the platform (the drive's end of its PCIe route to the CPU)");
-    }
-  }
-}
-
-// Looks up every route the replay will take (the ring edges of each group as plan_group builds
-// them, a send's two ends, a copy's GPU and host, a drive's port and its host's memory).
-void take_every_route(const Workload& workload, const std::vector<sg4::Host*>& hosts, const std::vector<GpuInfo>& gpus,
-                      const ReplaySettings& settings, LinkCounter& counter) {
-  for (std::size_t g = 0; g < workload.groups.size(); ++g)
-    plan_group(workload.groups[g], static_cast<int>(g), hosts, gpus, settings.channels,
-               settings.fast_intra_node_collectives, counter);
-  std::map<const Program*, std::vector<const Op*>> moving;  // per program: its sends, copies and I/O
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    const Program& program = workload.program(rank);
-    auto [ops, fresh] = moving.try_emplace(&program);
-    if (fresh) {
-      std::set<std::pair<OpKind, std::pair<int, std::string>>> seen;
-      for (const Op& op : program.ops)
-        if ((op.kind == OpKind::send || op.kind == OpKind::copy || op.kind == OpKind::read ||
-             op.kind == OpKind::write) &&
-            seen.insert({op.kind, {op.peer, op.target + (op.inbound ? "<" : ">")}}).second)
-          ops->second.push_back(&op);
-    }
-    const GpuInfo& gpu = gpus[rank];
-    sg4::Host* cpu = gpu.cpu_host.empty() ? nullptr : sg4::Host::by_name(gpu.cpu_host);
-    for (const Op* op : ops->second) {
-      if (op->kind == OpKind::send) {
-        counter.route(hosts[rank], hosts[workload.peer_of(rank, op->peer)]);
-      } else if (op->kind == OpKind::copy) {
-        sg4::Host* other = op->target == node_cpu ? cpu : sg4::Host::by_name(op->target);
-        counter.route(op->inbound ? other : hosts[rank], op->inbound ? hosts[rank] : other);
-      } else if (const sg4::Disk* disk = find_disk_of(op->target == node_nvme ? gpu.nvme_disk : op->target, hosts[rank], cpu)) {
-        if (const char* port = disk->get_property("pcie_port")) {
-          sg4::Host* drive = sg4::Host::by_name(port);
-          sg4::Host* memory = disk->get_host();
-          counter.route(op->kind == OpKind::read ? drive : memory, op->kind == OpKind::read ? memory : drive);
-        }
-      }
-    }
-  }
-}
-
-// Every route the replay will take exists, or InputError naming the two hosts. SimGrid 3.32 does
-// not say so itself: a Full zone without routes crashes the lookup, and a missing route aborts
-// once data is sent. So the routes are first taken in a child process that names each pair
-// before it looks it up: the last pair it named is the missing one.
-void check_routes(const Workload& workload, const std::vector<sg4::Host*>& hosts, const std::vector<GpuInfo>& gpus,
-                  const ReplaySettings& settings) {
-  int channel[2];
-  if (pipe(channel) != 0)
-    return;  // without a pipe the check cannot run; the replay itself still stops on a missing route
-  const pid_t child = fork();
-  if (child == 0) {
-    close(channel[0]);
-    // Quietly: SimGrid's crash handler and messages are not the user's business here.
-    signal(SIGSEGV, SIG_DFL);
-    if (const int null = open("/dev/null", O_WRONLY); null >= 0)
-      dup2(null, STDERR_FILENO);
-    struct Reporter : LinkCounter::Probe {
-      int out;
-      explicit Reporter(int fd) : out(fd) {}
-      void trying(const sg4::Host* from, const sg4::Host* to) override {
-        const std::string pair = from->get_name() + " " + to->get_name() + "\n";
-        if (write(out, pair.data(), pair.size()) < 0)
-          _exit(3);
-      }
-      void found(bool any_link) override {
-        if (!any_link)
-          _exit(1);
-      }
-    } reporter(channel[1]);
-    LinkCounter counter(sg4::Engine::get_instance()->get_all_links());
-    counter.set_probe(&reporter);
-    take_every_route(workload, hosts, gpus, settings, counter);
-    _exit(0);
-  }
-  close(channel[1]);
-  std::string named, chunk(4096, '\0');
-  for (ssize_t read_bytes; (read_bytes = read(channel[0], chunk.data(), chunk.size())) > 0;)
-    named.append(chunk.data(), static_cast<std::size_t>(read_bytes));
-  close(channel[0]);
-  int status = 0;
-  if (child < 0 || waitpid(child, &status, 0) != child || (WIFEXITED(status) && WEXITSTATUS(status) == 0))
-    return;
-  if (named.empty() || (WIFEXITED(status) && WEXITSTATUS(status) == 3))
-    return;
-  named.pop_back();
-  const std::string pair = named.substr(named.rfind('\n') + 1);  // npos + 1: the whole text
-  const std::size_t space = pair.find(' ');
-  throw InputError("no route from " + pair.substr(0, space) + " to " + pair.substr(space + 1) +
-                   ", which the workload sends data between; accepted: a platform with a <route> (or zones "
-                   "joined by routes) between every two hosts that exchange data");
-}
-
-// Busy time per class of links, drives and CPUs: the bytes each link carried over its
-// bandwidth, and the work the ranks handed to drives and CPUs.
-std::vector<ResourceUse> resource_use(const SharedState& shared) {
-  std::map<std::string, ResourceUse> by_kind;
-  const auto add = [&](const std::string& kind, const std::string& name, double busy_s, double bytes) {
-    if (kind.empty() || (!(bytes > 0) && !(busy_s > 0)))
-      return;
-    ResourceUse& use = by_kind[kind];
-    use.kind = kind;
-    ++use.count;
-    use.bytes += bytes;
-    if (busy_s > use.busy_s) {
-      use.busy_s = busy_s;
-      use.busiest = name;
-    }
-  };
-  const LinkCounter& counter = *shared.link_use;
-  for (std::size_t i = 0; i < counter.links().size(); ++i) {
-    const sg4::Link* link = counter.links()[i];
-    add(link_class(link->get_name()), link->get_name(), counter.bytes(i) / link->get_bandwidth(), counter.bytes(i));
-  }
-  for (const auto& [name, usage] : shared.disks)
-    add("nvme", name, usage.busy_s(), usage.bytes);
-  for (const auto& [name, usage] : shared.cpus)
-    add("cpu", name, usage.busy_s, usage.bytes);
-  std::vector<ResourceUse> uses;
-  for (auto& [kind, use] : by_kind)
-    uses.push_back(std::move(use));
-  return uses;
 }
 
 } // namespace
@@ -874,24 +584,24 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
     throw InputError("the workload has " + std::to_string(total_ops) + " ops over " + std::to_string(workload.ranks()) +
                      " ranks; accepted: at most " + std::to_string(max_simulated_ops) +
                      " (hours of simulation); use fewer accumulation steps or ranks");
-  SharedState shared;
-  shared.workload = &workload;
-  shared.gpus = &gpus;
-  shared.observer = &observer;
-  shared.rank_finish.assign(workload.ranks(), 0.0);
-  shared.ops_done.assign(workload.ranks(), 0);
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
-    shared.hosts.push_back(sg4::Host::by_name(gpus[rank].host));
+  std::unique_ptr<PlatformBinding> binding;
   try {
-    check_targets(workload, shared.hosts, gpus);
-    check_routes(workload, shared.hosts, gpus, settings);
+    binding = std::make_unique<PlatformBinding>(workload, gpus,
+                                                BindSettings{settings.channels, settings.fast_intra_node_collectives});
   } catch (const InputError& error) {
     throw InputError(context.platform_file().string() + ": " + error.what());
   }
-  shared.link_use = std::make_unique<LinkCounter>(sg4::Engine::get_instance()->get_all_links());
+  observer.resources_bound(binding->resources());
+  SharedState shared;
+  shared.workload = &workload;
+  shared.binding = binding.get();
+  shared.gpus = &gpus;
+  shared.settle_ahead = settings.settle_ahead;
+  shared.observer = &observer;
+  shared.rank_finish.assign(workload.ranks(), 0.0);
+  shared.ops_done.assign(workload.ranks(), 0);
   for (std::size_t g = 0; g < workload.groups.size(); ++g)
-    shared.groups.push_back(plan_group(workload.groups[g], static_cast<int>(g), shared.hosts, gpus, settings.channels,
-                                       settings.fast_intra_node_collectives, *shared.link_use));
+    shared.groups.push_back(plan_group(workload.groups[g], binding->group(static_cast<int>(g)), static_cast<int>(g)));
   shared.arrivals.resize(workload.groups.size());
   std::map<const Program*, std::vector<bool>> analytic_slots;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
@@ -906,7 +616,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
     }
     for (std::size_t slot = 0; slot < slots->second.size(); ++slot) {
       const int group = workload.group_of(rank, static_cast<int>(slot));
-      if (group >= 0 && !shared.groups[group].analytic)
+      if (group >= 0 && !shared.groups[group].bound->analytic)
         slots->second[slot] = false;
     }
   }
@@ -917,7 +627,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     runners.push_back(std::make_unique<RankRunner>(shared, static_cast<int>(rank)));
     RankRunner* runner = runners.back().get();
-    sg4::Actor::create("rank-" + std::to_string(rank), shared.hosts[rank], [runner, &shared] {
+    sg4::Actor::create("rank-" + std::to_string(rank), binding->host(static_cast<int>(rank)), [runner, &shared] {
       // An exception cannot leave an actor (SimGrid would abort the process): the first one (memory
       // running out, mostly) stops every rank and is rethrown to replay()'s caller.
       try {
@@ -952,7 +662,6 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
     outcome.end_time = std::max(outcome.end_time, shared.rank_finish[rank]);
   }
   spdlog::info("simulated {:.6f} s in {:.3f} s of wall time", outcome.end_time, wall_seconds);
-  outcome.resources = resource_use(shared);
   return outcome;
 }
 

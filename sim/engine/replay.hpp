@@ -3,8 +3,9 @@
 // its GPU host. Compute ops become executions whose length is the roofline time,
 // collectives become rings of concurrent flows over the platform's routes,
 // send/recv become point-to-point flows, copies flows to another host, reads and
-// writes disk I/O. Observers hear when each op starts and finishes; the engine
-// writes nothing itself.
+// writes disk I/O. The platform binding has resolved and checked what the ops name
+// before the first op starts. Observers hear when each op starts and finishes and
+// what it asked of the shared resources; the engine writes nothing itself.
 #include <string>
 #include <vector>
 
@@ -20,12 +21,15 @@ struct ReplaySettings {
   // Time collectives of groups inside one node from the ring formula over their routes instead
   // of simulating their flows (cross-node traffic is always simulated).
   bool fast_intra_node_collectives = false;
+  // Ranks settle ops that need no shared resource ahead of the clock (see replay.cpp); off, every
+  // op is started in the simulation at its ready time. The same timeline either way: off is for
+  // the tests that check so.
+  bool settle_ahead = true;
 };
 
 struct ReplayOutcome {
   double end_time = 0;
   std::vector<double> rank_finish;  // when each rank's last op finished
-  std::vector<ResourceUse> resources;  // classes that carried anything, by kind
 };
 
 

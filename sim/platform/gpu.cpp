@@ -71,21 +71,4 @@ GpuInfo gpu_from_properties(const std::string& file, const std::string& host, co
   return gpu;
 }
 
-std::string link_class(const std::string& link_name) {
-  const auto has = [&](const char* part) { return link_name.find(part) != std::string::npos; };
-  if (has("__loopback__"))
-    return "";  // SimGrid's link from a host to itself
-  if (has("nvlink") || has("nvswitch") || has("bridge") || has("mesh"))
-    return "nvlink";
-  if (has("nvme"))
-    return "pcie-nvme";
-  if (has("pcie-up"))
-    return "pcie-uplink";
-  if (has("pcie"))
-    return "pcie-gpu";
-  if (has("nic"))
-    return "nic";
-  return "network";
-}
-
 } // namespace trainsim

@@ -41,11 +41,6 @@ void check_node_targets(const Workload& workload, const std::vector<GpuInfo>& gp
 GpuInfo gpu_from_properties(const std::string& file, const std::string& host, const std::string& node, double speed,
                             const std::function<const char*(const char*)>& property);
 
-// The class of a link by its name, for utilisation reports: nvlink (names holding nvlink,
-// nvswitch, bridge or mesh), pcie-nvme (a drive's own link), pcie-uplink (pcie-up), pcie-gpu
-// (other pcie), nic, else network; "" for SimGrid's loopback.
-std::string link_class(const std::string& link_name);
-
 // The dense peak a matmul in this precision reaches on this GPU.
 inline double matmul_peak(const GpuInfo& gpu, Precision precision, bool allow_tf32) {
   switch (precision) {

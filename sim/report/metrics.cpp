@@ -395,7 +395,10 @@ StepMetrics StepCollector::finish(double training_tokens) const {
       gpu_compute.busy_s = rank.compute_s;
       gpu_compute.busiest = rank.host;
     }
+  metrics.resources = resources_.uses();
   metrics.resources.push_back(gpu_compute);
+  std::sort(metrics.resources.begin(), metrics.resources.end(),
+            [](const ResourceUse& a, const ResourceUse& b) { return a.kind < b.kind; });
   double hardware_flops = 0;
   for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
     metrics.ranks[rank].breakdown = breakdown_of(ranks_[rank], metrics.ranks[rank], metrics.step_time_s);

@@ -10,6 +10,7 @@
 #include "engine/observer.hpp"
 #include "memory/memory_tracker.hpp"
 #include "platform/gpu.hpp"
+#include "report/resource_collector.hpp"
 
 namespace trainsim {
 
@@ -116,7 +117,7 @@ struct StepMetrics {
   int critical_rank = 0;        // the rank that finished last
   std::vector<RankMetrics> ranks;
   MemorySummary memory;
-  std::vector<ResourceUse> resources;  // from the replay: busy time per class of links, drives, CPUs
+  std::vector<ResourceUse> resources;  // busy time per class of links, drives, CPUs and GPUs, by kind
 };
 
 // Training takes whole steps: ceil(tokens / tokens per step) of them.
@@ -143,6 +144,12 @@ public:
   void op_started(int rank, OpId op, double time) override;
   void op_finished(int rank, OpId op, double time) override;
   void op_transferred(int rank, OpId op, const Transfer& transfer) override;
+  void resources_bound(const PlatformResources& resources) override { resources_.resources_bound(resources); }
+  void link_carried(const std::vector<int>& links, double bytes) override { resources_.link_carried(links, bytes); }
+  void cpu_worked(int cpu, double seconds, double bytes) override { resources_.cpu_worked(cpu, seconds, bytes); }
+  void drive_worked(int drive, bool read, double seconds, double bytes) override {
+    resources_.drive_worked(drive, read, seconds, bytes);
+  }
   StepMetrics finish(double training_tokens) const;
 
 private:
@@ -177,6 +184,7 @@ private:
   std::vector<RankState> ranks_;
   NodePeaks node_in_use_;
   NodePeaks node_peaks_;
+  ResourceCollector resources_;
 };
 
 // `node_peaks`: from a replay; without them a node's tiers add its ranks' peaks.

@@ -47,6 +47,26 @@ void ObserverFanout::op_transferred(int rank, OpId op, const Transfer& transfer)
     observer->op_transferred(rank, op, transfer);
 }
 
+void ObserverFanout::resources_bound(const PlatformResources& resources) {
+  for (ReplayObserver* observer : observers_)
+    observer->resources_bound(resources);
+}
+
+void ObserverFanout::link_carried(const std::vector<int>& links, double bytes) {
+  for (ReplayObserver* observer : observers_)
+    observer->link_carried(links, bytes);
+}
+
+void ObserverFanout::cpu_worked(int cpu, double seconds, double bytes) {
+  for (ReplayObserver* observer : observers_)
+    observer->cpu_worked(cpu, seconds, bytes);
+}
+
+void ObserverFanout::drive_worked(int drive, bool read, double seconds, double bytes) {
+  for (ReplayObserver* observer : observers_)
+    observer->drive_worked(drive, read, seconds, bytes);
+}
+
 OpLabels labels_of(const std::string& name) {
   OpLabels labels;
   std::size_t begin = 0;

@@ -41,6 +41,10 @@ public:
   void op_started(int rank, OpId op, double time) override;
   void op_finished(int rank, OpId op, double time) override;
   void op_transferred(int rank, OpId op, const Transfer& transfer) override;
+  void resources_bound(const PlatformResources& resources) override;
+  void link_carried(const std::vector<int>& links, double bytes) override;
+  void cpu_worked(int cpu, double seconds, double bytes) override;
+  void drive_worked(int drive, bool read, double seconds, double bytes) override;
 
 private:
   std::vector<ReplayObserver*> observers_;

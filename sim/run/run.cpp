@@ -73,12 +73,8 @@ SimulatedRun simulate(SimulationContext& context, const PreparedRun& prepared, c
   StepCollector collector(workload, gpus, timeline_ranks);
   SpanRecorder spans(workload, span_ranks);
   ObserverFanout observers({&collector, &spans});
-  const ReplayOutcome outcome = replay(context, workload, gpus, settings, observers);
-  StepMetrics metrics = collector.finish(prepared.run.training_tokens);
-  metrics.resources.insert(metrics.resources.end(), outcome.resources.begin(), outcome.resources.end());
-  std::sort(metrics.resources.begin(), metrics.resources.end(),
-            [](const ResourceUse& a, const ResourceUse& b) { return a.kind < b.kind; });
-  return {std::move(metrics), std::move(spans)};
+  replay(context, workload, gpus, settings, observers);
+  return {collector.finish(prepared.run.training_tokens), std::move(spans)};
 }
 
 } // namespace trainsim

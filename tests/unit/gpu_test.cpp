@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "platform/gpu.hpp"
+#include "platform/resources.hpp"
 
 using namespace trainsim;
 
@@ -62,13 +63,15 @@ TEST_CASE("a missing, malformed, zero or negative property names the host and th
 }
 
 TEST_CASE("links are classed by the names platforms give them") {
-  CHECK(link_class("node0-nvlink3_UP") == "nvlink");
-  CHECK(link_class("node2-bridge1") == "nvlink");
-  CHECK(link_class("node0-mesh0-5") == "nvlink");
-  CHECK(link_class("node1-pcie-up2_DOWN") == "pcie-uplink");
-  CHECK(link_class("node1-pcie6_UP") == "pcie-gpu");
-  CHECK(link_class("node0-nvme1-read") == "pcie-nvme");
-  CHECK(link_class("node3-nic7_UP") == "nic");
-  CHECK(link_class("spine") == "network");
-  CHECK(link_class("__loopback__").empty());
+  CHECK(link_class("node0-nvlink3_UP") == LinkClass::nvlink);
+  CHECK(link_class("node2-bridge1") == LinkClass::nvlink);
+  CHECK(link_class("node0-mesh0-5") == LinkClass::nvlink);
+  CHECK(link_class("node1-pcie-up2_DOWN") == LinkClass::pcie_uplink);
+  CHECK(link_class("node1-pcie6_UP") == LinkClass::pcie_gpu);
+  CHECK(link_class("node0-nvme1-read") == LinkClass::pcie_nvme);
+  CHECK(link_class("node3-nic7_UP") == LinkClass::nic);
+  CHECK(link_class("spine") == LinkClass::network);
+  CHECK(link_class("__loopback__") == LinkClass::loopback);
+  CHECK(std::string(to_string(LinkClass::pcie_uplink)) == "pcie-uplink");
+  CHECK(std::string(to_string(LinkClass::loopback)).empty());
 }

@@ -1,0 +1,119 @@
+#pragma once
+// A workload bound to a loaded platform, once per rank before the replay: what the ops name
+// (@cpu, @nvme, hosts, disks, peers' mailboxes) resolved into SimGrid handles, the properties the
+// replay needs read and parsed (a CPU host's speed and dram_bandwidth, a drive's PCIe port),
+// each group's rings laid out, and every route the replay will take looked up. Binding checks
+// that the platform has all of it (InputError naming the rank, the op and what is missing), so
+// the replay does no string work and no lookups by name: an op's target, mailbox or route is an
+// index away.
+#include <limits>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "platform/gpu.hpp"
+#include "platform/resources.hpp"
+#include "program/program.hpp"
+
+// Handles only: SimGrid's headers stay out of ours (docs/architecture.md).
+namespace simgrid::s4u {
+class Disk;
+class Host;
+class Mailbox;
+} // namespace simgrid::s4u
+
+namespace trainsim {
+
+// The links from one host to another, fixed for the whole replay.
+struct BoundRoute {
+  std::vector<int> links;  // indices into PlatformResources::links (a host's own loopback left out)
+  double latency = 0;
+  double bandwidth = std::numeric_limits<double>::infinity();  // its narrowest link
+};
+
+// What a copy, a CPU op, a read or a write names, resolved for one rank.
+struct BoundTarget {
+  simgrid::s4u::Host* host = nullptr;  // copy: the other end; compute: the host it runs on
+  double speed = 0;                    // compute: that host's FLOP/s
+  double dram_bandwidth = 0;           // compute: its memory's bytes/s; 0: not a bound
+  int cpu = -1;                        // compute: index into PlatformResources::cpus
+  int route_in = -1;                   // copy: routes into the rank's GPU and out of it
+  int route_out = -1;
+  simgrid::s4u::Disk* disk = nullptr;  // read, write
+  int drive = -1;                      // index into PlatformResources::drives
+  // A drive behind a PCIe switch: its port host and the host whose memory it serves, with the
+  // routes between them a read and a write cross; nullptr when the drive has no port.
+  simgrid::s4u::Host* port = nullptr;
+  simgrid::s4u::Host* memory = nullptr;
+  int route_read = -1;
+  int route_write = -1;
+};
+
+// A group's rings on the platform, fixed for the whole replay.
+struct BoundGroup {
+  std::vector<std::vector<int>> next;        // [channel][member] -> member to send to
+  std::vector<std::vector<int>> edge_route;  // [channel][member] -> route to that member; -1 in a group of one
+  std::unordered_map<int, int> member_of_rank;
+  double step_latency = 0;  // the longest ring edge's route latency
+  double edge_bandwidth = std::numeric_limits<double>::infinity();  // the narrowest link of any ring edge
+  // Fast fidelity inside one node: timed analytically instead of simulated as flows.
+  bool analytic = false;
+};
+
+struct BindSettings {
+  int channels = 0;  // rings per collective; 0: GPUs of the group on its fullest node
+  bool fast_intra_node_collectives = false;
+};
+
+class PlatformBinding {
+public:
+  // Resolves and checks everything; throws InputError (without the platform's name: the caller
+  // knows it). Every route is first looked up in a child process, because SimGrid 3.32 crashes
+  // or aborts on a missing one.
+  PlatformBinding(const Workload& workload, const std::vector<GpuInfo>& gpus, const BindSettings& settings);
+  ~PlatformBinding();
+  PlatformBinding(const PlatformBinding&) = delete;
+  PlatformBinding& operator=(const PlatformBinding&) = delete;
+
+  simgrid::s4u::Host* host(int rank) const { return hosts_[rank]; }
+  const BoundGroup& group(int index) const { return groups_[index]; }
+  const BoundRoute& route(int index) const { return routes_[index]; }
+  // What op `op` of `rank`'s program names (copies, reads, writes, compute on a host).
+  const BoundTarget& target(int rank, OpId op) const { return targets_[rank][ranks_[rank].op_slot[op]]; }
+  // A send's or recv's mailbox.
+  simgrid::s4u::Mailbox* mailbox(int rank, OpId op) const { return mailboxes_[rank][ranks_[rank].op_slot[op]]; }
+  // The route of `rank`'s sends to its peer in slot `peer`.
+  int peer_route(int rank, int peer) const { return ranks_[rank].peer_routes[peer]; }
+  // The route between two hosts the binding did not list (the members of an all-to-all), looked
+  // up on first use.
+  int route_between(simgrid::s4u::Host* from, simgrid::s4u::Host* to);
+  const PlatformResources& resources() const { return resources_; }
+
+  struct ProgramSlots;  // what a program's ops name, found once per distinct program
+  class RouteTable;
+
+private:
+  struct RankSlots {
+    const ProgramSlots* slots = nullptr;
+    const int* op_slot = nullptr;  // slots->slot: per op, its target or message slot
+    std::vector<int> peer_routes;  // per peer slot; -1 where the rank sends nothing
+  };
+  void bind_targets(const Workload& workload, const std::vector<GpuInfo>& gpus);
+  void take_routes(const Workload& workload, const std::vector<GpuInfo>& gpus, const BindSettings& settings,
+                   RouteTable& table);
+  void check_routes(const Workload& workload, const std::vector<GpuInfo>& gpus, const BindSettings& settings);
+
+  std::vector<simgrid::s4u::Host*> hosts_;  // per rank
+  std::map<const Program*, std::unique_ptr<ProgramSlots>> programs_;
+  std::vector<RankSlots> ranks_;
+  std::vector<std::vector<BoundTarget>> targets_;                // per rank, per target slot
+  std::vector<std::vector<simgrid::s4u::Mailbox*>> mailboxes_;   // per rank, per message slot
+  std::vector<BoundGroup> groups_;
+  std::vector<BoundRoute> routes_;
+  std::unique_ptr<RouteTable> table_;
+  PlatformResources resources_;
+};
+
+} // namespace trainsim

@@ -1,0 +1,112 @@
+// The platform binding on one DGX A100 node with NVMe drives (platforms/dgx-a100-nvme.xml): its
+// CPU host node0-cpu (4.6 TFLOP/s, dram_bandwidth 410GBps) holds drives node0-nvme0..3 (read
+// 6.8GBps, write 4GBps), each behind a PCIe port host and switch uplink k; drives are dealt to
+// the GPUs in turn.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "child_process.hpp"
+#include "platform/platform_binding.hpp"
+#include "platform/simulation_context.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+Op op_of(OpKind kind, const std::string& name, const std::string& target) {
+  Op op;
+  op.kind = kind;
+  op.name = name;
+  op.target = target;
+  op.bytes = 1e6;
+  op.flops = 1e9;
+  op.stream = kind == OpKind::compute ? Stream::cpu : kind == OpKind::read ? Stream::io_read : Stream::copy;
+  return op;
+}
+
+// `ranks` GPUs of the node, each running `ops` and nothing else.
+Workload ranks_running(const std::vector<Op>& ops, int ranks = 2) {
+  Program program;
+  for (const Op& op : ops)
+    program.add(op);
+  Workload workload;
+  const auto shared = std::make_shared<const Program>(std::move(program));
+  workload.programs.assign(static_cast<std::size_t>(ranks), shared);
+  return workload;
+}
+
+// What binding `workload` on a platform says: the InputError, or what `describe` makes of it.
+std::string bound(const Workload& workload,
+                  const std::function<std::string(const PlatformBinding&)>& describe = [](const PlatformBinding&) {
+                    return std::string("bound");
+                  },
+                  const std::string& platform = test::platform_file("dgx-a100-nvme.xml")) {
+  return test::in_child([&] {
+    SimulationContext context({});
+    const std::vector<GpuInfo> gpus = context.load_platform(platform);
+    const PlatformBinding binding(workload, gpus, BindSettings{});
+    return describe(binding);
+  });
+}
+
+std::string link_names(const PlatformBinding& binding, int route) {
+  std::string names;
+  for (int link : binding.route(route).links)
+    names += binding.resources().links[link].name + "(" + to_string(binding.resources().links[link].kind) + ") ";
+  return names;
+}
+
+} // namespace
+
+TEST_CASE("@cpu and @nvme name the rank's node CPU and the drive dealt to its GPU, with their routes") {
+  Op upload = op_of(OpKind::copy, "h2d", node_cpu);
+  upload.inbound = true;
+  const Workload workload =
+      ranks_running({op_of(OpKind::compute, "adam", node_cpu), upload, op_of(OpKind::read, "load", node_nvme)});
+  const std::string described = bound(workload, [](const PlatformBinding& binding) {
+    std::ostringstream out;
+    for (int rank = 0; rank < 2; ++rank) {
+      const BoundTarget& cpu = binding.target(rank, 0);
+      const BoundTarget& copy = binding.target(rank, 1);
+      const BoundTarget& drive = binding.target(rank, 2);
+      out << "rank " << rank << ": cpu " << binding.resources().cpus[cpu.cpu] << " " << cpu.speed << " "
+          << cpu.dram_bandwidth << "; copy " << (copy.host == cpu.host) << " " << (copy.route_out < 0) << "; drive "
+          << binding.resources().drives[drive.drive].name << " " << binding.resources().drives[drive.drive].combined_bandwidth
+          << " read " << link_names(binding, drive.route_read) << "write " << drive.route_write << "\n";
+    }
+    return out.str();
+  });
+  // One CPU for both ranks; the copy goes to the same host and only inwards (no route out is
+  // taken); rank 1's drive is the second one; a read crosses the drive's own link, then its
+  // switch's uplink towards the CPU (drive k on uplink k); nothing is written, so no write route.
+  CHECK(described == "rank 0: cpu node0-cpu 4.6e+12 4.1e+11; copy 1 1; drive node0-nvme0 6.8e+09 read "
+                     "node0-nvme0-read(pcie-nvme) node0-pcie-up0_UP(pcie-uplink) write -1\n"
+                     "rank 1: cpu node0-cpu 4.6e+12 4.1e+11; copy 1 1; drive node0-nvme1 6.8e+09 read "
+                     "node0-nvme1-read(pcie-nvme) node0-pcie-up1_UP(pcie-uplink) write -1\n");
+}
+
+TEST_CASE("binding names the rank and the first op whose host or disk the platform lacks") {
+  CHECK(bound(ranks_running({op_of(OpKind::copy, "h2d", node_cpu), op_of(OpKind::copy, "away", "nowhere"),
+                                 op_of(OpKind::read, "load", "nodisk")})) ==
+        "InputError: rank 0 (node0-gpu0, node node0) op away: copy host 'nowhere' is not in the platform");
+  CHECK(bound(ranks_running({op_of(OpKind::read, "load", "nodisk"), op_of(OpKind::copy, "away", "nowhere")})) ==
+        "InputError: rank 0 (node0-gpu0, node node0) op load: neither node0-gpu0 nor its node's CPU host has a disk "
+        "'nodisk'");
+  CHECK(bound(ranks_running({op_of(OpKind::compute, "adam", "nowhere")})) ==
+        "InputError: rank 0 (node0-gpu0, node node0) op adam: compute host 'nowhere' is not in the platform");
+}
+
+TEST_CASE("binding refuses a CPU memory bandwidth that is none and a drive port that is not a host") {
+  const std::string platform = std::string(TRAINSIM_SOURCE_DIR) + "/tests/fixtures/bad-node-properties.xml";
+  const auto as_bound = [](const PlatformBinding&) { return std::string("bound"); };
+  const std::string bandwidth = bound(ranks_running({op_of(OpKind::compute, "adam", node_cpu)}, 1), as_bound, platform);
+  CHECK(bandwidth.rfind("InputError: host node0-cpu: dram_bandwidth 'fast': ", 0) == 0);
+  CHECK(bound(ranks_running({op_of(OpKind::read, "load", node_nvme)}, 1), as_bound, platform) ==
+        "InputError: disk node0-nvme0: pcie_port 'nowhere' is not a host of the platform (the drive's end of its PCIe "
+        "route to the CPU)");
+  // Copies to that CPU need neither: they bind.
+  CHECK(bound(ranks_running({op_of(OpKind::copy, "d2h", node_cpu)}, 1), as_bound, platform) == "bound");
+}
