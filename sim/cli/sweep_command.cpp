@@ -1,5 +1,13 @@
 // trainsim sweep: each configuration in its own worker process (SimGrid holds one simulation
 // per process), -j at a time; a row appended to the CSV and JSON-lines files as each finishes.
+// Each worker runs `trainsim run SCENARIO --set ... --no-report` with stdout discarded and
+// stderr kept for the reason of a refusal (exit 2: invalid) or a crash or time limit (failed).
+// The parent polls waitpid, kills workers past --timeout, and appends and flushes a row per
+// finished worker (a failed append is an error). Workers get PR_SET_PDEATHSIG; SIGINT, SIGTERM
+// and SIGHUP make the parent reap them and remove its scratch folder, which is held locked
+// (flock) while its sweep lives, so a sweep removes the unlocked ones killed sweeps left.
+// --resume reads the JSON-lines rows (a last line cut short is dropped), refuses rows that are
+// not the same index's configuration, and skips them except the failed ones.
 #include <algorithm>
 #include <array>
 #include <chrono>

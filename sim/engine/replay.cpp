@@ -18,11 +18,42 @@
 #include "engine/ring_model.hpp"
 #include "model/costs.hpp"
 #include "platform/platform_binding.hpp"
-#include "program/collective_plan.hpp"
-#include "program/program_graph.hpp"
+#include "engine/collective_plan.hpp"
+#include "engine/program_graph.hpp"
 
 namespace sg4 = simgrid::s4u;
 
+// One actor per rank runs an event loop over its program. An op is ready when its predecessors
+// are done, at the latest of their finish times. Ops whose finish follows from their start alone
+// are settled by the rank itself, ahead of the simulated clock, without a round trip through
+// SimGrid: alloc/free, kernels when all of the program's kernels are on one stream (they never
+// overlap and the GPU host runs no other actor, so an execution would last exactly its roofline
+// time), and collectives timed analytically (fast fidelity) on a group only one stream uses.
+// Every other ready op waits until the clock reaches its ready time and is started in the
+// simulation; the rank waits for any of its activities or the next due op or timer. Events told
+// to observers are held per rank and told in time order once the clock passes them; past
+// max_events_ahead a rank stops running ahead. The timeline equals that of simulating every op
+// (ReplaySettings::settle_ahead off; tests/engine compares the two on random programs).
+//
+// Ops map to activities:
+// - compute: settled, or (kernels on several streams) an execution of kernel_seconds x host speed
+//   FLOPs on the GPU host, so concurrent kernels share it; on the node's CPU an execution placed
+//   there (Host::exec_async runs on the caller's host in SimGrid 3.32, hence set_host), lasting
+//   max(flops / speed, bytes / dram_bandwidth) and shared with the node's other ranks' work;
+// - collective: rings (ring_model). Each phase (all-reduce: reduce-scatter then all-gather) is one
+//   concurrent flow per ring edge of (n - 1) / n of the ring's share, O(channels x n) activities
+//   instead of the O(n^2) of step-by-step rings, with the link sharing left to SimGrid; the other
+//   n - 2 ring steps each add a route latency (a timer). Flows go through mailboxes per (group,
+//   ring, member), each with one sender, so consecutive collectives match in order; a rank runs
+//   one collective per group at a time, as NCCL runs one operation per communicator stream. The
+//   transfer starts when the last member arrives (Arrivals). All-to-all: one flow per pair;
+// - send/recv: a mailbox per (source, destination, tag), posted when their deps are done;
+// - copy: Comm::sendto between the GPU host and the target host; read/write:
+//   Disk::read_async / write_async, plus a flow between a drive's pcie_port and its host, so its
+//   bytes cross the PCIe tree and share it with the GPUs' copies; the op ends when both are done;
+// - alloc/free: instantaneous.
+// What each flow, CPU and drive carried is told to the observer (ResourceCollector adds it up).
+// Ranks blocked forever end the replay with unfinished ranks: the caller reports a deadlock.
 namespace trainsim {
 namespace {
 

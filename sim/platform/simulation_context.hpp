@@ -3,6 +3,11 @@
 // creates the one engine of this process, applies the network-model defaults
 // for GPU fabrics (overridable with --sg-cfg), loads a platform file and lists
 // its GPUs in natural host-name order (rank r runs on the r-th GPU).
+// The defaults are network/model:CM02, network/crosstraffic:0 and network/TCP-gamma:0: SimGrid's
+// LV08 TCP model would inflate NVLink and InfiniBand transfers by its latency and bandwidth
+// factors and window. GPU hosts are the hosts with a `gpu` property and hbm_capacity,
+// hbm_bandwidth, peak_fp32, peak_tf32, peak_fp16, peak_bf16; a host's speed is its dense 16-bit
+// peak; its node is its zone (or its `node` property). A node's CPU is a host with role=cpu.
 #include <filesystem>
 #include <memory>
 #include <string>

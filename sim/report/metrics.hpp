@@ -2,6 +2,20 @@
 // Step metrics from a replay: a collector that listens to op starts and finishes,
 // then step time, throughput, MFU, per-kind communication (total and exposed
 // behind compute) and memory per rank. Pure: no SimGrid.
+//
+// Per rank: the union of compute spans (and of recompute and optimizer spans), the union of
+// transfer spans per communication kind (a collective's group kind: dp, tp, cp, emb; pp for
+// pipeline sends), the bytes sent, the FLOPs executed, and a MemoryTracker fed by alloc/free. A
+// transfer starts when its data can move (a send: when the receive is posted; a collective: when
+// its last member arrives); waiting for a slower peer is idle time attributed to that peer.
+// Exposed communication is transfer time not covered by compute. The step breakdown counts each
+// instant once, in priority order: compute, recompute, optimizer, exposed communication by kind,
+// then idle time: waiting at collectives, and the rest, the bubble; the parts add up to the step.
+// Offload kinds (h2d, d2h, nvme_read, nvme_write, cpu_optimizer) are reported apart from
+// communication. Host memory and NVMe are accounted per node (the most the node's ranks held at
+// once). The step time is the last rank's finish; top-level times are that rank's. MFU = model
+// FLOPs per step / (step time x the GPUs' dense peaks in the training precision); HFU counts the
+// FLOPs executed, recompute included.
 #include <map>
 #include <string>
 #include <utility>

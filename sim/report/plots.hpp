@@ -2,6 +2,11 @@
 // The pictures of a run, as SVG written by trainsim (report/svg): memory over time per rank,
 // the pipeline as a Gantt chart, and where the step time and the peak memory go; and
 // report.html, one self-contained page with the summary and the three plots.
+// Memory bands keep one point per pixel column, the column's fullest, so the drawn top is the
+// peak; the Gantt merges a micro-batch's consecutive kernels unless the gap would show and lists
+// in its legend exactly the colours it drew; legends wrap at the canvas edge (0.6 em per
+// character). Each panel, row and bar carries its data extent as data-* attributes, which the
+// tests compare with summary.json. report.html is XHTML, so an XML parser reads it.
 #include <string>
 #include <vector>
 

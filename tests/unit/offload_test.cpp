@@ -5,7 +5,7 @@
 #include <string>
 
 #include "memory/memory_tracker.hpp"
-#include "program/program_graph.hpp"
+#include "engine/program_graph.hpp"
 #include "program/workload_builder.hpp"
 #include "test_support.hpp"
 

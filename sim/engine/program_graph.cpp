@@ -1,4 +1,4 @@
-#include "program/program_graph.hpp"
+#include "engine/program_graph.hpp"
 
 #include <array>
 #include <optional>
