@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "program/model_states.hpp"
+#include "program/workload_builder.hpp"
 #include "test_support.hpp"
 
 using namespace trainsim;
@@ -94,4 +95,22 @@ TEST_CASE("offloading moves the fp32 states to the host as the ZeRO-Offload tabl
   CHECK(infinity.weights.device == Device::nvme);
   CHECK(infinity.optimizer.device == Device::nvme);
   CHECK(infinity.pinned_buffer_bytes == 64.0 * 1024 * 1024);
+}
+
+TEST_CASE("a pipeline's optimal recompute budget is the GPU less the first stage's model states, per micro-batch in flight") {
+  // tiny-gpt: h = 256, 4 layers of 12 h^2 + 13 h = 789,760 parameters (GPT-2 layers with biases);
+  // pp = 2 puts 2 layers on stage 0. 1F1B keeps pp = 2 micro-batches in flight on stage 0.
+  const double layer = 12.0 * 256 * 256 + 13.0 * 256;
+  const double capacity = 1e9;
+  const auto budget = [&](const std::vector<std::string>& overrides) {
+    std::vector<std::string> all = {"parallel.pp=2", "parallel.dp=2", "training.global_batch=16",
+                                    "memory.recompute=optimal"};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    const Scenario scenario = load_scenario(test::write_temp_file("budget.ini", test::tiny_scenario_ini), all);
+    return build_workload(scenario, load_model(scenario.model_file, scenario.vocab_multiple), capacity).recompute.budget;
+  };
+  // bf16 weights 2 + fp32 gradients 4 + fp32 master, momentum, variance 12 = 18 bytes per parameter.
+  CHECK(budget({"memory.zero=0"}) == doctest::Approx((capacity - 18 * 2 * layer) / 2));
+  // ZeRO-1 (Megatron's distributed optimizer) over dp = 2: 2 + 4 + 12 / 2 = 12 bytes.
+  CHECK(budget({"memory.zero=1"}) == doctest::Approx((capacity - 12 * 2 * layer) / 2));
 }
