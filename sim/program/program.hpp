@@ -31,22 +31,46 @@ enum class Device : std::uint8_t { gpu, host, nvme };
 // What a compute op is part of, for reports (recompute time, Gantt charts).
 enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer };
 
+constexpr int op_kind_count = 9;
 constexpr int stream_count = 11;
+constexpr int collective_count = 5;
 constexpr int category_count = 5;
 constexpr int device_count = 3;
+constexpr int phase_count = 5;
 
+// Each value is named once, by to_string; reading a name searches the values for it.
 const char* to_string(OpKind kind);
 const char* to_string(Stream stream);
 const char* to_string(Collective collective);
 const char* to_string(MemCategory category);
 const char* to_string(Device device);
 const char* to_string(Phase phase);
-std::optional<OpKind> op_kind_from(const std::string& text);
-std::optional<Stream> stream_from(const std::string& text);
-std::optional<Collective> collective_from(const std::string& text);
-std::optional<MemCategory> category_from(const std::string& text);
-std::optional<Device> device_from(const std::string& text);
-std::optional<Phase> phase_from(const std::string& text);
+
+// How many values each enum has: from_name and names_of go over them.
+template <typename Enum> constexpr int value_count = 0;
+template <> inline constexpr int value_count<OpKind> = op_kind_count;
+template <> inline constexpr int value_count<Stream> = stream_count;
+template <> inline constexpr int value_count<Collective> = collective_count;
+template <> inline constexpr int value_count<MemCategory> = category_count;
+template <> inline constexpr int value_count<Device> = device_count;
+template <> inline constexpr int value_count<Phase> = phase_count;
+
+template <typename Enum>
+std::optional<Enum> from_name(const std::string& text) {
+  for (int i = 0; i < value_count<Enum>; ++i)
+    if (text == to_string(static_cast<Enum>(i)))
+      return static_cast<Enum>(i);
+  return std::nullopt;
+}
+
+// Every value's name, comma-separated: what an error lists as accepted.
+template <typename Enum>
+std::string names_of() {
+  std::string names;
+  for (int i = 0; i < value_count<Enum>; ++i)
+    names += (i ? ", " : "") + std::string(to_string(static_cast<Enum>(i)));
+  return names;
+}
 
 using OpId = std::uint32_t;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -128,14 +129,13 @@ public:
   }
 
   template <typename Enum>
-  Enum choice(const std::string& key, std::optional<Enum> (*from)(const std::string&), const std::string& accepted,
-              std::optional<Enum> fallback = std::nullopt) const {
+  Enum choice(const std::string& key, std::optional<Enum> fallback = std::nullopt) const {
     if (!has(key) && fallback)
       return *fallback;
-    const std::string value = text(key, accepted);
-    const auto parsed = from(value);
+    const std::string value = text(key, names_of<Enum>());
+    const auto parsed = from_name<Enum>(value);
     if (!parsed)
-      fail(key + "=" + value + " is not known; accepted: " + accepted);
+      fail(key + "=" + value + " is not known; accepted: " + names_of<Enum>());
     return *parsed;
   }
 
@@ -159,10 +159,9 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
   if (!parse_integer(id_text, id) || id != static_cast<long long>(expected_id))
     throw InputError(where + ": expected op id " + std::to_string(expected_id) + " first, found '" + id_text +
                      "'; accepted: ids 0, 1, 2, ... in order");
-  const auto kind = op_kind_from(kind_text);
+  const auto kind = from_name<OpKind>(kind_text);
   if (!kind)
-    throw InputError(where + ": unknown op kind '" + kind_text +
-                     "'; accepted: compute, collective, send, recv, copy, read, write, alloc, free");
+    throw InputError(where + ": unknown op kind '" + kind_text + "'; accepted: " + names_of<OpKind>());
   std::map<std::string, std::string> fields;
   while (words >> word) {
     const auto equals = word.find('=');
@@ -174,20 +173,17 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
   const LineParser fieldsOf(where, fields);
   Op op;
   op.kind = *kind;
-  op.stream = fieldsOf.choice<Stream>("stream", stream_from, "compute, tp-comm, dp-comm, cp-comm, pp-comm, pp-bwd, copy, copy-out, io, cpu",
-                                      default_stream(*kind));
+  op.stream = fieldsOf.choice<Stream>("stream", default_stream(*kind));
   op.name = fieldsOf.optional_text("name");
   switch (op.kind) {
   case OpKind::compute:
     op.flops = fieldsOf.has("flops") ? fieldsOf.number("flops") : 0.0;
     op.bytes = fieldsOf.has("bytes") ? fieldsOf.number("bytes") : 0.0;
-    op.phase = fieldsOf.choice<Phase>("phase", phase_from, "forward, backward, recompute, optimizer, other",
-                                      Phase::other);
+    op.phase = fieldsOf.choice<Phase>("phase", Phase::other);
     op.target = fieldsOf.optional_text("host");
     break;
   case OpKind::collective: {
-    op.collective = fieldsOf.choice<Collective>("op", collective_from,
-                                                "allreduce, reducescatter, allgather, alltoall, broadcast");
+    op.collective = fieldsOf.choice<Collective>("op");
     const std::string group = fieldsOf.text("group", "a group declared in workload.txt");
     const auto it = groups.find(group);
     if (it == groups.end())
@@ -218,9 +214,8 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
     break;
   case OpKind::alloc:
     op.tensor = fieldsOf.text("tensor", "a name without spaces");
-    op.category = fieldsOf.choice<MemCategory>("category", category_from,
-                                               "weights, gradients, optimizer, activations, buffers");
-    op.device = fieldsOf.choice<Device>("device", device_from, "gpu, host, nvme", Device::gpu);
+    op.category = fieldsOf.choice<MemCategory>("category");
+    op.device = fieldsOf.choice<Device>("device", Device::gpu);
     op.bytes = fieldsOf.number("bytes");
     break;
   case OpKind::free:
@@ -385,16 +380,12 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
       } else if (key == "model_flops_per_step") {
         workload.step.model_flops_per_step = number_value();
       } else if (key == "precision") {
-        if (value == "fp32")
-          workload.step.precision = Precision::fp32;
-        else if (value == "fp16")
-          workload.step.precision = Precision::fp16;
-        else if (value == "bf16")
-          workload.step.precision = Precision::bf16;
-        else if (value == "fp8")
-          workload.step.precision = Precision::fp8;
-        else
+        const Precision precisions[] = {Precision::fp32, Precision::fp16, Precision::bf16, Precision::fp8};
+        const auto named = std::find_if(std::begin(precisions), std::end(precisions),
+                                        [&](Precision precision) { return value == to_string(precision); });
+        if (named == std::end(precisions))
           fail("precision '" + value + "'; accepted: fp32, fp16, bf16, fp8");
+        workload.step.precision = *named;
       } else if (key == "matmul_efficiency" || key == "memory_efficiency") {
         const double fraction = number_value();
         if (!(fraction > 0 && fraction <= 1))

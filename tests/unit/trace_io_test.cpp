@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <set>
 
 #include "common/error.hpp"
 #include "program/workload_builder.hpp"
@@ -159,4 +160,33 @@ TEST_CASE("copies go either way and compute may run on a host, and both survive 
   write(dir / "p.trace", "0 copy target=cpu0 source=cpu1 bytes=1e6\n");
   CHECK(error_of(dir).find("a copy needs target=HOST (from the GPU) or source=HOST (to the GPU), one of them") !=
         std::string::npos);
+}
+
+namespace {
+
+// Each of the `count` values of an enum is read back from its name, and no two share one.
+template <typename Enum>
+void names_read_back(int count) {
+  std::set<std::string> names;
+  for (int i = 0; i < count; ++i) {
+    const auto value = static_cast<Enum>(i);
+    CAPTURE(to_string(value));
+    CHECK(from_name<Enum>(to_string(value)) == value);
+    CHECK(names.insert(to_string(value)).second);
+  }
+  CHECK_FALSE(from_name<Enum>("?").has_value());
+}
+
+} // namespace
+
+TEST_CASE("every op kind, stream, collective, category, device and phase is read back from its name") {
+  names_read_back<OpKind>(9);  // compute, collective, send, recv, copy, read, write, alloc, free
+  names_read_back<Stream>(11);
+  names_read_back<Collective>(5);
+  names_read_back<MemCategory>(5);
+  names_read_back<Device>(3);
+  names_read_back<Phase>(5);
+  CHECK(names_of<Device>() == "gpu, host, nvme");
+  CHECK(from_name<Stream>("io-write") == Stream::io_write);
+  CHECK(from_name<Collective>("reducescatter") == Collective::reduce_scatter);
 }
