@@ -80,23 +80,39 @@ using OpId = std::uint32_t;
 inline const std::string node_cpu = "@cpu";
 inline const std::string node_nvme = "@nvme";
 
+// Where an op sits in the training step, for reports (trace events, the pipeline chart): the
+// transformer layer, the micro-batch and the model chunk (virtual pipeline stage) it belongs to,
+// each `none` outside one.
+struct OpPlace {
+  static constexpr int none = -1;
+  std::int32_t layer = none;
+  std::int32_t micro_batch = none;
+  std::int16_t chunk = none;
+  bool operator==(const OpPlace& other) const {
+    return layer == other.layer && micro_batch == other.micro_batch && chunk == other.chunk;
+  }
+};
+
+// The one-byte fields come first, so that the place fits in what was padding: GPT-3 on 1,024
+// GPUs holds 19 million ops.
 struct Op {
   OpKind kind = OpKind::compute;
   Stream stream = Stream::compute;
+  Collective collective = Collective::all_reduce;
+  MemCategory category = MemCategory::buffers;
+  Device device = Device::gpu;
+  Phase phase = Phase::other;  // compute: forward, backward, recompute or optimizer
+  bool inbound = false;      // copy: from `target` to this rank's GPU (host to device)
+  OpPlace place;             // set by the builders; alloc and free have none
+  int group = -1;            // collective: the group's slot in the rank's Binding (see Workload)
+  int peer = -1;             // send/recv: the other rank's slot in the rank's Binding
+  int tag = 0;               // send/recv: matches a send with its recv
   std::vector<OpId> deps;    // earlier ops of this rank that must finish first
   std::string name;          // what it is, for traces and reports ("L3.fwd.mb0")
   double flops = 0;          // compute
   double bytes = 0;          // compute: HBM traffic; comm, copy, I/O: payload; alloc: size
-  Collective collective = Collective::all_reduce;
-  int group = -1;            // collective: the group's slot in the rank's Binding (see Workload)
-  int peer = -1;             // send/recv: the other rank's slot in the rank's Binding
-  int tag = 0;               // send/recv: matches a send with its recv
   std::string target;        // copy: the other host; read/write: disk name; compute: a host to run on instead of the GPU
-  bool inbound = false;      // copy: from `target` to this rank's GPU (host to device)
-  MemCategory category = MemCategory::buffers;
-  Device device = Device::gpu;
   std::string tensor;        // alloc/free: the name that pairs them
-  Phase phase = Phase::other;  // compute: forward, backward, recompute or optimizer
 };
 
 struct Program {

@@ -1,9 +1,11 @@
 #include "program/trace_io.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
-#include <iterator>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -16,7 +18,10 @@ namespace fs = std::filesystem;
 namespace trainsim {
 namespace {
 
-constexpr int format_version = 1;
+// Version 2 gives an op's place (layer, micro-batch, chunk) as fields; version 1 traces, read
+// still, gave it only in the op's name.
+constexpr int format_version = 2;
+constexpr int oldest_version = 1;
 constexpr std::size_t max_ops_per_program = 50'000'000;
 
 Stream default_stream(OpKind kind) {
@@ -38,6 +43,12 @@ void write_op(std::ostream& out, OpId id, const Op& op, const Workload& workload
     out << " stream=" << to_string(op.stream);
   if (!op.name.empty())
     out << " name=" << op.name;
+  if (op.place.layer != OpPlace::none)
+    out << " layer=" << op.place.layer;
+  if (op.place.micro_batch != OpPlace::none)
+    out << " micro_batch=" << op.place.micro_batch;
+  if (op.place.chunk != OpPlace::none)
+    out << " chunk=" << op.place.chunk;
   switch (op.kind) {
   case OpKind::compute:
     out << " flops=" << format_double(op.flops) << " bytes=" << format_double(op.bytes);
@@ -76,6 +87,18 @@ void write_op(std::ostream& out, OpId id, const Op& op, const Workload& workload
       out << (i ? "," : "") << op.deps[i];
   }
   out << '\n';
+}
+
+// The number after `prefix` in `part` ("mb" in "mb12"), if it fits in T; else none.
+template <typename T>
+T number_after(const std::string& part, std::size_t prefix) {
+  constexpr std::size_t max_digits = std::numeric_limits<T>::digits10;  // any number of them fits
+  if (part.size() <= prefix || part.size() > prefix + max_digits)
+    return OpPlace::none;
+  for (std::size_t i = prefix; i < part.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(part[i])))
+      return OpPlace::none;
+  return static_cast<T>(std::stol(part.substr(prefix)));
 }
 
 std::string program_file_name(std::size_t index) {
@@ -151,7 +174,8 @@ private:
   mutable std::vector<std::string> used_;
 };
 
-Op parse_op(const std::string& line, const std::string& where, OpId expected_id, const std::map<std::string, int>& groups) {
+Op parse_op(const std::string& line, const std::string& where, OpId expected_id, const std::map<std::string, int>& groups,
+            int version) {
   std::istringstream words(line);
   std::string id_text, kind_text, word;
   words >> id_text >> kind_text;
@@ -175,6 +199,17 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
   op.kind = *kind;
   op.stream = fieldsOf.choice<Stream>("stream", default_stream(*kind));
   op.name = fieldsOf.optional_text("name");
+  if (version == 1) {
+    op.place = place_in_name(op.name);
+  } else {
+    op.place.layer = static_cast<std::int32_t>(fieldsOf.integer("layer", OpPlace::none));
+    op.place.micro_batch = static_cast<std::int32_t>(fieldsOf.integer("micro_batch", OpPlace::none));
+    const long long chunk = fieldsOf.integer("chunk", OpPlace::none);
+    if (chunk > std::numeric_limits<std::int16_t>::max())
+      fieldsOf.fail("chunk=" + std::to_string(chunk) + "; accepted: 0 to " +
+                    std::to_string(std::numeric_limits<std::int16_t>::max()));
+    op.place.chunk = static_cast<std::int16_t>(chunk);
+  }
   switch (op.kind) {
   case OpKind::compute:
     op.flops = fieldsOf.has("flops") ? fieldsOf.number("flops") : 0.0;
@@ -235,7 +270,7 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
 }
 
 std::shared_ptr<const Program> parse_program(const std::string& text, const std::string& file,
-                                             const std::map<std::string, int>& groups) {
+                                             const std::map<std::string, int>& groups, int version) {
   std::istringstream in(text);
   auto program = std::make_shared<Program>();
   std::string line;
@@ -249,7 +284,8 @@ std::shared_ptr<const Program> parse_program(const std::string& text, const std:
       throw InputError(file + ":" + std::to_string(number) + ": more than " + std::to_string(max_ops_per_program) +
                        " ops in one program; accepted: at most that many");
     program->ops.push_back(
-        parse_op(content, file + ":" + std::to_string(number), static_cast<OpId>(program->ops.size()), groups));
+        parse_op(content, file + ":" + std::to_string(number), static_cast<OpId>(program->ops.size()), groups,
+                 version));
   }
   return program;
 }
@@ -264,6 +300,19 @@ std::string read_text(const fs::path& file, const std::string& what) {
 }
 
 } // namespace
+
+OpPlace place_in_name(const std::string& name) {
+  OpPlace place;
+  for (const std::string& part : split(name, '.')) {
+    if (part.rfind("mb", 0) == 0 && number_after<std::int32_t>(part, 2) != OpPlace::none)
+      place.micro_batch = number_after<std::int32_t>(part, 2);
+    else if (part.rfind('L', 0) == 0 && number_after<std::int32_t>(part, 1) != OpPlace::none)
+      place.layer = number_after<std::int32_t>(part, 1);
+    else if (part.rfind('c', 0) == 0 && number_after<std::int16_t>(part, 1) != OpPlace::none)
+      place.chunk = number_after<std::int16_t>(part, 1);
+  }
+  return place;
+}
 
 void write_trace(const Workload& workload, const fs::path& directory,
                  const std::vector<std::pair<std::string, std::string>>& extra) {
@@ -345,7 +394,7 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
   std::vector<std::pair<std::string, std::vector<int>>> program_lines;
   std::string line;
   int number = 0;
-  bool saw_format = false;
+  long long version = 0;  // none seen yet
   while (std::getline(in, line)) {
     ++number;
     const std::string where = meta_file.string() + ":" + std::to_string(number);
@@ -365,9 +414,9 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
     };
     try {
       if (key == "format") {
-        if (value != std::to_string(format_version))
-          fail("format " + value + " is not supported; accepted: " + std::to_string(format_version));
-        saw_format = true;
+        if (!parse_integer(value, version) || version < oldest_version || version > format_version)
+          fail("format " + value + " is not supported; accepted: " + std::to_string(oldest_version) + " to " +
+               std::to_string(format_version));
       } else if (key == "ranks") {
         if (!parse_integer(value, ranks) || ranks < 1 || ranks > max_ranks)
           fail("ranks '" + value + "'; accepted: 1 to " + std::to_string(max_ranks));
@@ -421,13 +470,14 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
       fail(error.what());
     }
   }
-  if (!saw_format)
+  if (version == 0)
     throw InputError(meta_file.string() + ": missing 'format " + std::to_string(format_version) + "' line");
   if (ranks < 1)
     throw InputError(meta_file.string() + ": missing 'ranks N' line");
   workload.programs.assign(static_cast<std::size_t>(ranks), nullptr);
   for (const auto& [file, assigned] : program_lines) {
-    const auto program = parse_program(program_text(file), (meta_file.parent_path() / file).string(), groups);
+    const auto program = parse_program(program_text(file), (meta_file.parent_path() / file).string(), groups,
+                                       static_cast<int>(version));
     for (int rank : assigned) {
       if (rank >= ranks)
         throw InputError(meta_file.string() + ": program " + file + " is given to rank " + std::to_string(rank) +
