@@ -64,6 +64,7 @@ public:
       optimizer_step();
     for (long long mb = 0; mb < s_.grad_accum; ++mb) {
       micro_batch_ = mb;
+      const PlacedAt in_micro_batch(*this, place_in_micro_batch());
       sync_now_ = s_.grad_sync == GradSync::every || mb + 1 == s_.grad_accum;
       forward();
       backward();
@@ -75,6 +76,9 @@ public:
 
 private:
   std::string mb_suffix() const { return ".mb" + std::to_string(micro_batch_); }
+  OpPlace place_in_micro_batch(long long layer = OpPlace::none) const {
+    return {static_cast<std::int32_t>(layer), static_cast<std::int32_t>(micro_batch_)};
+  }
 
   // ---- model states ------------------------------------------------------------------------
 
@@ -104,6 +108,9 @@ private:
   // ---- ZeRO-3 parameter gathering ----------------------------------------------------------
 
   int group_of_layer(long long layer) const { return static_cast<int>(layer + 1); }
+  long long layer_of_group(int group) const {
+    return group >= 1 && group <= model_.layers ? group - 1 : OpPlace::none;
+  }
   int head_group() const { return static_cast<int>(groups_.size() - 1); }
 
   // The order in which one micro-batch uses its parameter groups: forward, then backward
@@ -143,6 +150,9 @@ private:
     const long long wanted = std::min(total - 1, next_use_ + s_.prefetch_depth);
     while (next_gather_ <= wanted) {
       const FetchEvent& event = per_micro_batch_[next_gather_ % per];
+      // A gather belongs to the use it serves, a micro-batch or more ahead of the ops around it.
+      const PlacedAt for_use(*this, {static_cast<std::int32_t>(layer_of_group(event.group)),
+                                     static_cast<std::int32_t>(next_gather_ / per)});
       const double bytes = groups_[event.group].parameters * states_.parameter_element_bytes;
       const std::string tensor = fetch_tensor(next_gather_);
       const auto buffer = alloc(tensor, MemCategory::buffers, bytes);
@@ -206,6 +216,7 @@ private:
   // Reduces a full bucket over the gradient group and, when the optimizer runs on the CPU,
   // copies this rank's share of it to host memory.
   void reduce_bucket(double bytes, OpId producer, std::optional<OpId> buffer) {
+    const PlacedAt in_micro_batch(*this, place_in_micro_batch());  // a bucket spans layers
     const std::string bucket = ".bucket" + std::to_string(buckets_reduced_++) + mb_suffix();
     OpId done = producer;
     if (states_.ranks > 1) {
@@ -254,6 +265,7 @@ private:
         saved = offload_checkpoint(segment.first);
       }
       for (long long l = segment.first; l < segment.first + segment.count; ++l) {
+        const PlacedAt in_layer(*this, place_in_micro_batch(l));
         gathered = acquire();
         if (segment.policy != LayerPolicy::checkpoint)
           alloc(layer_tensor(l, "act"), MemCategory::activations,
@@ -300,6 +312,7 @@ private:
             break;
           }
         for (long long l = first; l <= last; ++l) {
+          const PlacedAt in_layer(*this, place_in_micro_batch(l));
           gathered_for[l] = acquire_and_keep();
           alloc(layer_tensor(l, "act"), MemCategory::activations, act.total);
           std::vector<OpId> deps = gathered_for[l];
@@ -310,6 +323,7 @@ private:
         release(checkpoint_tensor(first));
       }
       for (long long l = last; l >= first; --l) {
+        const PlacedAt in_layer(*this, place_in_micro_batch(l));
         std::vector<OpId> deps = segment->policy == LayerPolicy::checkpoint ? gathered_for[l] : acquire_and_keep();
         if (segment->policy == LayerPolicy::selective) {
           alloc(layer_tensor(l, "core"), MemCategory::activations, act.attention_core);
@@ -396,11 +410,11 @@ private:
   void release_kept(long long layer) {
     if (!states_.gathers_per_use)
       return;
-    // Uses are kept in gather order; the one of this layer is found by its tensor name.
+    // Uses are kept in gather order; the one of this layer is found by its group.
+    const long long per = static_cast<long long>(per_micro_batch_.size());
     for (auto it = kept_uses_.begin(); it != kept_uses_.end(); ++it) {
-      const std::string tensor = fetch_tensor(*it);
-      if (tensor.rfind("L" + std::to_string(layer) + ".params.", 0) == 0) {
-        release(tensor);
+      if (per_micro_batch_[*it % per].group == group_of_layer(layer)) {
+        release(fetch_tensor(*it));
         gathers_.erase(*it);
         kept_uses_.erase(it);
         return;

@@ -90,6 +90,13 @@ private:
   std::string suffix(const PipelineStep& step) const {
     return ".mb" + std::to_string(step.micro_batch) + (v_ > 1 ? ".c" + std::to_string(step.chunk) : "");
   }
+  // The place of a step's ops, in the chunk's layer `layer_in_chunk` or outside the layers; the
+  // chunk is given only when the stage has several, as the names give it.
+  OpPlace place_in_step(const PipelineStep& step, long long layer_in_chunk = OpPlace::none) const {
+    const long long layer = layer_in_chunk == OpPlace::none ? OpPlace::none : chunk_first_[step.chunk] + layer_in_chunk;
+    return {static_cast<std::int32_t>(layer), static_cast<std::int32_t>(step.micro_batch),
+            static_cast<std::int16_t>(v_ > 1 ? step.chunk : OpPlace::none)};
+  }
 
   double stage_parameters() const {
     double parameters = 0;
@@ -122,6 +129,7 @@ private:
   // Runs the chunk's forward for one micro-batch; returns its last op.
   OpId forward(const PipelineStep& step, const std::vector<OpId>& post_after, std::vector<OpId>& started) {
     const std::string sfx = suffix(step);
+    const PlacedAt in_step(*this, place_in_step(step));
     const int vs = virtual_stage(step.chunk);
     std::vector<OpId> deps;
     if (vs > 0)
@@ -140,6 +148,7 @@ private:
       if (segment.policy == LayerPolicy::checkpoint)
         alloc("S" + std::to_string(segment.first) + ".input" + sfx, MemCategory::activations, act.input);
       for (long long l = segment.first; l < segment.first + segment.count; ++l) {
+        const PlacedAt in_layer(*this, place_in_step(step, l));
         if (segment.policy != LayerPolicy::checkpoint)
           alloc(layer_name(step.chunk, l) + ".act" + sfx, MemCategory::activations,
                 segment.policy == LayerPolicy::keep ? act.total : act.total - act.attention_core);
@@ -163,6 +172,7 @@ private:
 
   OpId backward(const PipelineStep& step, const std::vector<OpId>& post_after, std::vector<OpId>& started) {
     const std::string sfx = suffix(step);
+    const PlacedAt in_step(*this, place_in_step(step));
     const int vs = virtual_stage(step.chunk);
     std::vector<OpId> deps;
     alloc("act-grad" + sfx, MemCategory::buffers, costs_.activation_gradient_buffer);
@@ -182,6 +192,7 @@ private:
       const long long first = segment->first, final_layer = segment->first + segment->count - 1;
       if (segment->policy == LayerPolicy::checkpoint) {
         for (long long l = first; l <= final_layer; ++l) {
+          const PlacedAt in_layer(*this, place_in_step(step, l));
           alloc(layer_name(step.chunk, l) + ".act" + sfx, MemCategory::activations, act.total);
           track(ops_.forward(layer_name(step.chunk, l) + ".recompute" + sfx, deps, Phase::recompute));
           deps = {last};
@@ -189,6 +200,7 @@ private:
         release("S" + std::to_string(first) + ".input" + sfx);
       }
       for (long long l = final_layer; l >= first; --l) {
+        const PlacedAt in_layer(*this, place_in_step(step, l));
         const std::string layer = layer_name(step.chunk, l);
         if (segment->policy == LayerPolicy::selective) {
           alloc(layer + ".core" + sfx, MemCategory::activations, act.attention_core);
@@ -231,6 +243,7 @@ private:
     }
     const double bytes = parameters * states_.gradient_element_bytes;
     const std::string name = ".c" + std::to_string(chunk);
+    const PlacedAt in_chunk(*this, {OpPlace::none, OpPlace::none, static_cast<std::int16_t>(chunk)});
     if (states_.ranks <= 1) {
       if (offloaded_)
         sync_ops_.push_back(offloaded_->gradients(bytes, name, producer).done);

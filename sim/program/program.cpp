@@ -11,39 +11,86 @@
 namespace trainsim {
 namespace {
 
-template <typename Enum, std::size_t N>
-std::optional<Enum> lookup(const std::string& text, const char* const (&names)[N]) {
-  for (std::size_t i = 0; i < N; ++i)
-    if (text == names[i])
-      return static_cast<Enum>(i);
-  return std::nullopt;
-}
-
-const char* const op_kind_names[] = {"compute", "collective", "send", "recv", "copy", "read", "write", "alloc", "free"};
-const char* const stream_names[] = {"compute", "tp-comm", "dp-comm", "pp-comm", "copy", "io-read", "cp-comm", "pp-bwd", "copy-out", "cpu", "io-write"};
-const char* const collective_names[] = {"allreduce", "reducescatter", "allgather", "alltoall", "broadcast"};
-const char* const category_names[] = {"weights", "gradients", "optimizer", "activations", "buffers"};
-const char* const device_names[] = {"gpu", "host", "nvme"};
-const char* const phase_names[] = {"other", "forward", "backward", "recompute", "optimizer"};
-
 std::string describe(const std::string& where, std::size_t rank, std::size_t op) {
   return where + ": rank " + std::to_string(rank) + " op " + std::to_string(op);
 }
 
 } // namespace
 
-const char* to_string(OpKind kind) { return op_kind_names[static_cast<int>(kind)]; }
-const char* to_string(Stream stream) { return stream_names[static_cast<int>(stream)]; }
-const char* to_string(Collective collective) { return collective_names[static_cast<int>(collective)]; }
-const char* to_string(MemCategory category) { return category_names[static_cast<int>(category)]; }
-const char* to_string(Device device) { return device_names[static_cast<int>(device)]; }
-const char* to_string(Phase phase) { return phase_names[static_cast<int>(phase)]; }
-std::optional<OpKind> op_kind_from(const std::string& text) { return lookup<OpKind>(text, op_kind_names); }
-std::optional<Stream> stream_from(const std::string& text) { return lookup<Stream>(text, stream_names); }
-std::optional<Collective> collective_from(const std::string& text) { return lookup<Collective>(text, collective_names); }
-std::optional<MemCategory> category_from(const std::string& text) { return lookup<MemCategory>(text, category_names); }
-std::optional<Device> device_from(const std::string& text) { return lookup<Device>(text, device_names); }
-std::optional<Phase> phase_from(const std::string& text) { return lookup<Phase>(text, phase_names); }
+const char* to_string(OpKind kind) {
+  switch (kind) {
+  case OpKind::compute: return "compute";
+  case OpKind::collective: return "collective";
+  case OpKind::send: return "send";
+  case OpKind::recv: return "recv";
+  case OpKind::copy: return "copy";
+  case OpKind::read: return "read";
+  case OpKind::write: return "write";
+  case OpKind::alloc: return "alloc";
+  case OpKind::free: return "free";
+  }
+  return "?";
+}
+
+const char* to_string(Stream stream) {
+  switch (stream) {
+  case Stream::compute: return "compute";
+  case Stream::tp_comm: return "tp-comm";
+  case Stream::dp_comm: return "dp-comm";
+  case Stream::pp_comm: return "pp-comm";
+  case Stream::copy: return "copy";
+  case Stream::io_read: return "io-read";
+  case Stream::cp_comm: return "cp-comm";
+  case Stream::pp_bwd: return "pp-bwd";
+  case Stream::copy_out: return "copy-out";
+  case Stream::cpu: return "cpu";
+  case Stream::io_write: return "io-write";
+  }
+  return "?";
+}
+
+const char* to_string(Collective collective) {
+  switch (collective) {
+  case Collective::all_reduce: return "allreduce";
+  case Collective::reduce_scatter: return "reducescatter";
+  case Collective::all_gather: return "allgather";
+  case Collective::all_to_all: return "alltoall";
+  case Collective::broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+const char* to_string(MemCategory category) {
+  switch (category) {
+  case MemCategory::weights: return "weights";
+  case MemCategory::gradients: return "gradients";
+  case MemCategory::optimizer: return "optimizer";
+  case MemCategory::activations: return "activations";
+  case MemCategory::buffers: return "buffers";
+  }
+  return "?";
+}
+
+const char* to_string(Device device) {
+  switch (device) {
+  case Device::gpu: return "gpu";
+  case Device::host: return "host";
+  case Device::nvme: return "nvme";
+  }
+  return "?";
+}
+
+const char* to_string(Phase phase) {
+  switch (phase) {
+  case Phase::other: return "other";
+  case Phase::forward: return "forward";
+  case Phase::backward: return "backward";
+  case Phase::recompute: return "recompute";
+  case Phase::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
 
 namespace {
 

@@ -31,22 +31,46 @@ enum class Device : std::uint8_t { gpu, host, nvme };
 // What a compute op is part of, for reports (recompute time, Gantt charts).
 enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer };
 
+constexpr int op_kind_count = 9;
 constexpr int stream_count = 11;
+constexpr int collective_count = 5;
 constexpr int category_count = 5;
 constexpr int device_count = 3;
+constexpr int phase_count = 5;
 
+// Each value is named once, by to_string; reading a name searches the values for it.
 const char* to_string(OpKind kind);
 const char* to_string(Stream stream);
 const char* to_string(Collective collective);
 const char* to_string(MemCategory category);
 const char* to_string(Device device);
 const char* to_string(Phase phase);
-std::optional<OpKind> op_kind_from(const std::string& text);
-std::optional<Stream> stream_from(const std::string& text);
-std::optional<Collective> collective_from(const std::string& text);
-std::optional<MemCategory> category_from(const std::string& text);
-std::optional<Device> device_from(const std::string& text);
-std::optional<Phase> phase_from(const std::string& text);
+
+// How many values each enum has: from_name and names_of go over them.
+template <typename Enum> constexpr int value_count = 0;
+template <> inline constexpr int value_count<OpKind> = op_kind_count;
+template <> inline constexpr int value_count<Stream> = stream_count;
+template <> inline constexpr int value_count<Collective> = collective_count;
+template <> inline constexpr int value_count<MemCategory> = category_count;
+template <> inline constexpr int value_count<Device> = device_count;
+template <> inline constexpr int value_count<Phase> = phase_count;
+
+template <typename Enum>
+std::optional<Enum> from_name(const std::string& text) {
+  for (int i = 0; i < value_count<Enum>; ++i)
+    if (text == to_string(static_cast<Enum>(i)))
+      return static_cast<Enum>(i);
+  return std::nullopt;
+}
+
+// Every value's name, comma-separated: what an error lists as accepted.
+template <typename Enum>
+std::string names_of() {
+  std::string names;
+  for (int i = 0; i < value_count<Enum>; ++i)
+    names += (i ? ", " : "") + std::string(to_string(static_cast<Enum>(i)));
+  return names;
+}
 
 using OpId = std::uint32_t;
 
@@ -56,23 +80,39 @@ using OpId = std::uint32_t;
 inline const std::string node_cpu = "@cpu";
 inline const std::string node_nvme = "@nvme";
 
+// Where an op sits in the training step, for reports (trace events, the pipeline chart): the
+// transformer layer, the micro-batch and the model chunk (virtual pipeline stage) it belongs to,
+// each `none` outside one.
+struct OpPlace {
+  static constexpr int none = -1;
+  std::int32_t layer = none;
+  std::int32_t micro_batch = none;
+  std::int16_t chunk = none;
+  bool operator==(const OpPlace& other) const {
+    return layer == other.layer && micro_batch == other.micro_batch && chunk == other.chunk;
+  }
+};
+
+// The one-byte fields come first, so that the place fits in what was padding: GPT-3 on 1,024
+// GPUs holds 19 million ops.
 struct Op {
   OpKind kind = OpKind::compute;
   Stream stream = Stream::compute;
+  Collective collective = Collective::all_reduce;
+  MemCategory category = MemCategory::buffers;
+  Device device = Device::gpu;
+  Phase phase = Phase::other;  // compute: forward, backward, recompute or optimizer
+  bool inbound = false;      // copy: from `target` to this rank's GPU (host to device)
+  OpPlace place;             // set by the builders; alloc and free have none
+  int group = -1;            // collective: the group's slot in the rank's Binding (see Workload)
+  int peer = -1;             // send/recv: the other rank's slot in the rank's Binding
+  int tag = 0;               // send/recv: matches a send with its recv
   std::vector<OpId> deps;    // earlier ops of this rank that must finish first
   std::string name;          // what it is, for traces and reports ("L3.fwd.mb0")
   double flops = 0;          // compute
   double bytes = 0;          // compute: HBM traffic; comm, copy, I/O: payload; alloc: size
-  Collective collective = Collective::all_reduce;
-  int group = -1;            // collective: the group's slot in the rank's Binding (see Workload)
-  int peer = -1;             // send/recv: the other rank's slot in the rank's Binding
-  int tag = 0;               // send/recv: matches a send with its recv
   std::string target;        // copy: the other host; read/write: disk name; compute: a host to run on instead of the GPU
-  bool inbound = false;      // copy: from `target` to this rank's GPU (host to device)
-  MemCategory category = MemCategory::buffers;
-  Device device = Device::gpu;
   std::string tensor;        // alloc/free: the name that pairs them
-  Phase phase = Phase::other;  // compute: forward, backward, recompute or optimizer
 };
 
 struct Program {

@@ -12,6 +12,7 @@ OpId ProgramWriter::compute(const std::string& name, const Work& work, Phase pha
   op.flops = work.flops;
   op.bytes = work.bytes;
   op.phase = phase;
+  op.place = place_;
   op.deps = std::move(deps);
   return program_.add(std::move(op));
 }
@@ -68,6 +69,7 @@ OpId ProgramWriter::add_op(OpKind kind, Stream stream, double bytes, const std::
   op.stream = stream;
   op.bytes = bytes;
   op.name = name;
+  op.place = place_;
   op.deps = std::move(deps);
   return program_.add(std::move(op));
 }

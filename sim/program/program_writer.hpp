@@ -34,6 +34,10 @@ public:
   OpId compute_on(const std::string& host, const std::string& name, const Work& work, Phase phase,
                   std::vector<OpId> deps);
 
+  // Where the ops written next sit in the step: every op but alloc and free gets this place.
+  void move_to(const OpPlace& place) { place_ = place; }
+  const OpPlace& place() const { return place_; }
+
   // Room for about this many ops, so that building a long program does not move its ops around.
   void expect(std::size_t ops) { program_.ops.reserve(ops); }
   Program take() { return std::move(program_); }
@@ -46,6 +50,22 @@ private:
                       std::vector<OpId> deps);
   Program program_;
   std::set<std::string> live_;
+  OpPlace place_;
+};
+
+// Moves a writer to a place for the lifetime of this object, then back to where it was.
+class PlacedAt {
+public:
+  PlacedAt(ProgramWriter& writer, const OpPlace& place) : writer_(writer), before_(writer.place()) {
+    writer.move_to(place);
+  }
+  ~PlacedAt() { writer_.move_to(before_); }
+  PlacedAt(const PlacedAt&) = delete;
+  PlacedAt& operator=(const PlacedAt&) = delete;
+
+private:
+  ProgramWriter& writer_;
+  const OpPlace before_;
 };
 
 // `bytes` cut into buckets of at most `bucket` bytes, in order.

@@ -1,8 +1,11 @@
 #include "program/trace_io.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -15,7 +18,10 @@ namespace fs = std::filesystem;
 namespace trainsim {
 namespace {
 
-constexpr int format_version = 1;
+// Version 2 gives an op's place (layer, micro-batch, chunk) as fields; version 1 traces, read
+// still, gave it only in the op's name.
+constexpr int format_version = 2;
+constexpr int oldest_version = 1;
 constexpr std::size_t max_ops_per_program = 50'000'000;
 
 Stream default_stream(OpKind kind) {
@@ -37,6 +43,12 @@ void write_op(std::ostream& out, OpId id, const Op& op, const Workload& workload
     out << " stream=" << to_string(op.stream);
   if (!op.name.empty())
     out << " name=" << op.name;
+  if (op.place.layer != OpPlace::none)
+    out << " layer=" << op.place.layer;
+  if (op.place.micro_batch != OpPlace::none)
+    out << " micro_batch=" << op.place.micro_batch;
+  if (op.place.chunk != OpPlace::none)
+    out << " chunk=" << op.place.chunk;
   switch (op.kind) {
   case OpKind::compute:
     out << " flops=" << format_double(op.flops) << " bytes=" << format_double(op.bytes);
@@ -75,6 +87,18 @@ void write_op(std::ostream& out, OpId id, const Op& op, const Workload& workload
       out << (i ? "," : "") << op.deps[i];
   }
   out << '\n';
+}
+
+// The number after `prefix` in `part` ("mb" in "mb12"), if it fits in T; else none.
+template <typename T>
+T number_after(const std::string& part, std::size_t prefix) {
+  constexpr std::size_t max_digits = std::numeric_limits<T>::digits10;  // any number of them fits
+  if (part.size() <= prefix || part.size() > prefix + max_digits)
+    return OpPlace::none;
+  for (std::size_t i = prefix; i < part.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(part[i])))
+      return OpPlace::none;
+  return static_cast<T>(std::stol(part.substr(prefix)));
 }
 
 std::string program_file_name(std::size_t index) {
@@ -128,14 +152,13 @@ public:
   }
 
   template <typename Enum>
-  Enum choice(const std::string& key, std::optional<Enum> (*from)(const std::string&), const std::string& accepted,
-              std::optional<Enum> fallback = std::nullopt) const {
+  Enum choice(const std::string& key, std::optional<Enum> fallback = std::nullopt) const {
     if (!has(key) && fallback)
       return *fallback;
-    const std::string value = text(key, accepted);
-    const auto parsed = from(value);
+    const std::string value = text(key, names_of<Enum>());
+    const auto parsed = from_name<Enum>(value);
     if (!parsed)
-      fail(key + "=" + value + " is not known; accepted: " + accepted);
+      fail(key + "=" + value + " is not known; accepted: " + names_of<Enum>());
     return *parsed;
   }
 
@@ -151,7 +174,8 @@ private:
   mutable std::vector<std::string> used_;
 };
 
-Op parse_op(const std::string& line, const std::string& where, OpId expected_id, const std::map<std::string, int>& groups) {
+Op parse_op(const std::string& line, const std::string& where, OpId expected_id, const std::map<std::string, int>& groups,
+            int version) {
   std::istringstream words(line);
   std::string id_text, kind_text, word;
   words >> id_text >> kind_text;
@@ -159,10 +183,9 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
   if (!parse_integer(id_text, id) || id != static_cast<long long>(expected_id))
     throw InputError(where + ": expected op id " + std::to_string(expected_id) + " first, found '" + id_text +
                      "'; accepted: ids 0, 1, 2, ... in order");
-  const auto kind = op_kind_from(kind_text);
+  const auto kind = from_name<OpKind>(kind_text);
   if (!kind)
-    throw InputError(where + ": unknown op kind '" + kind_text +
-                     "'; accepted: compute, collective, send, recv, copy, read, write, alloc, free");
+    throw InputError(where + ": unknown op kind '" + kind_text + "'; accepted: " + names_of<OpKind>());
   std::map<std::string, std::string> fields;
   while (words >> word) {
     const auto equals = word.find('=');
@@ -174,20 +197,28 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
   const LineParser fieldsOf(where, fields);
   Op op;
   op.kind = *kind;
-  op.stream = fieldsOf.choice<Stream>("stream", stream_from, "compute, tp-comm, dp-comm, cp-comm, pp-comm, pp-bwd, copy, copy-out, io, cpu",
-                                      default_stream(*kind));
+  op.stream = fieldsOf.choice<Stream>("stream", default_stream(*kind));
   op.name = fieldsOf.optional_text("name");
+  if (version == 1) {
+    op.place = place_in_name(op.name);
+  } else {
+    op.place.layer = static_cast<std::int32_t>(fieldsOf.integer("layer", OpPlace::none));
+    op.place.micro_batch = static_cast<std::int32_t>(fieldsOf.integer("micro_batch", OpPlace::none));
+    const long long chunk = fieldsOf.integer("chunk", OpPlace::none);
+    if (chunk > std::numeric_limits<std::int16_t>::max())
+      fieldsOf.fail("chunk=" + std::to_string(chunk) + "; accepted: 0 to " +
+                    std::to_string(std::numeric_limits<std::int16_t>::max()));
+    op.place.chunk = static_cast<std::int16_t>(chunk);
+  }
   switch (op.kind) {
   case OpKind::compute:
     op.flops = fieldsOf.has("flops") ? fieldsOf.number("flops") : 0.0;
     op.bytes = fieldsOf.has("bytes") ? fieldsOf.number("bytes") : 0.0;
-    op.phase = fieldsOf.choice<Phase>("phase", phase_from, "forward, backward, recompute, optimizer, other",
-                                      Phase::other);
+    op.phase = fieldsOf.choice<Phase>("phase", Phase::other);
     op.target = fieldsOf.optional_text("host");
     break;
   case OpKind::collective: {
-    op.collective = fieldsOf.choice<Collective>("op", collective_from,
-                                                "allreduce, reducescatter, allgather, alltoall, broadcast");
+    op.collective = fieldsOf.choice<Collective>("op");
     const std::string group = fieldsOf.text("group", "a group declared in workload.txt");
     const auto it = groups.find(group);
     if (it == groups.end())
@@ -218,9 +249,8 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
     break;
   case OpKind::alloc:
     op.tensor = fieldsOf.text("tensor", "a name without spaces");
-    op.category = fieldsOf.choice<MemCategory>("category", category_from,
-                                               "weights, gradients, optimizer, activations, buffers");
-    op.device = fieldsOf.choice<Device>("device", device_from, "gpu, host, nvme", Device::gpu);
+    op.category = fieldsOf.choice<MemCategory>("category");
+    op.device = fieldsOf.choice<Device>("device", Device::gpu);
     op.bytes = fieldsOf.number("bytes");
     break;
   case OpKind::free:
@@ -240,7 +270,7 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
 }
 
 std::shared_ptr<const Program> parse_program(const std::string& text, const std::string& file,
-                                             const std::map<std::string, int>& groups) {
+                                             const std::map<std::string, int>& groups, int version) {
   std::istringstream in(text);
   auto program = std::make_shared<Program>();
   std::string line;
@@ -254,7 +284,8 @@ std::shared_ptr<const Program> parse_program(const std::string& text, const std:
       throw InputError(file + ":" + std::to_string(number) + ": more than " + std::to_string(max_ops_per_program) +
                        " ops in one program; accepted: at most that many");
     program->ops.push_back(
-        parse_op(content, file + ":" + std::to_string(number), static_cast<OpId>(program->ops.size()), groups));
+        parse_op(content, file + ":" + std::to_string(number), static_cast<OpId>(program->ops.size()), groups,
+                 version));
   }
   return program;
 }
@@ -269,6 +300,19 @@ std::string read_text(const fs::path& file, const std::string& what) {
 }
 
 } // namespace
+
+OpPlace place_in_name(const std::string& name) {
+  OpPlace place;
+  for (const std::string& part : split(name, '.')) {
+    if (part.rfind("mb", 0) == 0 && number_after<std::int32_t>(part, 2) != OpPlace::none)
+      place.micro_batch = number_after<std::int32_t>(part, 2);
+    else if (part.rfind('L', 0) == 0 && number_after<std::int32_t>(part, 1) != OpPlace::none)
+      place.layer = number_after<std::int32_t>(part, 1);
+    else if (part.rfind('c', 0) == 0 && number_after<std::int16_t>(part, 1) != OpPlace::none)
+      place.chunk = number_after<std::int16_t>(part, 1);
+  }
+  return place;
+}
 
 void write_trace(const Workload& workload, const fs::path& directory,
                  const std::vector<std::pair<std::string, std::string>>& extra) {
@@ -350,7 +394,7 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
   std::vector<std::pair<std::string, std::vector<int>>> program_lines;
   std::string line;
   int number = 0;
-  bool saw_format = false;
+  long long version = 0;  // none seen yet
   while (std::getline(in, line)) {
     ++number;
     const std::string where = meta_file.string() + ":" + std::to_string(number);
@@ -370,9 +414,9 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
     };
     try {
       if (key == "format") {
-        if (value != std::to_string(format_version))
-          fail("format " + value + " is not supported; accepted: " + std::to_string(format_version));
-        saw_format = true;
+        if (!parse_integer(value, version) || version < oldest_version || version > format_version)
+          fail("format " + value + " is not supported; accepted: " + std::to_string(oldest_version) + " to " +
+               std::to_string(format_version));
       } else if (key == "ranks") {
         if (!parse_integer(value, ranks) || ranks < 1 || ranks > max_ranks)
           fail("ranks '" + value + "'; accepted: 1 to " + std::to_string(max_ranks));
@@ -385,16 +429,12 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
       } else if (key == "model_flops_per_step") {
         workload.step.model_flops_per_step = number_value();
       } else if (key == "precision") {
-        if (value == "fp32")
-          workload.step.precision = Precision::fp32;
-        else if (value == "fp16")
-          workload.step.precision = Precision::fp16;
-        else if (value == "bf16")
-          workload.step.precision = Precision::bf16;
-        else if (value == "fp8")
-          workload.step.precision = Precision::fp8;
-        else
+        const Precision precisions[] = {Precision::fp32, Precision::fp16, Precision::bf16, Precision::fp8};
+        const auto named = std::find_if(std::begin(precisions), std::end(precisions),
+                                        [&](Precision precision) { return value == to_string(precision); });
+        if (named == std::end(precisions))
           fail("precision '" + value + "'; accepted: fp32, fp16, bf16, fp8");
+        workload.step.precision = *named;
       } else if (key == "matmul_efficiency" || key == "memory_efficiency") {
         const double fraction = number_value();
         if (!(fraction > 0 && fraction <= 1))
@@ -430,13 +470,14 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
       fail(error.what());
     }
   }
-  if (!saw_format)
+  if (version == 0)
     throw InputError(meta_file.string() + ": missing 'format " + std::to_string(format_version) + "' line");
   if (ranks < 1)
     throw InputError(meta_file.string() + ": missing 'ranks N' line");
   workload.programs.assign(static_cast<std::size_t>(ranks), nullptr);
   for (const auto& [file, assigned] : program_lines) {
-    const auto program = parse_program(program_text(file), (meta_file.parent_path() / file).string(), groups);
+    const auto program = parse_program(program_text(file), (meta_file.parent_path() / file).string(), groups,
+                                       static_cast<int>(version));
     for (int rank : assigned) {
       if (rank >= ranks)
         throw InputError(meta_file.string() + ": program " + file + " is given to rank " + std::to_string(rank) +

@@ -22,4 +22,8 @@ Workload read_trace(const std::filesystem::path& directory);
 Workload parse_trace(const std::string& workload_text, const std::string& workload_name,
                      const std::function<std::string(const std::string&)>& program_text);
 
+// An op's place as a version 1 trace gives it, in the parts of its name: "L3.fwd.mb2.c1.attn" is
+// layer 3, micro-batch 2, chunk 1; a part that is absent (or too large) leaves it none.
+OpPlace place_in_name(const std::string& name);
+
 } // namespace trainsim

@@ -78,17 +78,33 @@ std::vector<Interval> merge_intervals(const std::vector<Interval>& a, const std:
   return merged;
 }
 
+namespace {
+
+// A send or recv names no group: the stream it goes on says whose traffic it carries.
+const char* point_to_point_kind(Stream stream) {
+  switch (stream) {
+  case Stream::pp_comm:
+  case Stream::pp_bwd: return "pp";
+  case Stream::tp_comm: return "tp";
+  case Stream::dp_comm: return "dp";
+  case Stream::cp_comm: return "cp";
+  case Stream::compute:
+  case Stream::copy:
+  case Stream::copy_out:
+  case Stream::io_read:
+  case Stream::io_write:
+  case Stream::cpu: return "p2p";
+  }
+  return "p2p";
+}
+
+} // namespace
+
 std::string comm_kind(const Op& op, const Workload& workload, std::size_t rank) {
   switch (op.kind) {
   case OpKind::collective: return workload.groups[workload.group_of(rank, op.group)].kind;
   case OpKind::send:
-  case OpKind::recv: {
-    const std::string stream = to_string(op.stream);
-    if (stream.rfind("pp", 0) == 0)
-      return "pp";
-    const auto dash = stream.find("-comm");
-    return dash == std::string::npos ? "p2p" : stream.substr(0, dash);
-  }
+  case OpKind::recv: return point_to_point_kind(op.stream);
   case OpKind::copy: return op.inbound ? "h2d" : "d2h";
   case OpKind::read: return "nvme_read";
   case OpKind::write: return "nvme_write";

@@ -178,14 +178,13 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
         continue;
       const std::string kind = comm_kind(op, workload, static_cast<std::size_t>(rank));
       if (op.kind == OpKind::compute && (op.target.empty() || kind == "cpu_optimizer")) {
-        const OpLabels labels = labels_of(op.name);
         std::vector<Block>& kernels = drawing.kernels;
         if (!kernels.empty() && kernels.back().phase == op.phase && kernels.back().kind == kind &&
-            kernels.back().micro_batch == labels.micro_batch && kernels.back().chunk == labels.chunk &&
+            kernels.back().micro_batch == op.place.micro_batch && kernels.back().chunk == op.place.chunk &&
             span.start - kernels.back().end < invisible_gap)
           kernels.back().end = std::max(kernels.back().end, span.end);
         else
-          kernels.push_back({span.start, span.end, op.phase, labels.micro_batch, labels.chunk, kind});
+          kernels.push_back({span.start, span.end, op.phase, op.place.micro_batch, op.place.chunk, kind});
         drawn.insert(kind.empty() ? to_string(op.phase) : kind);
         continue;
       }

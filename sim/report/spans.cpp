@@ -1,7 +1,5 @@
 #include "report/spans.hpp"
 
-#include <cctype>
-
 namespace trainsim {
 
 SpanRecorder::SpanRecorder(const Workload& workload, std::vector<int> ranks)
@@ -65,33 +63,6 @@ void ObserverFanout::cpu_worked(int cpu, double seconds, double bytes) {
 void ObserverFanout::drive_worked(int drive, bool read, double seconds, double bytes) {
   for (ReplayObserver* observer : observers_)
     observer->drive_worked(drive, read, seconds, bytes);
-}
-
-OpLabels labels_of(const std::string& name) {
-  OpLabels labels;
-  std::size_t begin = 0;
-  while (begin <= name.size()) {
-    const std::size_t dot = name.find('.', begin);
-    const std::string part = name.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
-    const auto number_after = [&](std::size_t prefix) -> long long {
-      if (part.size() <= prefix || part.size() > prefix + 12)
-        return -1;
-      for (std::size_t i = prefix; i < part.size(); ++i)
-        if (!std::isdigit(static_cast<unsigned char>(part[i])))
-          return -1;
-      return std::stoll(part.substr(prefix));
-    };
-    if (part.rfind("mb", 0) == 0 && number_after(2) >= 0)
-      labels.micro_batch = number_after(2);
-    else if (part.rfind('L', 0) == 0 && number_after(1) >= 0)
-      labels.layer = number_after(1);
-    else if (part.rfind('c', 0) == 0 && number_after(1) >= 0)
-      labels.chunk = number_after(1);
-    if (dot == std::string::npos)
-      break;
-    begin = dot + 1;
-  }
-  return labels;
 }
 
 } // namespace trainsim

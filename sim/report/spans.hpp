@@ -50,12 +50,4 @@ private:
   std::vector<ReplayObserver*> observers_;
 };
 
-// The micro-batch, chunk and layer an op's name gives ("L3.fwd.mb2.c1.attn"); -1 when absent.
-struct OpLabels {
-  long long layer = -1;
-  long long micro_batch = -1;
-  long long chunk = -1;
-};
-OpLabels labels_of(const std::string& name);
-
 } // namespace trainsim

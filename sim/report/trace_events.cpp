@@ -94,13 +94,12 @@ std::string chrome_trace(const Workload& workload, const std::vector<GpuInfo>& g
       std::string args = "\"bytes\":" + format_double(op.bytes);
       if (op.kind == OpKind::compute)
         args += ",\"flops\":" + format_double(op.flops);
-      const OpLabels labels = labels_of(op.name);
-      if (labels.layer >= 0)
-        args += ",\"layer\":" + std::to_string(labels.layer);
-      if (labels.micro_batch >= 0)
-        args += ",\"micro_batch\":" + std::to_string(labels.micro_batch);
-      if (labels.chunk >= 0)
-        args += ",\"chunk\":" + std::to_string(labels.chunk);
+      if (op.place.layer != OpPlace::none)
+        args += ",\"layer\":" + std::to_string(op.place.layer);
+      if (op.place.micro_batch != OpPlace::none)
+        args += ",\"micro_batch\":" + std::to_string(op.place.micro_batch);
+      if (op.place.chunk != OpPlace::none)
+        args += ",\"chunk\":" + std::to_string(op.place.chunk);
       event("\"ph\":\"X\",\"name\":\"" + json_text(op.name.empty() ? to_string(op.kind) : op.name) + "\",\"cat\":\"" +
             json_text(slice_category(op, workload, rank)) + "\",\"pid\":" + pid + ",\"tid\":" + std::to_string(tid) +
             ",\"ts\":" + micros(span.start) + ",\"dur\":" + micros(span.end - span.start) + ",\"args\":{" + args + "}");

@@ -1,7 +1,6 @@
-// The pure pieces of the report: the SVG writer's helpers, op labels and the bottleneck line.
+// The pure pieces of the report: the SVG writer's helpers and the bottleneck line.
 #include <doctest/doctest.h>
 
-#include "report/spans.hpp"
 #include "report/svg.hpp"
 #include "report/writers.hpp"
 
@@ -34,20 +33,6 @@ TEST_CASE("text in SVG is escaped, and the document is one svg element") {
   CHECK(text.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
   CHECK(text.find("L0 &amp; &lt;attn&gt;") != std::string::npos);
   CHECK(text.find("</svg>") == text.size() - 7);
-}
-
-TEST_CASE("op names give their layer, micro-batch and chunk") {
-  const OpLabels attention = labels_of("L12.fwd.mb3.c1.attn.sp-allgather");
-  CHECK(attention.layer == 12);
-  CHECK(attention.micro_batch == 3);
-  CHECK(attention.chunk == 1);
-  const OpLabels embedding = labels_of("embedding.bwd.mb0");
-  CHECK(embedding.layer == -1);
-  CHECK(embedding.micro_batch == 0);
-  CHECK(embedding.chunk == -1);
-  CHECK(labels_of("grad-allreduce.c0").chunk == 0);
-  CHECK(labels_of("optimizer.step").micro_batch == -1);
-  CHECK(labels_of("Lx.mbq.cat").layer == -1);  // not numbers
 }
 
 namespace {

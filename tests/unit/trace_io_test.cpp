@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <set>
 
 #include "common/error.hpp"
 #include "program/workload_builder.hpp"
@@ -63,6 +64,7 @@ global_batch = 8
     CHECK(a[i].flops == b[i].flops);
     CHECK(a[i].bytes == b[i].bytes);
     CHECK(a[i].tensor == b[i].tensor);
+    CHECK(a[i].place == b[i].place);
     if (a[i].kind == OpKind::collective)
       CHECK(original.group_of(0, a[i].group) == copy.group_of(0, b[i].group));
   }
@@ -132,8 +134,8 @@ TEST_CASE("trace errors name the file and line") {
   write(dir / "workload.txt", "format 1\nranks 2\nprogram p.trace 0\n");
   write(dir / "p.trace", "0 compute flops=1\n");
   CHECK(error_of(dir).find("rank 1 has no program") != std::string::npos);
-  write(dir / "workload.txt", "format 2\n");
-  CHECK(error_of(dir).find("format 2 is not supported") != std::string::npos);
+  write(dir / "workload.txt", "format 3\n");
+  CHECK(error_of(dir).find("format 3 is not supported; accepted: 1 to 2") != std::string::npos);
   CHECK(error_of(dir / "missing").find("cannot read") != std::string::npos);
 }
 
@@ -159,4 +161,181 @@ TEST_CASE("copies go either way and compute may run on a host, and both survive 
   write(dir / "p.trace", "0 copy target=cpu0 source=cpu1 bytes=1e6\n");
   CHECK(error_of(dir).find("a copy needs target=HOST (from the GPU) or source=HOST (to the GPU), one of them") !=
         std::string::npos);
+}
+
+namespace doctest {
+template <>
+struct StringMaker<OpPlace> {
+  static String convert(const OpPlace& place) {
+    return ("{layer " + std::to_string(place.layer) + ", micro-batch " + std::to_string(place.micro_batch) +
+            ", chunk " + std::to_string(place.chunk) + "}")
+        .c_str();
+  }
+};
+} // namespace doctest
+
+namespace {
+
+OpPlace place(int layer, int micro_batch, int chunk) {
+  return {layer, micro_batch, static_cast<std::int16_t>(chunk)};
+}
+constexpr int none = OpPlace::none;
+
+// Ops written before the place was a field gave it only in their names.
+const char* const named_ops = R"(0 compute name=L3.fwd.mb2.c1.attn flops=1
+1 collective name=grad-allreduce.bucket5.mb0 op=allreduce group=g0 bytes=1
+2 compute name=cpu-adam.chunk3 flops=1
+3 compute name=L12345678901.fwd flops=1
+4 compute name=S3.input.mb7 flops=1
+)";
+
+} // namespace
+
+TEST_CASE("a version 1 trace gives each op's place in its name") {
+  const fs::path dir = fresh_dir("version1");
+  write(dir / "workload.txt", workload_txt);
+  write(dir / "p.trace", named_ops);
+  const Workload workload = read_trace(dir);
+  const auto& ops = workload.program(0).ops;
+  REQUIRE(ops.size() == 5);
+  CHECK(ops[0].place == place(3, 2, 1));
+  CHECK(ops[1].place == place(none, 0, none));        // bucket5 is no place
+  CHECK(ops[2].place == place(none, none, none));     // "chunk3" is not c<number>
+  CHECK(ops[3].place == place(none, none, none));     // a layer beyond 32 bits is none, not wrapped
+  CHECK(ops[4].place == place(none, 7, none));        // S3, a segment, is not a layer
+
+  write(dir / "p.trace", "0 compute name=x flops=1 layer=3\n");
+  CHECK(error_of(dir).find("unknown field 'layer'") != std::string::npos);
+}
+
+TEST_CASE("version 1 names give their layer, micro-batch and chunk") {
+  CHECK(place_in_name("L12.fwd.mb3.c1.attn.sp-allgather") == place(12, 3, 1));
+  CHECK(place_in_name("embedding.bwd.mb0") == place(none, 0, none));
+  CHECK(place_in_name("grad-allreduce.c0") == place(none, none, 0));
+  CHECK(place_in_name("optimizer.step") == place(none, none, none));
+  CHECK(place_in_name("Lx.mbq.cat") == place(none, none, none));  // not numbers
+}
+
+TEST_CASE("a version 2 trace gives the place in fields, whatever the name says") {
+  const fs::path dir = fresh_dir("version2");
+  write(dir / "workload.txt", "format 2\nranks 2\ngroup g0 dp 0-1\nprogram p.trace 0-1\n");
+  write(dir / "p.trace", named_ops);
+  const Workload by_name = read_trace(dir);
+  for (const Op& op : by_name.program(0).ops)
+    CHECK(op.place == place(none, none, none));
+  write(dir / "p.trace", "0 compute name=L3.fwd.mb2 flops=1 layer=5 micro_batch=1 chunk=0\n"
+                         "1 collective op=allreduce group=g0 bytes=1 micro_batch=4\n");
+  const Workload by_field = read_trace(dir);
+  const auto& ops = by_field.program(1).ops;
+  CHECK(ops[0].place == place(5, 1, 0));
+  CHECK(ops[1].place == place(none, 4, none));
+  write(dir / "p.trace", "0 compute flops=1 chunk=40000\n");
+  CHECK(error_of(dir).find("chunk=40000; accepted: 0 to 32767") != std::string::npos);
+}
+
+TEST_CASE("the hand-written version 1 trace of the fixtures still reads, its ops in no place") {
+  const Workload workload = read_trace(test::source_dir() / "tests/fixtures/hand-trace");
+  const auto& ops = workload.program(1).ops;
+  REQUIRE(ops.size() == 8);
+  CHECK(ops[2].name == "forward");
+  for (const Op& op : ops)
+    CHECK(op.place == place(none, none, none));
+}
+
+namespace {
+
+// The names of the ops whose place differs from what their name spells, space-separated (alloc
+// and free have no place).
+std::string misplaced(const Workload& workload) {
+  std::string found;
+  for (const auto& program : workload.programs)
+    for (const Op& op : program->ops)
+      if (op.kind != OpKind::alloc && op.kind != OpKind::free && !(op.place == place_in_name(op.name)))
+        found += op.name + " ";
+  return found;
+}
+
+const Op* op_named(const Program& program, const std::string& name) {
+  for (const Op& op : program.ops)
+    if (op.name == name)
+      return &op;
+  return nullptr;
+}
+
+Workload built(const std::vector<std::string>& overrides) {
+  const Scenario scenario = load_scenario(test::write_temp_file("places.ini", test::tiny_scenario_ini), overrides);
+  return build_workload(scenario, load_model(scenario.model_file, scenario.vocab_multiple), 0).workload;
+}
+
+} // namespace
+
+// The builders place every op where its name says, so a version 1 trace trainsim wrote reads
+// back with the places of a version 2 one, and the reports show the same.
+TEST_CASE("data-parallel ops are placed where their names say, prefetched gathers in the use they serve") {
+  // 2 micro-batches of 2 on dp = 2 (tp 2, sp, cp 2): ZeRO-3 gathers a use ahead, checkpoints every
+  // 2 layers with the inputs in host memory, buckets of 1 MB.
+  const Workload workload = built({"parallel.dp=2", "parallel.tp=2", "parallel.sp=true", "parallel.cp=2",
+                                   "training.global_batch=8", "memory.zero=3", "memory.recompute=every:2",
+                                   "memory.offload_activations=cpu", "comm.bucket_size=1MB"});
+  CHECK(misplaced(workload) == "");
+  const Program& program = workload.program(0);
+  // Layer 1's attention of micro-batch 1, and the gather of layer 0 for micro-batch 1, written
+  // during micro-batch 0's backward (prefetch depth 1).
+  const Op* attention = op_named(program, "L1.fwd.mb1.attn.local");
+  REQUIRE(attention);
+  CHECK(attention->place == place(1, 1, none));
+  const Op* gather = op_named(program, "gather.embedding.params.fwd.mb1");
+  REQUIRE(gather);
+  CHECK(gather->place == place(none, 1, none));
+  const Op* step = op_named(program, "optimizer.step");
+  REQUIRE(step);
+  CHECK(step->place == place(none, none, none));
+}
+
+TEST_CASE("interleaved pipeline ops are placed in their layer, micro-batch and chunk") {
+  // tiny-gpt's 4 layers over pp 2 x vpp 2: one layer per virtual stage; the first stage's chunk 1
+  // is virtual stage 2, layer 2. The optimizer runs on the CPU.
+  const Workload workload = built({"parallel.dp=2", "parallel.pp=2", "parallel.vpp=2", "parallel.tp=2",
+                                   "training.global_batch=8", "memory.recompute=full",
+                                   "memory.offload_optimizer=cpu"});
+  CHECK(misplaced(workload) == "");
+  const Program& first_stage = workload.program(0);
+  const Op* forward = op_named(first_stage, "L2.fwd.mb1.c1.mlp");
+  REQUIRE(forward);
+  CHECK(forward->place == place(2, 1, 1));
+  const Op* send = op_named(first_stage, "send.act.mb0.c0");
+  REQUIRE(send);
+  CHECK(send->place == place(none, 0, 0));
+  const Op* reduction = op_named(first_stage, "grad-allreduce.c1.bucket0");
+  REQUIRE(reduction);
+  CHECK(reduction->place == place(none, none, 1));
+}
+
+namespace {
+
+// Each of the `count` values of an enum is read back from its name, and no two share one.
+template <typename Enum>
+void names_read_back(int count) {
+  std::set<std::string> names;
+  for (int i = 0; i < count; ++i) {
+    const auto value = static_cast<Enum>(i);
+    CAPTURE(to_string(value));
+    CHECK(from_name<Enum>(to_string(value)) == value);
+    CHECK(names.insert(to_string(value)).second);
+  }
+  CHECK_FALSE(from_name<Enum>("?").has_value());
+}
+
+} // namespace
+
+TEST_CASE("every op kind, stream, collective, category, device and phase is read back from its name") {
+  names_read_back<OpKind>(9);  // compute, collective, send, recv, copy, read, write, alloc, free
+  names_read_back<Stream>(11);
+  names_read_back<Collective>(5);
+  names_read_back<MemCategory>(5);
+  names_read_back<Device>(3);
+  names_read_back<Phase>(5);
+  CHECK(names_of<Device>() == "gpu, host, nvme");
+  CHECK(from_name<Stream>("io-write") == Stream::io_write);
+  CHECK(from_name<Collective>("reducescatter") == Collective::reduce_scatter);
 }
