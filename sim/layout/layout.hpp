@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "config/scenario.hpp"
-#include "program/program.hpp"
+#include "layout/group.hpp"
 
 namespace trainsim {
 

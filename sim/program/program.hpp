@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/group.hpp"
 #include "model/precision.hpp"
 
 namespace trainsim {
@@ -121,12 +122,6 @@ struct Program {
     ops.push_back(std::move(op));
     return static_cast<OpId>(ops.size() - 1);
   }
-};
-
-struct Group {
-  std::string name;          // unique, e.g. "dp0"
-  std::string kind;          // dp, tp, pp, cp: what its traffic is reported as
-  std::vector<int> ranks;    // in ring order
 };
 
 // What a step means, so that reports can turn time into throughput.
