@@ -399,6 +399,15 @@ const char* to_string(OffloadTier tier) {
 
 const char* to_string(GradSync sync) { return sync == GradSync::last ? "last" : "every"; }
 
+const char* to_string(Schedule schedule) {
+  switch (schedule) {
+  case Schedule::gpipe: return "gpipe";
+  case Schedule::one_f_one_b: return "1f1b";
+  case Schedule::interleaved: return "interleaved";
+  }
+  return "?";
+}
+
 const char* to_string(Recompute recompute) {
   switch (recompute) {
   case Recompute::none: return "none";

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "cluster/cluster.hpp"
-#include "model/precision.hpp"
-#include "program/pipeline_schedule.hpp"
+#include "common/precision.hpp"
+#include "config/schedule.hpp"
 
 namespace trainsim {
 

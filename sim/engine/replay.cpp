@@ -18,7 +18,7 @@
 #include "engine/ring_model.hpp"
 #include "model/costs.hpp"
 #include "platform/platform_binding.hpp"
-#include "engine/collective_plan.hpp"
+#include "program/collective_plan.hpp"
 #include "engine/program_graph.hpp"
 
 namespace sg4 = simgrid::s4u;

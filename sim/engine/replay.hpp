@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/observer.hpp"
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 #include "platform/simulation_context.hpp"
 #include "program/program.hpp"
 

@@ -1,6 +1,6 @@
 #include "engine/ring_model.hpp"
 
-#include "engine/collective_plan.hpp"
+#include "program/collective_plan.hpp"
 
 namespace trainsim {
 

@@ -12,9 +12,9 @@
 // activations, writes activation gradients of about the same size and accumulates the weight
 // gradients. Sharding: matmul FLOPs and weights over tp (norms and row-parallel biases
 // replicated), the sequence over cp (queries local, keys and values over the whole sequence).
-#include "model/precision.hpp"
+#include "common/precision.hpp"
 #include "model/model.hpp"
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 
 namespace trainsim {
 

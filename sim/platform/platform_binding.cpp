@@ -14,7 +14,7 @@
 
 #include "common/error.hpp"
 #include "common/units.hpp"
-#include "engine/collective_plan.hpp"
+#include "program/collective_plan.hpp"
 
 namespace sg4 = simgrid::s4u;
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 #include "platform/resources.hpp"
 #include "program/program.hpp"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 
 namespace trainsim {
 

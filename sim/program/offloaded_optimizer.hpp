@@ -12,7 +12,7 @@
 //   aio queue (8 blocks of 1 MiB in flight by default) achieves.
 // memory.delayed_update puts the step at the start of the program, overlapping the next step
 // (ZeRO-Offload's DPU). `@cpu` and `@nvme` are bound to the rank's node CPU and drive by the
-// platform loader.
+// PlatformBinding.
 #include <string>
 #include <vector>
 

@@ -4,15 +4,6 @@
 
 namespace trainsim {
 
-const char* to_string(Schedule schedule) {
-  switch (schedule) {
-  case Schedule::gpipe: return "gpipe";
-  case Schedule::one_f_one_b: return "1f1b";
-  case Schedule::interleaved: return "interleaved";
-  }
-  return "?";
-}
-
 std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage) {
   std::vector<PipelineStep> steps;
   const long long m = micro_batches;

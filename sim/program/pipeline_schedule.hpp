@@ -7,10 +7,9 @@
 // over chunks, (p - stage - 1) x 2 + (v - 1) x p warm-up steps, and needs m divisible by p.
 #include <vector>
 
-namespace trainsim {
+#include "config/schedule.hpp"
 
-enum class Schedule { gpipe, one_f_one_b, interleaved };
-const char* to_string(Schedule schedule);
+namespace trainsim {
 
 struct PipelineStep {
   bool forward = true;

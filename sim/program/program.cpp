@@ -261,4 +261,33 @@ void validate_workload(const Workload& workload, const std::string& where) {
   }
 }
 
+void check_node_targets(const Workload& workload, const std::vector<GpuInfo>& gpus) {
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    const GpuInfo& gpu = gpus[rank];
+    if (rank > 0 && &workload.program(rank) == &workload.program(rank - 1) && gpu.cpu_host == gpus[rank - 1].cpu_host &&
+        gpu.nvme_disk.empty() == gpus[rank - 1].nvme_disk.empty())
+      continue;  // a replica on a node like its predecessor's: the same answer
+    const std::string where = "rank " + std::to_string(rank) + " (" + gpu.host + ", node " + gpu.node + ")";
+    for (const Op& op : workload.program(rank).ops) {
+      const auto op_name = [&op] { return op.kind == OpKind::alloc ? "alloc " + op.tensor : op.name; };
+      const bool uses_cpu = op.target == node_cpu || (op.kind == OpKind::alloc && op.device == Device::host);
+      const bool uses_nvme = op.target == node_nvme || (op.kind == OpKind::alloc && op.device == Device::nvme);
+      if (uses_cpu && gpu.cpu_host.empty())
+        throw InputError(where + " op " + op_name() + " needs its node's CPU host and the platform has none: a <host> "
+                         "with <prop id=\"role\" value=\"cpu\"/> in the node's zone or with <prop id=\"node\" value=\"" +
+                         gpu.node + "\"/> (described clusters have one)");
+      if (uses_nvme && gpu.nvme_disk.empty())
+        throw InputError(where + " op " + op_name() + " needs an NVMe drive on its node's CPU host and the platform has "
+                         "none (a <disk> in that host; described clusters: platform.nvme_per_node >= 1)");
+      // Whether offloaded states fit is part of the answer: a tier of unknown size cannot say.
+      if (op.kind == OpKind::alloc && op.device == Device::host && !(gpu.host_memory_capacity > 0))
+        throw InputError("host " + gpu.cpu_host + " lacks property 'dram_capacity', which " + where +
+                         " needs to place its offloaded states; accepted: a size such as 2TiB");
+      if (op.kind == OpKind::alloc && op.device == Device::nvme && !(gpu.nvme_capacity > 0))
+        throw InputError("the disks of host " + gpu.cpu_host + " lack property 'size', which " + where +
+                         " needs to place its offloaded states; accepted: a size such as 3.84TB");
+    }
+  }
+}
+
 } // namespace trainsim

@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "cluster/gpu.hpp"
 #include "layout/group.hpp"
-#include "model/precision.hpp"
+#include "common/precision.hpp"
 
 namespace trainsim {
 
@@ -173,5 +174,10 @@ private:
 // Checks that a workload is well formed (deps point backwards, groups and peers exist,
 // each free matches an alloc); throws InputError naming `where` and the op.
 void validate_workload(const Workload& workload, const std::string& where);
+
+// Every rank whose ops use its node's CPU host or NVMe drive (@cpu, @nvme; host or NVMe
+// allocations) has them on this platform (rank r on gpus[r]): InputError naming the rank, the op
+// and what the platform lacks. Every command checks this before it uses a workload on a platform.
+void check_node_targets(const Workload& workload, const std::vector<GpuInfo>& gpus);
 
 } // namespace trainsim

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/collective_plan.hpp"
+#include "program/collective_plan.hpp"
 
 namespace trainsim {
 

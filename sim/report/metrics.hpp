@@ -23,7 +23,7 @@
 
 #include "engine/observer.hpp"
 #include "memory/memory_tracker.hpp"
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 #include "report/resource_collector.hpp"
 
 namespace trainsim {

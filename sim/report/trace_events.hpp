@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "layout/layout.hpp"
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 #include "report/metrics.hpp"
 #include "report/spans.hpp"
 

@@ -13,7 +13,7 @@
 
 #include "memory/memory_tracker.hpp"
 #include "layout/layout.hpp"
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 #include "program/recompute_plan.hpp"
 #include "report/metrics.hpp"
 #include "sweep/sweep.hpp"

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "memory/memory_tracker.hpp"
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 #include "program/program.hpp"
 
 namespace trainsim {

@@ -9,7 +9,7 @@
 
 #include "config/scenario.hpp"
 #include "model/model.hpp"
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 #include "program/program.hpp"
 #include "report/writers.hpp"
 

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "fuzz_support.hpp"
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace trainsim;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/collective_plan.hpp"
+#include "program/collective_plan.hpp"
 
 using namespace trainsim;
 

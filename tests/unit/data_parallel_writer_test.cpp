@@ -7,7 +7,7 @@
 #include "common/text.hpp"
 #include "memory/memory_tracker.hpp"
 #include "model/costs.hpp"
-#include "engine/collective_plan.hpp"
+#include "program/collective_plan.hpp"
 #include "program/workload_builder.hpp"
 #include "test_support.hpp"
 

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "common/error.hpp"
-#include "platform/gpu.hpp"
+#include "cluster/gpu.hpp"
 #include "platform/resources.hpp"
 
 using namespace trainsim;

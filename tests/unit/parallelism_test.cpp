@@ -6,7 +6,7 @@
 
 #include "layout/layout.hpp"
 #include "model/costs.hpp"
-#include "engine/collective_plan.hpp"
+#include "program/collective_plan.hpp"
 #include "program/pipeline_schedule.hpp"
 #include "program/workload_builder.hpp"
 #include "test_support.hpp"

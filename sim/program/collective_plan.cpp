@@ -1,4 +1,4 @@
-#include "engine/collective_plan.hpp"
+#include "program/collective_plan.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,11 +1,12 @@
 #pragma once
-// What the simulator needs to know about one GPU, read from the properties of
-// its SimGrid host by the platform loader. Plain data: no SimGrid here.
+// What the simulator needs to know about one GPU, read from the properties of its SimGrid host
+// when the platform is loaded (SimulationContext). Plain data beside the catalog of GPUs the
+// cluster descriptions use, below every module that reads it: no SimGrid here.
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "config/scenario.hpp"
+#include "common/precision.hpp"
 
 namespace trainsim {
 
@@ -28,13 +29,6 @@ struct GpuInfo {
   double host_memory_capacity = 0;  // bytes of the node's DRAM (shared by its GPUs); 0: unknown
   double nvme_capacity = 0;      // bytes of the node's NVMe drives together; 0: unknown
 };
-
-struct Workload;
-
-// Every rank whose ops use its node's CPU host or NVMe drive (@cpu, @nvme; host or NVMe
-// allocations) has them on this platform: InputError naming the rank, the op and what the
-// platform lacks. Every command checks this before it uses a workload on a platform.
-void check_node_targets(const Workload& workload, const std::vector<GpuInfo>& gpus);
 
 // Reads a GPU from its host's properties (`property` returns nullptr for a missing one).
 // Throws InputError naming the file, the host and the property.

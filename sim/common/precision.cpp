@@ -1,4 +1,4 @@
-#include "model/precision.hpp"
+#include "common/precision.hpp"
 
 namespace trainsim {
 

@@ -1,0 +1,44 @@
+#include "cluster/gpu.hpp"
+
+#include "common/error.hpp"
+#include "common/units.hpp"
+
+namespace trainsim {
+
+GpuInfo gpu_from_properties(const std::string& file, const std::string& host, const std::string& node, double speed,
+                            const std::function<const char*(const char*)>& property) {
+  const auto quantity = [&](const char* name, double (*parse)(std::string_view), const char* accepted) {
+    const char* text = property(name);
+    if (text == nullptr || *text == '\0')
+      throw InputError(file + ": GPU host " + host + " lacks property '" + name + "'; accepted: " + accepted);
+    try {
+      const double value = parse(text);
+      if (!(value > 0))
+        throw UnitError(std::string("must be positive; accepted: ") + accepted);
+      return value;
+    } catch (const UnitError& error) {
+      throw InputError(file + ": GPU host " + host + " property '" + name + "' = '" + text + "': " + error.what());
+    }
+  };
+  GpuInfo gpu;
+  gpu.host = host;
+  gpu.node = node;
+  const char* model = property("gpu");
+  gpu.model = model ? model : "";
+  if (gpu.model.empty())
+    throw InputError(file + ": GPU host " + host + " has an empty 'gpu' property; accepted: the GPU model's name");
+  if (!(speed > 0))
+    throw InputError(file + ": GPU host " + host + " has speed 0; accepted: its dense 16-bit peak, e.g. 312Tf");
+  gpu.speed = speed;
+  gpu.hbm_capacity = quantity("hbm_capacity", parse_bytes, "a size such as 80GiB");
+  gpu.hbm_bandwidth = quantity("hbm_bandwidth", parse_bandwidth, "a bandwidth such as 2039GBps");
+  gpu.peak_fp32 = quantity("peak_fp32", parse_flops, "a FLOP rate such as 19.5Tf");
+  gpu.peak_tf32 = quantity("peak_tf32", parse_flops, "a FLOP rate such as 156Tf");
+  gpu.peak_fp16 = quantity("peak_fp16", parse_flops, "a FLOP rate such as 312Tf");
+  gpu.peak_bf16 = quantity("peak_bf16", parse_flops, "a FLOP rate such as 312Tf");
+  if (property("peak_fp8") != nullptr)
+    gpu.peak_fp8 = quantity("peak_fp8", parse_flops, "a FLOP rate such as 1979Tf");
+  return gpu;
+}
+
+} // namespace trainsim
