@@ -230,6 +230,7 @@ void print_memory_comparison(const PreparedRun& base, const std::string& scenari
     std::vector<std::string> overrides = options.overrides;
     overrides.push_back(key + "=" + value);
     PreparedRun variant = read_scenario(scenario_file, overrides);
+    variant.scenario.platform_file = base.scenario.platform_file;  // names a described cluster in errors
     build_programs(variant, base.platform_gpus);
     rows.push_back({value, estimate_memory(variant.workload, variant.gpus), variant.gpus});
   }

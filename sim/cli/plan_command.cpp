@@ -22,7 +22,6 @@
 #include "common/text.hpp"
 #include "common/units.hpp"
 #include "config/scenario.hpp"
-#include "layout/layout.hpp"
 #include "plan/planner.hpp"
 #include "program/model_states.hpp"
 #include "report/metrics.hpp"
@@ -247,7 +246,7 @@ PlanEntry plan_entry(const LayoutChoice& choice, const SweepRow& row, const Plan
   const Candidate& c = choice.chosen;
   const double to_train = time_to_train(o.tokens, static_cast<double>(o.global_batch * o.seq_len), row.step_time_s);
   return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch, c.zero, c.recompute, c.offload, row,
-          to_train, to_train * c.gpus / 3600.0, decision_chain(choice, request)};
+          to_train, to_train * c.gpus / 3600.0, decision_chain(choice, request), c.sizes().label()};
 }
 
 // The printed plan: the ranking's first 15 rows, how the best three got there, what did not run.
@@ -263,7 +262,7 @@ std::string plan_table(const std::vector<PlanEntry>& entries, const std::vector<
     const PlanEntry& e = entries[place];
     const SweepRow& row = e.simulated;
     const std::string layout =
-        ParallelSizes{e.dp, e.tp, e.pp, e.vpp, e.cp, e.tp > 1}.label() + " mb=" + std::to_string(e.micro_batch);
+        e.sizes + " mb=" + std::to_string(e.micro_batch);
     const std::string memory = zero_stage_label(e.zero) + (e.recompute == "none" ? "" : ", " + e.recompute) +
                                (e.offload == "none" ? "" : ", offload " + e.offload);
     table.push_back({std::to_string(place + 1), std::to_string(e.gpus), layout, memory, format_count(row.tokens_per_s),

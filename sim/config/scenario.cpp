@@ -704,7 +704,7 @@ void read_training_keys(const ValueReader& values, Scenario& scenario) {
   if (scenario.sp && scenario.seq_len / scenario.cp % scenario.tp != 0)
     values.fail("training.seq_len", "the sequence of each cp rank is not divisible by tp = " +
                                         std::to_string(scenario.tp) + ", as sequence parallelism needs");
-  if (scenario.zero >= 2 && scenario.pp > 1)
+  if (scenario.zero > max_pipeline_zero_stage && scenario.pp > 1)
     values.fail("memory.zero", "ZeRO-2/3 shard gradients that pipeline parallelism accumulates across micro-batches; "
                                "with pp > 1 accepted: 0 or 1 (Megatron's distributed optimizer)");
   if (scenario.offload_activations && scenario.pp > 1)

@@ -78,6 +78,10 @@ struct Scenario {
   std::map<std::string, std::string> settings;
 };
 
+// ZeRO-2/3 shard gradients that pipeline parallelism accumulates across micro-batches: with
+// pp > 1 stage 1 (Megatron's distributed optimizer) is the most a scenario may ask for.
+constexpr int max_pipeline_zero_stage = 1;
+
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides);
 // The same from the file's text; `file` names it in errors and anchors relative paths.
 Scenario parse_scenario(const std::string& text, const std::filesystem::path& file,

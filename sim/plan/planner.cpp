@@ -118,9 +118,11 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               if (pp > 1 && (accumulation < pp || (vpp > 1 && accumulation % pp)))
                 continue;  // fewer micro-batches than stages is mostly bubble
               std::vector<Candidate> variants;
-              const std::vector<int> zeros = dp * cp == 1 ? std::vector<int>{0}
-                                             : pp > 1     ? std::vector<int>{0, 1}
-                                                          : std::vector<int>{0, 1, 2, 3};
+              // The stages that differ on this layout (each a distinct plan of model states).
+              std::vector<int> zeros;
+              for (int zero = 0; zero <= 3; ++zero)
+                if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero)
+                  zeros.push_back(zero);
               for (const char* recompute : {"none", "selective", "full"}) {
                 for (int zero : zeros)
                   variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute});

@@ -29,17 +29,17 @@ std::string ModelStatePlan::label() const {
   return configured_stage > 0 ? zero_stage_label(configured_stage) : "";
 }
 
+int effective_zero_stage(int zero, int gradient_ranks, bool offloads_params) {
+  return gradient_ranks > 1 || offloads_params ? zero : 0;
+}
+
 std::string zero_stage_label(int stage) { return "ZeRO-" + std::to_string(stage); }
 
 ModelStatePlan plan_model_states(const Scenario& s, int gradient_ranks) {
   ModelStatePlan plan;
   plan.configured_stage = s.zero;
   plan.ranks = gradient_ranks;
-  // One rank has nothing to shard, except parameters streamed from offload per use.
-  plan.stage = gradient_ranks > 1 || s.offload_params != OffloadTier::none ? s.zero : 0;
-  plan.convention = plan.stage == 0 ? StateConvention::ddp
-                    : s.pp > 1      ? StateConvention::distributed_optimizer
-                                    : StateConvention::zero;
+  plan.stage = effective_zero_stage(s.zero, gradient_ranks, s.offload_params != OffloadTier::none);
   plan.gradient_element_bytes = bytes_per_element(s.grad_precision);
   plan.parameter_element_bytes = bytes_per_element(s.precision);
 

@@ -2,8 +2,10 @@
 // How one rank keeps and moves the model's states (weights, gradients, optimizer states and
 // their copies), decided once from the scenario and the size of the gradient group: the bytes
 // per parameter of each, where it lives (GPU, host DRAM, NVMe), whether it is sharded over the
-// gradient group, and which collectives move it. The program builders, the planner and the
-// reports read this plan instead of comparing ZeRO stages; a framework's convention is a plan:
+// gradient group, and which collectives move it. The program writers, the pipeline's activation
+// budget and the reports' labels read this plan instead of comparing ZeRO stages (the planner
+// names candidates by their scenario settings, which become plans when built, and skips stages
+// that take no effect); a framework's convention is a plan, not a branch:
 // - PyTorch DDP: everything replicated, gradients all-reduced;
 // - DeepSpeed ZeRO-1/2 (and Megatron's distributed optimizer, which is ZeRO-1 across pipelines):
 //   optimizer states (ZeRO-2: and gradients) sharded, gradients reduce-scattered, the updated
@@ -19,12 +21,6 @@
 
 namespace trainsim {
 
-enum class StateConvention {
-  ddp,                    // PyTorch DistributedDataParallel: nothing sharded
-  zero,                   // DeepSpeed ZeRO 1-3, PyTorch FSDP (stage 3), without pipelines
-  distributed_optimizer,  // Megatron's distributed optimizer: ZeRO-1 across pipeline replicas
-};
-
 // One model state on one rank.
 struct StatePlacement {
   double bytes_per_parameter = 0;  // 0: the rank does not hold it
@@ -33,7 +29,6 @@ struct StatePlacement {
 };
 
 struct ModelStatePlan {
-  StateConvention convention = StateConvention::ddp;
   int configured_stage = 0;  // memory.zero, as the user named it
   int stage = 0;             // the ZeRO stage in effect: 0 when one rank has nothing to shard
   int ranks = 1;  // the gradient group (dp x cp) the states are sharded over
@@ -68,6 +63,10 @@ struct ModelStatePlan {
   // "ZeRO-1", "ZeRO-3" (the configured stage); empty for DDP.
   std::string label() const;
 };
+
+// The stage that takes effect for `zero` over `gradient_ranks`: one rank has nothing to shard,
+// except parameters streamed from offload per use. The planner skips stages that collapse.
+int effective_zero_stage(int zero, int gradient_ranks, bool offloads_params);
 
 // "ZeRO-2": how reports and the planner name a stage.
 std::string zero_stage_label(int stage);

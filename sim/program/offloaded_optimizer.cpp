@@ -32,7 +32,8 @@ OffloadedOptimizer::Arrival OffloadedOptimizer::gradients(double bytes, const st
                             Work{params, params * (states_.gradient_element_bytes + fp32_traffic)}, Phase::other,
                             {copied});
   if (on_nvme())  // staged in the pinned buffer, written as fp32
-    done = w_.disk_io(OpKind::write, node_nvme, params * states_.offloaded_gradients.bytes_per_parameter, "nvme-write.grads" + bucket, {done});
+    done = w_.disk_io(OpKind::write, node_nvme, params * states_.offloaded_gradients.bytes_per_parameter,
+                      "nvme-write.grads" + bucket, {done});
   return {copied, done};
 }
 

@@ -115,8 +115,10 @@ private:
   // Pipelines keep their stage's weights and gradients whole (ZeRO-2/3 are refused with them).
   void allocate_model_states() {
     parameters_ = stage_parameters();
-    alloc("weights", MemCategory::weights, parameters_ * states_.weights.bytes_per_parameter);
-    alloc("gradients", MemCategory::gradients, parameters_ * states_.gradients.bytes_per_parameter);
+    alloc("weights", MemCategory::weights,
+          states_.held(states_.weights, parameters_) * states_.weights.bytes_per_parameter);
+    alloc("gradients", MemCategory::gradients,
+          states_.held(states_.gradients, parameters_) * states_.gradients.bytes_per_parameter);
     optimizer_parameters_ = states_.held(states_.optimizer, parameters_);
     if (!states_.offloads_optimizer()) {
       alloc("optimizer", MemCategory::optimizer, optimizer_parameters_ * states_.optimizer.bytes_per_parameter);

@@ -116,3 +116,13 @@ TEST_CASE("memory --compare tabulates a key's values") {
   const CliResult platform = run_trainsim("compare_platform", "memory " + tiny + " --compare platform.file=a.xml,b.xml");
   CHECK(platform.status == 2);
 }
+
+TEST_CASE("memory --compare names a described cluster when a value needs more GPUs than it has") {
+  // The workstation scenario describes one node of 4 GPUs: 8 data-parallel ranks do not fit.
+  const CliResult result = run_trainsim(
+      "compare_described", "memory " + project_file("scenarios/workstation-llama3-8b-finetune.ini") +
+                               " --compare parallel.dp=4,8 --set training.global_batch=8");
+  CHECK(result.status == 2);
+  CHECK(result.err.find("generated cluster (") != std::string::npos);
+  CHECK(result.err.find("the layout needs 8 GPUs but the platform has 4") != std::string::npos);
+}

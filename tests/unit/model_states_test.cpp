@@ -42,14 +42,12 @@ TEST_CASE("per-rank model states follow the ZeRO paper's table: (2 + 2 + K) Psi 
 
 TEST_CASE("the plan says which collectives move the states, as DDP, ZeRO and Megatron do") {
   const ModelStatePlan ddp = plan_model_states(mixed_precision({"memory.zero=0"}), 8);
-  CHECK(ddp.convention == StateConvention::ddp);
   CHECK(ddp.gradient_reduction == Collective::all_reduce);
   CHECK_FALSE(ddp.gathers_after_step);
   CHECK_FALSE(ddp.gathers_per_use);
   CHECK(ddp.label().empty());
 
   const ModelStatePlan zero2 = plan_model_states(mixed_precision({"memory.zero=2"}), 8);
-  CHECK(zero2.convention == StateConvention::zero);
   CHECK(zero2.gradient_reduction == Collective::reduce_scatter);
   CHECK(zero2.gathers_after_step);
   CHECK_FALSE(zero2.gathers_per_use);
@@ -68,7 +66,6 @@ TEST_CASE("the plan says which collectives move the states, as DDP, ZeRO and Meg
   // Across pipelines ZeRO-1 is Megatron's distributed optimizer.
   const ModelStatePlan megatron = plan_model_states(
       mixed_precision({"memory.zero=1", "parallel.pp=2", "parallel.dp=2", "training.global_batch=8"}), 2);
-  CHECK(megatron.convention == StateConvention::distributed_optimizer);
   CHECK(megatron.gradient_reduction == Collective::reduce_scatter);
   CHECK(megatron.gathers_after_step);
 }
