@@ -79,6 +79,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
       {"comm.fidelity", "flows", "flows: every collective simulated as flows | fast: collectives inside a node timed from their ring (faster at scale)"},
       {"comm.grad_sync", "auto", "gradient reduction under accumulation: last | every micro-batch (auto: every for ZeRO-2/3, as DeepSpeed)"},
+      {"comm.pp_scatter_gather", "false", "pipelines with tp but no sp: each tp rank sends 1/tp of a stage's output and the next "
+                                          "stage all-gathers it over tp (Megatron-LM 2021's scatter/gather; Megatron-Core sends it whole): true | false"},
   };
   return specs;
 }
@@ -749,6 +751,9 @@ void read_comm_keys(const ValueReader& values, Scenario& scenario) {
   values.needs("comm.grad_sync", scenario.grad_accum > 1,
                "gradient accumulation (training.global_batch > micro_batch x dp): with one micro-batch "
                "the last is every one");
+  scenario.pp_scatter_gather = values.boolean("comm.pp_scatter_gather");
+  values.needs("comm.pp_scatter_gather", scenario.pp > 1 && scenario.tp > 1 && !scenario.sp,
+               "parallel.pp > 1 and parallel.tp > 1 without parallel.sp (with sp the transfers are split already)");
 }
 
 // Every key with its effective value; derived values where "auto" chose one.

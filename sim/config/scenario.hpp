@@ -73,6 +73,9 @@ struct Scenario {
   int channels = 0;                   // 0: one ring per GPU of a node (as NCCL does)
   GradSync grad_sync = GradSync::last;
   bool fast_collectives = false;      // comm.fidelity = fast: intra-node collectives timed, not simulated
+  // Pipeline transfers under tp without SP: each tp rank sends 1/tp of the boundary tensor and the
+  // receiving stage all-gathers it over tp (Narayanan et al. 2021, section 4.1).
+  bool pp_scatter_gather = false;
 
   // Every key with its effective value, for the summary and the "effective configuration" print.
   std::map<std::string, std::string> settings;

@@ -82,9 +82,20 @@ private:
     return static_cast<int>((micro_batch * p_ * v_ + stage) * 2 + direction);
   }
 
+  // Each tp rank sends 1/tp of the boundary tensor: under SP it holds only that share; with
+  // scatter/gather it sends a slice and the receiving stage gathers the whole over tp.
+  bool scatters_boundary() const { return s_.pp_scatter_gather && s_.tp > 1 && !s_.sp; }
   double boundary_bytes() const {
-    // The hidden states of this rank's share of the sequence; split over tp under SP.
-    return costs_.layer.tp_collective_bytes / (s_.sp ? static_cast<double>(s_.tp) : 1.0);
+    // The hidden states of this rank's share of the sequence.
+    return costs_.layer.tp_collective_bytes / (s_.sp || scatters_boundary() ? static_cast<double>(s_.tp) : 1.0);
+  }
+
+  // A received slice becomes the whole boundary tensor again by an all-gather over tp.
+  OpId gather_boundary(OpId received, const std::string& name) {
+    if (!scatters_boundary())
+      return received;
+    return collective(Stream::tp_comm, Collective::all_gather, tp_slot, costs_.layer.tp_collective_bytes,
+                      name + ".pp-allgather", {received});
   }
 
   std::string suffix(const PipelineStep& step) const {
@@ -135,8 +146,9 @@ private:
     const int vs = virtual_stage(step.chunk);
     std::vector<OpId> deps;
     if (vs > 0)
-      deps.push_back(recv(Stream::pp_comm, previous_stage_slot, tag(step.micro_batch, vs, 0), boundary_bytes(),
-                          "recv.act" + sfx, post_after));
+      deps.push_back(gather_boundary(recv(Stream::pp_comm, previous_stage_slot, tag(step.micro_batch, vs, 0),
+                                          boundary_bytes(), "recv.act" + sfx, post_after),
+                                     "recv.act" + sfx));
     StepOps track(started);
     OpId& last = track.last;
     if (first_virtual_stage(step.chunk)) {
@@ -186,6 +198,8 @@ private:
     } else {
       track(recv(Stream::pp_bwd, next_stage_slot, tag(step.micro_batch, vs, 1), boundary_bytes(),
                  "recv.grad" + sfx, post_after));
+      if (scatters_boundary())
+        track(gather_boundary(last, "recv.grad" + sfx));
     }
     deps = {last};
     const RecomputePlan& plan = plans_[step.chunk];

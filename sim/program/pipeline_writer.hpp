@@ -12,7 +12,8 @@
 // gradient, group kind `emb`). A forward step receives (pp-comm), runs the chunk's layers and
 // sends on; a backward step receives the gradient (pp-bwd), recomputes, runs backward and sends
 // back. Receives are posted two steps ahead and sends and receives are not stream-ordered, so the
-// schedule cannot deadlock on a busy peer; nothing computes the bubble. The optimal recompute
+// schedule cannot deadlock on a busy peer; nothing computes the bubble. With comm.pp_scatter_gather
+// (tp without SP) each tp rank sends 1/tp of the boundary and the receiver all-gathers it over tp. The optimal recompute
 // budget is shared among the chunk forwards the schedule keeps in flight on stage 0. ZeRO-2/3 are
 // refused with pipelines (as DeepSpeed does), and so are parameter and activation offload.
 #include <vector>

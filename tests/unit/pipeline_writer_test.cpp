@@ -320,3 +320,35 @@ TEST_CASE("each chunk's gradients are reduced over data parallelism once its las
     }
   }
 }
+
+TEST_CASE("with scatter/gather each tp rank sends 1/tp of a boundary and the receiving stage all-gathers it over tp") {
+  // Narayanan et al. 2021, section 4.1: without SP the tp ranks of a stage hold the same boundary
+  // tensor (8192 bytes here); each sends 8192 / 2 bytes to its peer and the receiving stage
+  // all-gathers the 8192 bytes over its tp group before the tensor is used.
+  Scenario scenario = pipeline_scenario(Schedule::one_f_one_b, 2, 1, 2);
+  scenario.tp = 2;
+  scenario.pp_scatter_gather = true;
+  const double whole = b * s * h * 2;
+  for (int stage = 0; stage < 2; ++stage) {
+    CAPTURE(stage);
+    const Program program = stage_program(scenario, stage);
+    int receives = 0;
+    for (OpId id = 0; id < program.ops.size(); ++id) {
+      const Op& op = program.ops[id];
+      if (op.kind == OpKind::send || op.kind == OpKind::recv)
+        CHECK(op.bytes == whole / 2);
+      if (op.kind != OpKind::recv)
+        continue;
+      ++receives;
+      // The next op gathers what was received, and waits for it.
+      REQUIRE(id + 1 < program.ops.size());
+      const Op& gather = program.ops[id + 1];
+      CHECK(gather.kind == OpKind::collective);
+      CHECK(gather.collective == Collective::all_gather);
+      CHECK(gather.group == tp_slot);
+      CHECK(gather.bytes == whole);
+      CHECK(std::find(gather.deps.begin(), gather.deps.end(), id) != gather.deps.end());
+    }
+    CHECK(receives == 2);  // stage 1 receives two activations, stage 0 two gradients
+  }
+}

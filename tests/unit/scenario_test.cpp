@@ -153,6 +153,7 @@ TEST_CASE("a setting changed where it has no effect is refused, naming what it n
   CHECK(contains(error_of("tf32.ini", valid, {"compute.allow_tf32=false"}), "memory.precision = fp32"));
   CHECK(contains(error_of("sync.ini", valid, {"training.global_batch=8", "comm.grad_sync=every"}),
                  "gradient accumulation"));
+  CHECK(contains(error_of("scatter.ini", valid, {"comm.pp_scatter_gather=true"}), "parallel.pp > 1"));
   const std::string leaf = error_of("leaf.ini", "[model]\nname = tiny-gpt\n[platform]\ngpu = a100-80gb\n"
                                                 "oversubscription = 2\n");
   CHECK(contains(leaf, "platform.oversubscription"));
@@ -165,6 +166,9 @@ TEST_CASE("a setting changed where it has no effect is refused, naming what it n
   CHECK_NOTHROW(load_scenario(file, {"memory.prefetch_depth=1", "memory.activation_budget=auto"}));
   CHECK(load_scenario(file, {"memory.precision=fp16", "memory.fp32_grad_copy=true"}).fp32_grad_copy);
   CHECK_NOTHROW(load_scenario(file, {"memory.fp32_grad_copy=no", "compute.allow_tf32=yes"}));
+  CHECK(load_scenario(file, {"parallel.dp=1", "parallel.tp=2", "parallel.pp=2", "training.global_batch=8",
+                             "comm.pp_scatter_gather=true"})
+            .pp_scatter_gather);
 }
 
 TEST_CASE("a leading UTF-8 byte-order mark is skipped") {
