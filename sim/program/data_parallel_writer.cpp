@@ -93,16 +93,8 @@ private:
         weight_params += states_.shard(groups_[g].parameters);
       weight_params += states_.shard(head_gradient_parameters_);
     }
-    alloc("weights", MemCategory::weights, weight_params * states_.weights.bytes_per_parameter, states_.weights.device);
-    alloc("gradients", MemCategory::gradients,
-          states_.held(states_.gradients, parameters_) * states_.gradients.bytes_per_parameter);
-    optimizer_params_ = states_.held(states_.optimizer, parameters_);
-    if (!states_.offloads_optimizer()) {
-      alloc("optimizer", MemCategory::optimizer, optimizer_params_ * states_.optimizer.bytes_per_parameter);
-      return;
-    }
-    offloaded_.emplace(static_cast<ProgramWriter&>(*this), s_, states_, optimizer_params_);
-    offloaded_->allocate_states();
+    optimizer_params_ = trainsim::allocate_model_states(static_cast<ProgramWriter&>(*this), s_, states_, weight_params,
+                                                        parameters_, offloaded_);
   }
 
   // ---- ZeRO-3 parameter gathering ----------------------------------------------------------

@@ -75,4 +75,21 @@ std::vector<OpId> OffloadedOptimizer::step(const std::vector<OpId>& after) {
   return updated;
 }
 
+double allocate_model_states(ProgramWriter& writer, const Scenario& scenario, const ModelStatePlan& states,
+                             double weight_parameters, double parameters,
+                             std::optional<OffloadedOptimizer>& offloaded) {
+  writer.alloc("weights", MemCategory::weights, weight_parameters * states.weights.bytes_per_parameter,
+               states.weights.device);
+  writer.alloc("gradients", MemCategory::gradients,
+               states.held(states.gradients, parameters) * states.gradients.bytes_per_parameter);
+  const double optimizer_parameters = states.held(states.optimizer, parameters);
+  if (!states.offloads_optimizer()) {
+    writer.alloc("optimizer", MemCategory::optimizer, optimizer_parameters * states.optimizer.bytes_per_parameter);
+    return optimizer_parameters;
+  }
+  offloaded.emplace(writer, scenario, states, optimizer_parameters);
+  offloaded->allocate_states();
+  return optimizer_parameters;
+}
+
 } // namespace trainsim

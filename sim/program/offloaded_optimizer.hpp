@@ -13,6 +13,7 @@
 // memory.delayed_update puts the step at the start of the program, overlapping the next step
 // (ZeRO-Offload's DPU). `@cpu` and `@nvme` are bound to the rank's node CPU and drive by the
 // PlatformBinding.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,5 +57,13 @@ private:
   const double shard_;
   bool accumulated_before_ = false;
 };
+
+// A rank's model states, allocated where `states` keeps them: `weight_parameters` weights (FSDP
+// counts its per-group shards), the gradients and optimizer states of `parameters`; when the plan
+// moves the optimizer off the GPU, `offloaded` becomes that optimizer. Returns the parameters whose
+// optimizer states the rank keeps.
+double allocate_model_states(ProgramWriter& writer, const Scenario& scenario, const ModelStatePlan& states,
+                             double weight_parameters, double parameters,
+                             std::optional<OffloadedOptimizer>& offloaded);
 
 } // namespace trainsim

@@ -126,17 +126,9 @@ private:
   // Pipelines keep their stage's weights and gradients whole (ZeRO-2/3 are refused with them).
   void allocate_model_states() {
     parameters_ = stage_parameters();
-    alloc("weights", MemCategory::weights,
-          states_.held(states_.weights, parameters_) * states_.weights.bytes_per_parameter);
-    alloc("gradients", MemCategory::gradients,
-          states_.held(states_.gradients, parameters_) * states_.gradients.bytes_per_parameter);
-    optimizer_parameters_ = states_.held(states_.optimizer, parameters_);
-    if (!states_.offloads_optimizer()) {
-      alloc("optimizer", MemCategory::optimizer, optimizer_parameters_ * states_.optimizer.bytes_per_parameter);
-      return;
-    }
-    offloaded_.emplace(static_cast<ProgramWriter&>(*this), s_, states_, optimizer_parameters_);
-    offloaded_->allocate_states();
+    optimizer_parameters_ = trainsim::allocate_model_states(static_cast<ProgramWriter&>(*this), s_, states_,
+                                                            states_.held(states_.weights, parameters_), parameters_,
+                                                            offloaded_);
   }
 
   // Runs the chunk's forward for one micro-batch; returns its last op.
