@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <boost/program_options.hpp>
 
@@ -14,6 +15,7 @@
 #include "common/text.hpp"
 #include "config/scenario.hpp"
 #include "program/trace_io.hpp"
+#include "report/kernel_report.hpp"
 #include "report/plots.hpp"
 #include "report/trace_events.hpp"
 #include "report/writers.hpp"
@@ -186,6 +188,7 @@ void print_usage(std::ostream& out) {
                "  run SCENARIO       simulate one training step, print a summary, write summary.json, memory.csv\n"
                "                     and the report (report.html, trace.json, SVG plots)\n"
                "  memory SCENARIO    memory per rank from program order, no simulation\n"
+               "  kernels SCENARIO   the kernels of each layer, embedding and head on the GPU, timed one by one\n"
                "  trace SCENARIO     write the per-rank programs as trace files (docs/trace-format.md)\n"
                "  replay DIR         simulate trace files on a platform (--platform FILE)\n"
                "  platform           write the SimGrid platform of a described cluster (--gpu, --nodes, ... -o FILE)\n"
@@ -259,6 +262,32 @@ int memory_command(const std::vector<std::string>& arguments) {
     fs::create_directories(options.out);
     const fs::path file = fs::path(options.out) / "memory.json";
     write_file_atomically(file, memory_json(ranks, prepared.workload, gpus, prepared.run).dump(2) + "\n");
+    std::cout << "  outputs          " << file.string() << '\n';
+  }
+  return 0;
+}
+
+int kernels_command(const std::vector<std::string>& arguments) {
+  CommonOptions options;
+  const auto parsed =
+      scenario_command("kernels", arguments, "also write kernels.json into this directory (default: print only)", options);
+  if (!parsed)
+    return 0;
+  const PreparedRun& prepared = parsed->prepared;
+  // Rank 0's GPU, and each other kind of GPU the platform mixes in.
+  std::set<std::string> shown;
+  nlohmann::json all = nlohmann::json::array();
+  for (std::size_t rank = 0; rank < prepared.workload.ranks(); ++rank) {
+    const GpuInfo& gpu = prepared.gpus[rank];
+    if (!shown.insert(gpu.model).second)
+      continue;
+    std::cout << (rank ? "\n" : "") << kernel_table(prepared.workload, gpu);
+    all.push_back(kernel_json(prepared.workload, gpu));
+  }
+  if (!options.out.empty()) {
+    fs::create_directories(options.out);
+    const fs::path file = fs::path(options.out) / "kernels.json";
+    write_file_atomically(file, all.dump(2) + "\n");
     std::cout << "  outputs          " << file.string() << '\n';
   }
   return 0;

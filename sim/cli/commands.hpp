@@ -9,6 +9,7 @@ namespace trainsim::cli {
 
 int run_command(const std::vector<std::string>& arguments);
 int memory_command(const std::vector<std::string>& arguments);
+int kernels_command(const std::vector<std::string>& arguments);
 int trace_command(const std::vector<std::string>& arguments);
 int replay_command(const std::vector<std::string>& arguments);
 int platform_command(const std::vector<std::string>& arguments);

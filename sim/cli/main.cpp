@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
       return cli::run_command(rest);
     if (command == "memory")
       return cli::memory_command(rest);
+    if (command == "kernels")
+      return cli::kernels_command(rest);
     if (command == "trace")
       return cli::trace_command(rest);
     if (command == "replay")
@@ -64,7 +66,7 @@ int main(int argc, char** argv) {
       return cli::sweep_command(rest);
     if (command == "plan")
       return cli::plan_command(rest);
-    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, trace, replay, platform, sweep, plan, help\n";
+    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, help\n";
     return 2;
   } catch (const InputError& error) {
     std::cerr << "trainsim: error: " << error.what() << '\n';

@@ -296,43 +296,54 @@ double reported_capacity(double mebibytes) { return mebibytes * mib; }
 
 const std::vector<GpuSpec>& gpu_catalog() {
   // Dense (not sparse) tensor peaks; fp16/bf16 with fp32 accumulation. Capacities: see
-  // reported_capacity; each line says where its figure was published.
+  // reported_capacity; each line says where its figure was published. SM counts: the same
+  // datasheets and whitepapers (A100 108, H100 SXM 132, H100 PCIe 114, B200 148, MI300X 304
+  // compute units, RTX 4090 128, V100 80).
   static const std::vector<GpuSpec> catalog = {
       {"a100-40gb", "A100-SXM4-40GB", 19.5 * tera, 156 * tera, 312 * tera, 312 * tera, 0,
        reported_capacity(40960),  // nvidia-smi, A100-SXM4-40GB: 40960MiB (modal-labs/modal-client PR #2797)
        1555 * giga,
-       300 * giga, "nvswitch", 4, 25 * giga, "NVIDIA A100 datasheet; NVLink 3: 600 GB/s per GPU"},
+       300 * giga, "nvswitch", 4, 25 * giga, "NVIDIA A100 datasheet; NVLink 3: 600 GB/s per GPU", GpuArchitecture::ampere, 108},
       {"a100-80gb", "A100-SXM4-80GB", 19.5 * tera, 156 * tera, 312 * tera, 312 * tera, 0,
        reported_capacity(81920),  // nvidia-smi, A100-SXM4-80GB: 81920MiB (modal-labs/modal-client PR #2797)
        2039 * giga,
-       300 * giga, "nvswitch", 4, 25 * giga, "NVIDIA A100 datasheet; NVLink 3: 600 GB/s per GPU"},
+       300 * giga, "nvswitch", 4, 25 * giga, "NVIDIA A100 datasheet; NVLink 3: 600 GB/s per GPU", GpuArchitecture::ampere, 108},
       {"h100-sxm", "H100-SXM5-80GB", 67 * tera, 494 * tera, 989 * tera, 989 * tera, 1979 * tera,
        reported_capacity(81559),  // nvidia-smi, H100 80GB HBM3: 81559MiB (wilicc/gpu-burn issue #114, NVIDIA/nccl issue #1264)
-       3350 * giga, 450 * giga, "nvswitch", 5, 50 * giga, "NVIDIA H100 datasheet; NVLink 4: 900 GB/s per GPU"},
+       3350 * giga, 450 * giga, "nvswitch", 5, 50 * giga, "NVIDIA H100 datasheet; NVLink 4: 900 GB/s per GPU", GpuArchitecture::hopper, 132},
       {"h100-pcie", "H100-PCIe-80GB", 51 * tera, 378 * tera, 756 * tera, 756 * tera, 1513 * tera,
        reported_capacity(81559),  // nvidia-smi, NVIDIA H100 PCIe: 81559MiB (published nvidia-smi outputs)
-       2000 * giga, 300 * giga, "nvlink-pairs", 5, 50 * giga, "NVIDIA H100 datasheet; NVLink bridge: 600 GB/s per pair"},
+       2000 * giga, 300 * giga, "nvlink-pairs", 5, 50 * giga, "NVIDIA H100 datasheet; NVLink bridge: 600 GB/s per pair", GpuArchitecture::hopper, 114},
       {"h200", "H200-SXM-141GB", 67 * tera, 494 * tera, 989 * tera, 989 * tera, 1979 * tera,
        reported_capacity(143771),  // nvidia-smi, NVIDIA H200: 143771MiB (published nvidia-smi outputs)
        4800 * giga,
-       450 * giga, "nvswitch", 5, 50 * giga, "NVIDIA H200 datasheet; NVLink 4: 900 GB/s per GPU"},
+       450 * giga, "nvswitch", 5, 50 * giga, "NVIDIA H200 datasheet; NVLink 4: 900 GB/s per GPU", GpuArchitecture::hopper, 132},
       {"b200", "B200-SXM-180GB", 80 * tera, 1100 * tera, 2250 * tera, 2250 * tera, 4500 * tera,
        reported_capacity(183359),  // nvidia-smi, NVIDIA B200: 183359MiB (NVIDIA/TensorRT-LLM issue #10278)
-       7700 * giga, 900 * giga, "nvswitch", 5, 50 * giga, "NVIDIA HGX B200 datasheet (per GPU); NVLink 5: 1.8 TB/s"},
+       7700 * giga, 900 * giga, "nvswitch", 5, 50 * giga, "NVIDIA HGX B200 datasheet (per GPU); NVLink 5: 1.8 TB/s", GpuArchitecture::blackwell, 148},
       {"mi300x", "MI300X-192GB", 163.4 * tera, 653.7 * tera, 1307.4 * tera, 1307.4 * tera, 2614.9 * tera,
        reported_capacity(196288),  // rocm-smi --showmeminfo vram, MI300X: 205822885888 B = 196288MiB
        5300 * giga, 64 * giga, "mesh", 5, 50 * giga,
-       "AMD Instinct MI300X datasheet; Infinity Fabric: 7 links of 128 GB/s per GPU, a full mesh of 8"},
+       "AMD Instinct MI300X datasheet; Infinity Fabric: 7 links of 128 GB/s per GPU, a full mesh of 8",
+       GpuArchitecture::cdna3, 304},
       {"rtx4090", "RTX-4090-24GB", 82.6 * tera, 82.6 * tera, 165.2 * tera, 165.2 * tera, 330.3 * tera,
        reported_capacity(24564),  // nvidia-smi, GeForce RTX 4090: 24564MiB (RLinf/RLinf issue #255)
-       1008 * giga, 0, "pcie", 4, 12.5 * giga, "NVIDIA Ada whitepaper (fp32 accumulation); no NVLink"},
+       1008 * giga, 0, "pcie", 4, 12.5 * giga, "NVIDIA Ada whitepaper (fp32 accumulation); no NVLink", GpuArchitecture::ada, 128},
       {"v100-32gb", "V100-SXM2-32GB", 15.7 * tera, 15.7 * tera, 125 * tera, 15.7 * tera, 0,
        reported_capacity(32768),  // nvidia-smi, Tesla V100-SXM2-32GB: 32768MiB (published nvidia-smi outputs)
        900 * giga,
        150 * giga, "nvswitch", 3, 12.5 * giga,
-       "NVIDIA V100 datasheet; no TF32 or bf16 tensor cores (they run at the fp32 rate); DGX-2 NVSwitch: 300 GB/s"},
+       "NVIDIA V100 datasheet; no TF32 or bf16 tensor cores (they run at the fp32 rate); DGX-2 NVSwitch: 300 GB/s",
+       GpuArchitecture::volta, 80},
   };
   return catalog;
+}
+
+const GpuSpec* find_gpu_model(const std::string& model) {
+  for (const GpuSpec& spec : gpu_catalog())
+    if (spec.model == model)
+      return &spec;
+  return nullptr;
 }
 
 const GpuSpec& find_gpu(const std::string& key, const std::string& where) {

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "cluster/gpu.hpp"
+
 namespace trainsim {
 
 // One catalog entry: published dense peaks (FLOP/s), memory and links of a GPU.
@@ -29,7 +31,12 @@ struct GpuSpec {
   int pcie_gen = 4;
   double nic_speed = 0;       // bytes/s per direction of the NIC such nodes usually carry
   std::string source;         // where the numbers come from
+  GpuArchitecture architecture = GpuArchitecture::unknown;
+  int sm_count = 0;           // streaming multiprocessors (AMD: compute units)
 };
+
+// The catalog entry whose `model` (the `gpu` property) is `model`; nullptr when none is.
+const GpuSpec* find_gpu_model(const std::string& model);
 
 const std::vector<GpuSpec>& gpu_catalog();
 // Throws InputError naming `where` and the accepted keys.

@@ -1,9 +1,30 @@
 #include "cluster/gpu.hpp"
 
+#include "cluster/cluster.hpp"
+
 #include "common/error.hpp"
 #include "common/units.hpp"
 
 namespace trainsim {
+
+namespace {
+constexpr GpuArchitecture architectures[] = {GpuArchitecture::volta,  GpuArchitecture::ampere,
+                                             GpuArchitecture::ada,    GpuArchitecture::hopper,
+                                             GpuArchitecture::blackwell, GpuArchitecture::cdna3};
+} // namespace
+
+const char* to_string(GpuArchitecture architecture) {
+  switch (architecture) {
+  case GpuArchitecture::unknown: return "unknown";
+  case GpuArchitecture::volta: return "volta";
+  case GpuArchitecture::ampere: return "ampere";
+  case GpuArchitecture::ada: return "ada";
+  case GpuArchitecture::hopper: return "hopper";
+  case GpuArchitecture::blackwell: return "blackwell";
+  case GpuArchitecture::cdna3: return "cdna3";
+  }
+  return "unknown";
+}
 
 GpuInfo gpu_from_properties(const std::string& file, const std::string& host, const std::string& node, double speed,
                             const std::function<const char*(const char*)>& property) {
@@ -38,6 +59,23 @@ GpuInfo gpu_from_properties(const std::string& file, const std::string& host, co
   gpu.peak_bf16 = quantity("peak_bf16", parse_flops, "a FLOP rate such as 312Tf");
   if (property("peak_fp8") != nullptr)
     gpu.peak_fp8 = quantity("peak_fp8", parse_flops, "a FLOP rate such as 1979Tf");
+  if (const GpuSpec* spec = find_gpu_model(gpu.model)) {
+    gpu.sm_count = spec->sm_count;
+    gpu.architecture = spec->architecture;
+  }
+  if (property("sm_count") != nullptr)
+    gpu.sm_count = static_cast<int>(quantity("sm_count", parse_count, "a whole number of SMs such as 108"));
+  if (const char* name = property("architecture")) {
+    std::string accepted;
+    gpu.architecture = GpuArchitecture::unknown;
+    for (GpuArchitecture known : architectures) {
+      accepted += std::string(accepted.empty() ? "" : ", ") + to_string(known);
+      if (name == std::string(to_string(known)))
+        gpu.architecture = known;
+    }
+    if (gpu.architecture == GpuArchitecture::unknown)
+      throw InputError(file + ": GPU host " + host + " property 'architecture' = '" + name + "'; accepted: " + accepted);
+  }
   return gpu;
 }
 

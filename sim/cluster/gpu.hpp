@@ -10,6 +10,11 @@
 
 namespace trainsim {
 
+// The GPU generations whose kernels trainsim times (model/kernel_timing): each has its own
+// calibration of GEMM, attention and streaming efficiency.
+enum class GpuArchitecture { unknown, volta, ampere, ada, hopper, blackwell, cdna3 };
+const char* to_string(GpuArchitecture architecture);
+
 struct GpuInfo {
   std::string host;              // SimGrid host name
   std::string node;              // the zone holding it: GPUs of one node share a zone
@@ -22,6 +27,11 @@ struct GpuInfo {
   double peak_fp16 = 0;
   double peak_bf16 = 0;
   double peak_fp8 = 0;           // 0: the GPU has no fp8 tensor cores
+  // Streaming multiprocessors (compute units): what GEMM and attention tiles are spread over.
+  // From the `sm_count` and `architecture` properties, else from the catalog entry of `model`;
+  // 0 and unknown when neither names them.
+  int sm_count = 0;
+  GpuArchitecture architecture = GpuArchitecture::unknown;
   // The node's CPU host (a host with role=cpu on the same node), where offloaded work runs and
   // offloaded states live; empty when the platform has none.
   std::string cpu_host;

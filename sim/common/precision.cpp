@@ -12,6 +12,15 @@ const char* to_string(Precision precision) {
   return "?";
 }
 
+const char* to_string(ComputeModel model) {
+  switch (model) {
+  case ComputeModel::automatic: return "auto";
+  case ComputeModel::kernels: return "kernels";
+  case ComputeModel::roofline: return "roofline";
+  }
+  return "auto";
+}
+
 double bytes_per_element(Precision precision) { return precision == Precision::fp32 ? 4.0 : 2.0; }
 
 } // namespace trainsim

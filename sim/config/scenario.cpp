@@ -71,8 +71,11 @@ const std::vector<OptionSpec>& option_specs() {
       {"training.micro_batch", "1", "sequences per micro-batch per data-parallel rank"},
       {"training.global_batch", "auto", "sequences per optimizer step (auto: micro_batch x dp, no accumulation)"},
       {"training.tokens", "1e9", "tokens to train, for time-to-train (1e9, 300B, 2T)"},
-      {"compute.matmul_efficiency", "0.55", "fraction of peak tensor FLOP/s reached by transformer layers, 0.01 to 1"},
-      {"compute.memory_efficiency", "0.8", "fraction of peak HBM bandwidth reached by memory-bound kernels, 0.01 to 1"},
+      {"compute.model", "auto", "kernels: every GEMM, attention and memory-bound kernel timed with its GPU generation's "
+                                "calibration (A100, H100, H200) | roofline: each piece at the fixed efficiencies below | "
+                                "auto: kernels where the GPU is calibrated, else roofline"},
+      {"compute.matmul_efficiency", "0.55", "roofline: fraction of peak tensor FLOP/s reached by transformer layers, 0.01 to 1"},
+      {"compute.memory_efficiency", "0.8", "roofline: fraction of peak HBM bandwidth reached by memory-bound kernels, 0.01 to 1"},
       {"compute.allow_tf32", "true", "fp32 matmuls run on TF32 tensor cores: true | false"},
       {"comm.bucket_size", "auto", "gradient reduction bucket size, e.g. 25MiB (auto: 25 MiB with ZeRO 0, as PyTorch DDP; "
                                    "5e8 gradient elements with ZeRO 1-3, as DeepSpeed's reduce_bucket_size)"},
@@ -717,10 +720,17 @@ void read_training_keys(const ValueReader& values, Scenario& scenario) {
   scenario.tokens = values.quantity("training.tokens", parse_tokens);
 }
 
-// [compute]: efficiencies.
+// [compute]: how kernels are timed.
 void read_compute_keys(const ValueReader& values, Scenario& scenario) {
+  scenario.efficiency.model = values.choice<ComputeModel>(
+      "compute.model",
+      {{"auto", ComputeModel::automatic}, {"kernels", ComputeModel::kernels}, {"roofline", ComputeModel::roofline}});
   scenario.efficiency.matmul = values.efficiency("compute.matmul_efficiency");
   scenario.efficiency.memory = values.efficiency("compute.memory_efficiency");
+  // Under auto they time the GPUs without a kernel calibration, which only the platform tells.
+  for (const char* key : {"compute.matmul_efficiency", "compute.memory_efficiency"})
+    values.needs(key, scenario.efficiency.model != ComputeModel::kernels,
+                 "compute.model = roofline or auto (kernels take their GPU generation's calibration)");
   scenario.efficiency.allow_tf32 = values.boolean("compute.allow_tf32");
   if (!scenario.efficiency.allow_tf32)
     values.needs("compute.allow_tf32", scenario.precision == Precision::fp32,

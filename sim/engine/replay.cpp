@@ -16,7 +16,7 @@
 
 #include "common/error.hpp"
 #include "engine/ring_model.hpp"
-#include "model/costs.hpp"
+#include "program/compute_time.hpp"
 #include "platform/platform_binding.hpp"
 #include "program/collective_plan.hpp"
 #include "engine/program_graph.hpp"
@@ -103,6 +103,7 @@ struct Arrivals {
 
 struct SharedState {
   const Workload* workload = nullptr;
+  const ComputeTimer* compute = nullptr;
   PlatformBinding* binding = nullptr;
   const std::vector<GpuInfo>* gpus = nullptr;
   bool settle_ahead = true;
@@ -166,7 +167,7 @@ public:
   RankRunner(SharedState& shared, int rank)
       : shared_(shared), rank_(rank), program_(shared.workload->program(rank)),
         plan_(shared.plans.at(&program_)), binding_(*shared.binding), observer_(*shared.observer),
-        host_(binding_.host(rank)), gpu_((*shared.gpus)[rank]),
+        host_(binding_.host(rank)),
         waiting_(plan_.graph.predecessors), ready_at_(program_.ops.size(), 0.0),
         group_busy_(shared.groups.size(), false), group_queue_(shared.groups.size()),
         group_calls_(shared.groups.size(), 0) {}
@@ -265,8 +266,7 @@ private:
   }
 
   double gpu_kernel_seconds(const Op& op) const {
-    return std::max(0.0, kernel_seconds(Work{op.flops, op.bytes}, gpu_, shared_.workload->step.precision,
-                                        shared_.workload->step.efficiency));
+    return shared_.compute->seconds(op, static_cast<std::size_t>(rank_));
   }
 
   double local_duration(const Op& op) const {
@@ -570,7 +570,6 @@ private:
   PlatformBinding& binding_;
   ReplayObserver& observer_;
   sg4::Host* host_;
-  const GpuInfo& gpu_;
   std::vector<std::uint32_t> waiting_;
   std::vector<double> ready_at_;         // the latest finish among each op's predecessors so far
   std::deque<OpId> settling_;
@@ -615,8 +614,10 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
     throw InputError("the workload has " + std::to_string(total_ops) + " ops over " + std::to_string(workload.ranks()) +
                      " ranks; accepted: at most " + std::to_string(max_simulated_ops) +
                      " (hours of simulation); use fewer accumulation steps or ranks");
+  std::unique_ptr<ComputeTimer> compute;
   std::unique_ptr<PlatformBinding> binding;
   try {
+    compute = std::make_unique<ComputeTimer>(workload, gpus);
     binding = std::make_unique<PlatformBinding>(workload, gpus,
                                                 BindSettings{settings.channels, settings.fast_intra_node_collectives});
   } catch (const InputError& error) {
@@ -625,6 +626,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   observer.resources_bound(binding->resources());
   SharedState shared;
   shared.workload = &workload;
+  shared.compute = compute.get();
   shared.binding = binding.get();
   shared.gpus = &gpus;
   shared.settle_ahead = settings.settle_ahead;

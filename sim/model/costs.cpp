@@ -1,6 +1,7 @@
 #include "model/costs.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace trainsim {
 
@@ -20,6 +21,215 @@ double layer_parameters_per_rank(const ModelSpec& m, long long tp) {
     replicated += h;
   }
   return split / t + replicated;
+}
+
+namespace {
+
+// What decides the kernels' shapes on one rank.
+struct KernelShapes {
+  const ModelSpec& model;
+  double b, s, t, cp;
+  bool sp;
+  double e, g;  // bytes of an activation and of a gradient element
+  bool flash_attention;
+};
+
+// Appends kernels to a list; GEMMs from their shapes, the rest from the bytes they move.
+class KernelList {
+public:
+  explicit KernelList(double element_bytes, double gradient_bytes) : e_(element_bytes), g_(gradient_bytes) {}
+
+  // Y (m x n) = X (m x k) W (k x n): reads both operands, writes the result.
+  void gemm(const std::string& name, double m, double n, double k, double batch = 1) {
+    add({name, KernelKind::gemm, m, n, k, batch, 2 * m * n * k * batch, e_ * (m * k + k * n + m * n) * batch});
+  }
+  // A linear layer of `in` to `out` features over `tokens`: forward, or in backward the input
+  // gradient (dgrad) and the weight gradient (wgrad, accumulated into the gradient buffer:
+  // read and written in the gradient precision).
+  void linear(const std::string& name, double tokens, double in, double out) { gemm(name, tokens, out, in); }
+  void linear_backward(const std::string& name, double tokens, double in, double out) {
+    gemm(name + ".dgrad", tokens, in, out);
+    add({name + ".wgrad", KernelKind::gemm, in, out, tokens, 1, 2 * in * out * tokens,
+         e_ * (in * tokens + tokens * out) + 2 * g_ * in * out});
+  }
+  void memory(const std::string& name, double bytes) { add({name, KernelKind::memory, 0, 0, 0, 1, 0, bytes}); }
+  void add(Kernel kernel) { kernels_.push_back(std::move(kernel)); }
+  void append(const std::vector<Kernel>& kernels, double share = 1) {
+    for (Kernel kernel : kernels) {
+      kernel.count *= share;
+      kernels_.push_back(std::move(kernel));
+    }
+  }
+  std::vector<Kernel> take() { return std::move(kernels_); }
+
+private:
+  double e_, g_;
+  std::vector<Kernel> kernels_;
+};
+
+// Adds a piece to the costs' kernel sets; its Work is the kernels' totals.
+Work piece(ModelCosts& costs, const std::string& name, std::vector<Kernel> kernels) {
+  KernelSet set{name, std::move(kernels)};
+  const Work work{set.flops(), set.bytes(), static_cast<int>(costs.kernel_sets.size())};
+  costs.kernel_sets.push_back(std::move(set));
+  return work;
+}
+
+template <typename... Parts>
+std::vector<Kernel> joined(const Parts&... parts) {
+  std::vector<Kernel> all;
+  (all.insert(all.end(), parts.begin(), parts.end()), ...);
+  return all;
+}
+
+// The kernels of one layer, the embedding and the head on one rank, in launch order, after
+// Megatron-Core's transformer layer: fused norms, bias-dropout-add and activation kernels, one
+// kernel per GEMM (bias in its epilogue), and in backward an input-gradient and a weight-gradient
+// GEMM per linear layer. Elementwise kernels read their inputs and write their outputs once
+// (masks one byte per element); backward ones also read what they saved.
+void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
+  const ModelSpec& m = k.model;
+  const double e = k.e, t = k.t, cp = k.cp;
+  const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn);
+  const double q = static_cast<double>(m.heads * m.head_dim), kv = static_cast<double>(m.kv_heads * m.head_dim);
+  const double d = static_cast<double>(m.head_dim), local_heads = static_cast<double>(m.heads) / t;
+  const double tokens = k.b * k.s / cp;
+  const double normed = k.sp ? tokens / t : tokens;  // norms, dropout and residual adds: split over tp only with SP
+  const double up = f * (m.gated_mlp ? 2 : 1) / t;   // first MLP linear's outputs (gate and up)
+  const double mask = m.hidden_dropout ? normed * h : 0;
+  const double queries = k.s / cp;
+  const double window = m.attention_window > 0 && m.attention_window < k.s ? static_cast<double>(m.attention_window) : k.s;
+  const auto list = [&] { return KernelList(e, k.g); };
+
+  // Attention: input norm, QKV projection, rotary embedding of Q and K, the core, output
+  // projection, bias-dropout-add onto the residual.
+  KernelList pre = list(), core = list(), post = list();
+  pre.memory("norm", 2 * e * normed * h);
+  pre.linear("qkv", tokens, h, (q + 2 * kv) / t);
+  if (!m.learned_positions)
+    pre.memory("rotary", 2 * e * tokens * (q + kv) / t);
+  KernelList core_back = list();
+  if (k.flash_attention) {
+    // Causal attention over `window` keys: a query sees half of them on average (the first
+    // window's worth of a sliding window, all of them afterwards); FlashAttention's backward
+    // recomputes the scores: 2.5 times the forward's FLOPs (FlashAttention-2, section 3.1.2).
+    const double seen = window < k.s ? window * (1 - window / (2 * k.s)) : k.s / 2;
+    const double flops = 4 * k.b * local_heads * queries * seen * d;
+    core.add({"flash-attention", KernelKind::attention_forward, queries, window, d, k.b * local_heads, flops,
+              e * tokens * (2 * q + 2 * kv) / t});
+    core_back.add({"flash-attention.bwd", KernelKind::attention_backward, queries, window, d, k.b * local_heads,
+                   2.5 * flops, e * tokens * (4 * q + 4 * kv) / t});
+  } else {
+    // Eager attention computes every score, masked or not.
+    const double scores = k.b * local_heads * queries * k.s;
+    const double batch = k.b * local_heads;
+    core.gemm("scores", queries, k.s, d, batch);
+    core.memory("scale-mask-softmax", 2 * e * scores);
+    if (m.attention_dropout)
+      core.memory("attention-dropout", (2 * e + 1) * scores);
+    core.gemm("context", queries, d, k.s, batch);
+    core_back.gemm("context.dgrad", queries, k.s, d, batch);
+    core_back.gemm("context.wgrad", k.s, d, queries, batch);
+    if (m.attention_dropout)
+      core_back.memory("attention-dropout.bwd", (2 * e + 1) * scores);
+    core_back.memory("softmax.bwd", 3 * e * scores);
+    core_back.gemm("scores.dgrad", queries, d, k.s, batch);
+    core_back.gemm("scores.wgrad", k.s, d, queries, batch);
+  }
+  post.linear("out", tokens, q / t, h);
+  post.memory("bias-dropout-add", 3 * e * normed * h + mask);
+
+  KernelList post_back = list(), pre_back = list();
+  post_back.memory("bias-dropout-add.bwd", 2 * e * normed * h + mask);
+  post_back.linear_backward("out", tokens, q / t, h);
+  if (!m.learned_positions)
+    pre_back.memory("rotary.bwd", 2 * e * tokens * (q + kv) / t);
+  pre_back.linear_backward("qkv", tokens, h, (q + 2 * kv) / t);
+  // The norm's backward reads its input and the output gradient, adds the residual's gradient
+  // and writes the input gradient.
+  pre_back.memory("norm.bwd", 4 * e * normed * h);
+
+  // MLP: norm, first linear (gate and up), activation, second linear, bias-dropout-add.
+  KernelList mlp = list(), mlp_back = list();
+  mlp.memory("norm", 2 * e * normed * h);
+  mlp.linear("fc1", tokens, h, up);
+  mlp.memory(m.gated_mlp ? "swiglu" : "gelu", (m.gated_mlp ? 3 : 2) * e * tokens * f / t);
+  mlp.linear("fc2", tokens, f / t, h);
+  mlp.memory("bias-dropout-add", 3 * e * normed * h + mask);
+  mlp_back.memory("bias-dropout-add.bwd", 2 * e * normed * h + mask);
+  mlp_back.linear_backward("fc2", tokens, f / t, h);
+  mlp_back.memory(m.gated_mlp ? "swiglu.bwd" : "gelu.bwd", (m.gated_mlp ? 5 : 3) * e * tokens * f / t);
+  mlp_back.linear_backward("fc1", tokens, h, up);
+  mlp_back.memory("norm.bwd", 4 * e * normed * h);
+
+  const std::vector<Kernel> pre_k = pre.take(), core_k = core.take(), post_k = post.take();
+  const std::vector<Kernel> core_back_k = core_back.take(), post_back_k = post_back.take(), pre_back_k = pre_back.take();
+  const std::vector<Kernel> mlp_k = mlp.take(), mlp_back_k = mlp_back.take();
+  LayerCosts& layer = costs.layer;
+  layer.attention_forward = piece(costs, "layer.attention.fwd", joined(pre_k, core_k, post_k));
+  layer.mlp_forward = piece(costs, "layer.mlp.fwd", mlp_k);
+  layer.forward = piece(costs, "layer.fwd", joined(pre_k, core_k, post_k, mlp_k));
+  layer.mlp_backward = piece(costs, "layer.mlp.bwd", mlp_back_k);
+  layer.attention_backward = piece(costs, "layer.attention.bwd", joined(post_back_k, core_back_k, pre_back_k));
+  layer.backward = piece(costs, "layer.bwd", joined(mlp_back_k, post_back_k, core_back_k, pre_back_k));
+  layer.attention_core = piece(costs, "layer.attention-core.fwd", core_k);
+  if (cp > 1) {
+    // Ring attention: the local block of the core runs before K and V arrive; the other cp - 1
+    // blocks and what follows the core run after.
+    const auto split = [&](const std::string& name, const std::vector<Kernel>& before, const std::vector<Kernel>& core,
+                           const std::vector<Kernel>& after, Work& local, Work& ring) {
+      KernelList local_kernels = list(), ring_kernels = list();
+      local_kernels.append(before);
+      local_kernels.append(core, 1 / cp);
+      ring_kernels.append(core, (cp - 1) / cp);
+      ring_kernels.append(after);
+      local = piece(costs, name + ".local", local_kernels.take());
+      ring = piece(costs, name + ".ring", ring_kernels.take());
+    };
+    split("layer.attention.fwd", pre_k, core_k, post_k, layer.attention_forward_local, layer.attention_forward_ring);
+    split("layer.attention.bwd", post_back_k, core_back_k, pre_back_k, layer.attention_backward_local,
+          layer.attention_backward_ring);
+  }
+
+  // Embedding: a vocabulary-parallel lookup writes each token's row (and adds learned
+  // positions); backward scatters the rows' gradients into the embedding's gradient.
+  const double rows = tokens * h * (m.learned_positions ? 2 : 1);
+  KernelList embedding = list(), embedding_back = list();
+  embedding.memory("embedding", 2 * e * rows);
+  embedding_back.memory("embedding.bwd", (e + 2 * k.g) * rows);
+  costs.embedding_forward = piece(costs, "embedding.fwd", embedding.take());
+  costs.embedding_backward = piece(costs, "embedding.bwd", embedding_back.take());
+
+  // Head: final norm, the output layer split over the vocabulary, and Megatron's
+  // vocabulary-parallel cross-entropy: logits cast to fp32, a pass for their maximum and sum of
+  // exponentials, the fp32 softmax kept for backward; backward writes softmax - one-hot.
+  const double vocab = static_cast<double>(m.padded_vocab) / t;
+  const double logits = tokens * vocab;
+  KernelList head = list(), head_back = list();
+  head.memory("final-norm", 2 * e * normed * h);
+  head.linear("logits", tokens, h, vocab);
+  head.memory("cross-entropy", (e + 3 * 4) * logits);
+  head_back.memory("cross-entropy.bwd", (4 + e) * logits);
+  head_back.linear_backward("logits", tokens, h, vocab);
+  head_back.memory("final-norm.bwd", 4 * e * normed * h);
+  costs.head_forward = piece(costs, "head.fwd", head.take());
+  costs.head_backward = piece(costs, "head.bwd", head_back.take());
+}
+
+} // namespace
+
+double KernelSet::flops() const {
+  double total = 0;
+  for (const Kernel& kernel : kernels)
+    total += kernel.flops * kernel.count;
+  return total;
+}
+
+double KernelSet::bytes() const {
+  double total = 0;
+  for (const Kernel& kernel : kernels)
+    total += kernel.bytes * kernel.count;
+  return total;
 }
 
 ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long seq_len, Precision precision,
@@ -72,46 +282,24 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   act.attention_core = scores;
   act.total = attention + mlp + norms;
 
-  // HBM traffic: forward reads the weights and writes each kept activation once; backward reads
-  // the weights and the activations, writes activation gradients of about the same size, and
-  // reads and writes (accumulates) the weight gradients.
   layer.parameters = layer_parameters_per_rank(m, sharding.tp);
-  const double attention_share = (qkv_flops + core_flops + out_flops) / (qkv_flops + core_flops + out_flops + mlp_flops);
-  const double attention_kept = attention + norms / 2, mlp_kept = mlp + norms / 2;
-  const double attention_weights = layer.parameters * attention_share * e;
-  const double mlp_weights = layer.parameters * (1 - attention_share) * e;
-  layer.attention_forward = {qkv_flops + core_flops + out_flops, attention_weights + attention_kept};
-  layer.mlp_forward = {mlp_flops, mlp_weights + mlp_kept};
-  layer.forward = {layer.attention_forward.flops + layer.mlp_forward.flops,
-                   layer.attention_forward.bytes + layer.mlp_forward.bytes};
-  layer.backward.flops = 2 * layer.forward.flops;
-  layer.backward.bytes = layer.parameters * e + 2 * act.total + 2 * layer.parameters * g;
-  layer.attention_core.flops = core_flops;
-  layer.attention_core.bytes = 2 * scores + 4 * e * tokens * q_width / t;
   layer.tp_collective_bytes = e * tokens * h;
   layer.cp_kv_bytes = 2 * e * b * s * kv_width / t;
-
+  describe_kernels(costs, KernelShapes{m, b, s, t, cp, sharding.sp, e, g, flash_attention});
   costs.embedding_parameters = static_cast<double>(counts.embedding) / t + static_cast<double>(counts.positions);
   costs.head_parameters = static_cast<double>(counts.final_norm) + static_cast<double>(counts.output_head) / t;
-  const double embedding_rows = tokens * h * (m.learned_positions ? 2 : 1);
-  costs.embedding_forward.bytes = 2 * e * embedding_rows;
-  costs.embedding_backward.bytes = (e + 2 * g) * embedding_rows;
   costs.embedding_activations = m.hidden_dropout ? mask * tokens * h / unsplit : 0.0;
 
   // The output layer is split over the vocabulary (Megatron's vocabulary-parallel cross-entropy).
   const double logits = tokens * vocab / t;
-  costs.head_forward.flops = 2 * tokens * h * vocab / t;
-  costs.head_forward.bytes = vocab / t * h * e + 2 * 4 * logits;
-  costs.head_backward.flops = 2 * costs.head_forward.flops;
-  costs.head_backward.bytes = 2 * costs.head_forward.bytes + 2 * vocab / t * h * g;
   // Final norm input, output projection input, and the fp32 logits the loss keeps.
   costs.head_activations = 2 * e * tokens * h / unsplit + 4 * logits;
   costs.activation_gradient_buffer = 2 * e * tokens * h;
 
   // Model FLOPs count the whole model on the whole micro-batch, whatever the sharding.
   const double whole_layer = (qkv_flops + core_flops + out_flops + mlp_flops) * t * cp;
-  costs.model_flops_per_micro_batch =
-      3 * (static_cast<double>(m.layers) * whole_layer + costs.head_forward.flops * t * cp);
+  const double head_flops = 2 * tokens * h * vocab / t;
+  costs.model_flops_per_micro_batch = 3 * (static_cast<double>(m.layers) * whole_layer + head_flops * t * cp);
   return costs;
 }
 

@@ -1,27 +1,23 @@
 #pragma once
-// Per-layer costs of one micro-batch on one rank: FLOPs, HBM traffic and the
-// activation bytes kept for backward (Korthikanti et al. 2022, generalised to GQA,
-// SwiGLU and models without dropout), sharded by tensor, sequence and context
-// parallelism; and the roofline that turns work into seconds.
-// FLOPs: QKV, attention core, output and MLP matmuls, backward = 2 x forward (model FLOPs
-// reproduce Narayanan et al.'s 72 B s L h^2 (1 + s / 6h + V / 12 L h); attention counts the full
-// s x s product, the Megatron convention). Activations term by term after Korthikanti et al.
-// Table 2 with K and V at KV width, SwiGLU's gate and up both kept, no masks without dropout,
-// FlashAttention dropping the s^2 terms; the head keeps fp32 logits for the loss. HBM traffic:
-// forward reads the weights and writes each kept activation once; backward reads weights and
-// activations, writes activation gradients of about the same size and accumulates the weight
-// gradients. Sharding: matmul FLOPs and weights over tp (norms and row-parallel biases
-// replicated), the sequence over cp (queries local, keys and values over the whole sequence).
+// Per-layer costs of one micro-batch on one rank: the kernels each piece launches (their FLOPs
+// and HBM traffic; costs.cpp lists them) and the activation bytes kept for backward (Korthikanti
+// et al. 2022, generalised to GQA, SwiGLU and models without dropout), sharded by tensor,
+// sequence and context parallelism; and the roofline that turns work into seconds at fixed
+// efficiencies (compute.model = roofline; model/kernel_timing times kernels one by one).
+// Model FLOPs, for MFU, reproduce Narayanan et al.'s 72 B s L h^2 (1 + s / 6h + V / 12 L h):
+// backward = 2 x forward, attention counts the full s x s product (the Megatron convention). The
+// kernels' FLOPs are what the hardware executes: causal attention skips the masked half,
+// FlashAttention's backward recomputes the scores. Activations term by term after Korthikanti
+// et al. Table 2 with K and V at KV width, SwiGLU's gate and up both kept, no masks without
+// dropout, FlashAttention dropping the s^2 terms; the head keeps fp32 logits for the loss.
+// Sharding: matmul FLOPs and weights over tp (norms and row-parallel biases replicated), the
+// sequence over cp (queries local, keys and values over the whole sequence).
 #include "common/precision.hpp"
+#include "model/kernels.hpp"
 #include "model/model.hpp"
 #include "cluster/gpu.hpp"
 
 namespace trainsim {
-
-struct Work {
-  double flops = 0;
-  double bytes = 0;  // HBM traffic
-};
 
 // Activation bytes a transformer layer keeps for its backward, by part.
 struct LayerActivations {
@@ -30,12 +26,18 @@ struct LayerActivations {
   double total = 0;           // everything kept without recompute
 };
 
+// Each Work names its kernels in ModelCosts::kernel_sets.
 struct LayerCosts {
   Work forward;                // attention_forward + mlp_forward
-  Work backward;               // 2x the forward FLOPs, plus writing the weight gradients
-  Work attention_forward;      // norm, QKV projection, attention core, output projection
-  Work mlp_forward;            // norm and the MLP
-  Work attention_core;         // forward of QK^T, softmax and (scores x V): recomputed under selective
+  Work backward;               // mlp_backward + attention_backward
+  Work attention_forward;      // norm, QKV projection, rotary, attention core, output projection, residual
+  Work mlp_forward;            // norm, the MLP, residual
+  Work attention_backward;
+  Work mlp_backward;
+  Work attention_core;         // forward of the attention core: recomputed under selective
+  // Context parallelism: the attention's pieces before and after the other ranks' K and V arrive.
+  Work attention_forward_local, attention_forward_ring;
+  Work attention_backward_local, attention_backward_ring;
   LayerActivations activations;
   double parameters = 0;       // held by one rank (matmuls split over tp, norms replicated)
   double tp_collective_bytes = 0;  // the activation a TP all-reduce (or SP all-gather) carries
@@ -52,6 +54,7 @@ struct Sharding {
 };
 
 struct ModelCosts {
+  std::vector<KernelSet> kernel_sets;  // what the Works below are made of
   LayerCosts layer;            // every transformer layer is the same
   Work embedding_forward;
   Work embedding_backward;

@@ -103,7 +103,8 @@ struct ProgramFacts {
   std::vector<std::pair<std::size_t, const Op*>> p2p;  // op index, send/recv op
 };
 
-ProgramFacts check_program(const Program& program, const std::string& where, std::size_t rank) {
+ProgramFacts check_program(const Program& program, const std::string& where, std::size_t rank,
+                           std::size_t kernel_sets) {
   ProgramFacts facts;
   std::map<std::string, bool> live;
   const auto& ops = program.ops;
@@ -115,6 +116,10 @@ ProgramFacts check_program(const Program& program, const std::string& where, std
                          ", which does not come before it; accepted: ids of earlier ops");
     if (!(op.flops >= 0) || !(op.bytes >= 0) || op.flops > 1e30 || op.bytes > 1e30)
       throw InputError(describe(where, rank, i) + ": flops and bytes must be non-negative and finite");
+    if (op.kernel_set >= 0 && (op.kind != OpKind::compute || static_cast<std::size_t>(op.kernel_set) >= kernel_sets))
+      throw InputError(describe(where, rank, i) + ": kernels=" + std::to_string(op.kernel_set) +
+                       " names no kernel set; accepted: a compute op's index among the " +
+                       std::to_string(kernel_sets) + " kernel_set lines of workload.txt, from 0");
     switch (op.kind) {
     case OpKind::collective:
       if (!facts.collectives.count(op.group))
@@ -187,7 +192,7 @@ void validate_workload(const Workload& workload, const std::string& where) {
     const Program* program = workload.programs[rank].get();
     auto found = facts_of.find(program);
     if (found == facts_of.end())
-      found = facts_of.emplace(program, check_program(*program, where, rank)).first;
+      found = facts_of.emplace(program, check_program(*program, where, rank, workload.kernel_sets.size())).first;
     const ProgramFacts& facts = found->second;
     const int me = static_cast<int>(rank);
     for (std::size_t op : facts.first_op_of_slot) {

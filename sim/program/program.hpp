@@ -14,6 +14,7 @@
 
 #include "cluster/gpu.hpp"
 #include "layout/group.hpp"
+#include "model/kernels.hpp"
 #include "common/precision.hpp"
 
 namespace trainsim {
@@ -109,6 +110,7 @@ struct Op {
   int group = -1;            // collective: the group's slot in the rank's Binding (see Workload)
   int peer = -1;             // send/recv: the other rank's slot in the rank's Binding
   int tag = 0;               // send/recv: matches a send with its recv
+  int kernel_set = -1;       // compute: its kernels, an index into Workload::kernel_sets (-1: unknown)
   std::vector<OpId> deps;    // earlier ops of this rank that must finish first
   std::string name;          // what it is, for traces and reports ("L3.fwd.mb0")
   double flops = 0;          // compute
@@ -149,6 +151,8 @@ struct Binding {
 struct Workload {
   StepInfo step;
   std::vector<Group> groups;
+  // The kernels behind compute ops (Op::kernel_set), timed per GPU by the replay.
+  std::vector<KernelSet> kernel_sets;
   // One per rank; ranks that do the same work share a program (every replica under data
   // parallelism, every rank of a pipeline stage), which keeps large workloads small. Ops name
   // groups and peers by slot, and each rank's binding says what the slots are; a workload

@@ -11,6 +11,7 @@ OpId ProgramWriter::compute(const std::string& name, const Work& work, Phase pha
   op.name = name;
   op.flops = work.flops;
   op.bytes = work.bytes;
+  op.kernel_set = work.kernel_set;
   op.phase = phase;
   op.place = place_;
   op.deps = std::move(deps);
@@ -19,7 +20,8 @@ OpId ProgramWriter::compute(const std::string& name, const Work& work, Phase pha
 
 OpId ProgramWriter::compute_on(const std::string& host, const std::string& name, const Work& work, Phase phase,
                                std::vector<OpId> deps) {
-  const OpId id = compute(name, work, phase, std::move(deps));
+  // Host CPUs run no GPU kernels: the work is timed at the CPU's speed.
+  const OpId id = compute(name, Work{work.flops, work.bytes}, phase, std::move(deps));
   program_.ops[id].target = host;
   program_.ops[id].stream = Stream::cpu;
   return id;
@@ -154,11 +156,6 @@ OpId ProgramWriter::recv(Stream stream, int peer, int tag, double bytes, const s
   return point_to_point(OpKind::recv, stream, peer, tag, bytes, name, std::move(deps));
 }
 
-namespace {
-
-Work scaled(const Work& work, double share) { return {work.flops * share, work.bytes * share}; }
-
-} // namespace
 
 std::vector<OpId> LayerOps::gather_input(const std::string& name, std::vector<OpId> deps) {
   if (groups_.tp < 0 || !groups_.sp)
@@ -175,25 +172,25 @@ OpId LayerOps::reduce_output(const std::string& name, OpId producer) {
                        {producer});
 }
 
-OpId LayerOps::attention(const std::string& name, const Work& work, double core_flops, std::vector<OpId> deps,
-                         Phase phase, bool backward) {
+OpId LayerOps::attention(const std::string& name, std::vector<OpId> deps, Phase phase, bool backward) {
+  const LayerCosts& layer = costs_.layer;
   if (groups_.cp < 0)
-    return w_.compute(name, work, phase, std::move(deps));
+    return w_.compute(name, backward ? layer.attention_backward : layer.attention_forward, phase, std::move(deps));
   // Ring attention (Liu et al. 2023): this rank's own K/V block is computed while the other
   // blocks travel around the CP ring; the rest of the attention core waits for them. Forward
   // keeps only the local block, so backward circulates K/V again and, behind them, the dK/dV
   // accumulators, each going back to the block's owner: Transformer Engine's p2p context
   // parallelism (AttnFuncWithCPAndKVP2P.backward, dot_product_attention/context_parallel.py)
   // sends K/V in cp - 1 steps and dK/dV, of the same size and type, in cp - 1 steps.
-  const double ring_flops = core_flops * (groups_.cp_size - 1.0) / groups_.cp_size;
-  const double ring_share = work.flops > 0 ? ring_flops / work.flops : 0.0;
-  const OpId local = w_.compute(name + ".local", scaled(work, 1.0 - ring_share), phase, deps);
-  const OpId exchange = w_.collective(Stream::cp_comm, Collective::all_gather, groups_.cp, costs_.layer.cp_kv_bytes,
+  const OpId local = w_.compute(name + ".local", backward ? layer.attention_backward_local : layer.attention_forward_local,
+                                phase, deps);
+  const OpId exchange = w_.collective(Stream::cp_comm, Collective::all_gather, groups_.cp, layer.cp_kv_bytes,
                                       name + ".cp-kv-allgather", std::move(deps));
-  const OpId ring = w_.compute(name + ".ring", scaled(work, ring_share), phase, {local, exchange});
+  const OpId ring = w_.compute(name + ".ring", backward ? layer.attention_backward_ring : layer.attention_forward_ring,
+                               phase, {local, exchange});
   if (!backward)
     return ring;
-  return w_.collective(Stream::cp_comm, Collective::reduce_scatter, groups_.cp, costs_.layer.cp_kv_bytes,
+  return w_.collective(Stream::cp_comm, Collective::reduce_scatter, groups_.cp, layer.cp_kv_bytes,
                        name + ".cp-dkv-reducescatter", {ring});
 }
 
@@ -201,9 +198,7 @@ OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase ph
   const LayerCosts& layer = costs_.layer;
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.forward, phase, std::move(deps));
-  const OpId attention_done =
-      attention(name + ".attn", layer.attention_forward, layer.attention_core.flops,
-                gather_input(name + ".attn", std::move(deps)), phase, false);
+  const OpId attention_done = attention(name + ".attn", gather_input(name + ".attn", std::move(deps)), phase, false);
   const OpId attention_out = reduce_output(name + ".attn", attention_done);
   const OpId mlp_done = w_.compute(name + ".mlp", layer.mlp_forward, phase, gather_input(name + ".mlp", {attention_out}));
   return reduce_output(name + ".mlp", mlp_done);
@@ -214,13 +209,11 @@ OpId LayerOps::backward(const std::string& name, std::vector<OpId> deps) {
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.backward, Phase::backward, std::move(deps));
   // Backward runs the MLP first; each part's input gradient is reduced over tp.
-  const double mlp_share = layer.mlp_forward.flops / layer.forward.flops;
-  const OpId mlp_done = w_.compute(name + ".mlp", scaled(layer.backward, mlp_share), Phase::backward,
-                                   gather_input(name + ".mlp", std::move(deps)));
+  const OpId mlp_done =
+      w_.compute(name + ".mlp", layer.mlp_backward, Phase::backward, gather_input(name + ".mlp", std::move(deps)));
   const OpId mlp_grad = reduce_output(name + ".mlp", mlp_done);
   const OpId attention_done =
-      attention(name + ".attn", scaled(layer.backward, 1.0 - mlp_share), 2 * layer.attention_core.flops,
-                gather_input(name + ".attn", {mlp_grad}), Phase::backward, true);
+      attention(name + ".attn", gather_input(name + ".attn", {mlp_grad}), Phase::backward, true);
   return reduce_output(name + ".attn", attention_done);
 }
 

@@ -131,8 +131,7 @@ private:
   std::vector<OpId> gather_input(const std::string& name, std::vector<OpId> deps);
   // After a part whose output is a partial sum over tp: all-reduce it (reduce-scatter under SP).
   OpId reduce_output(const std::string& name, OpId producer);
-  OpId attention(const std::string& name, const Work& work, double core_flops, std::vector<OpId> deps, Phase phase,
-                 bool backward);
+  OpId attention(const std::string& name, std::vector<OpId> deps, Phase phase, bool backward);
 
   ProgramWriter& w_;
   const ModelCosts& costs_;

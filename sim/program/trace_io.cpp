@@ -20,7 +20,7 @@ namespace {
 
 // Version 2 gives an op's place (layer, micro-batch, chunk) as fields; version 1 traces, read
 // still, gave it only in the op's name.
-constexpr int format_version = 2;
+constexpr int format_version = 3;
 constexpr int oldest_version = 1;
 constexpr std::size_t max_ops_per_program = 50'000'000;
 
@@ -52,6 +52,8 @@ void write_op(std::ostream& out, OpId id, const Op& op, const Workload& workload
   switch (op.kind) {
   case OpKind::compute:
     out << " flops=" << format_double(op.flops) << " bytes=" << format_double(op.bytes);
+    if (op.kernel_set >= 0)
+      out << " kernels=" << op.kernel_set;
     if (op.phase != Phase::other)
       out << " phase=" << to_string(op.phase);
     if (!op.target.empty())
@@ -174,10 +176,62 @@ private:
   mutable std::vector<std::string> used_;
 };
 
+// The key=value words left in `words`.
+std::map<std::string, std::string> fields_of(std::istringstream& words, const std::string& where) {
+  std::map<std::string, std::string> fields;
+  std::string word;
+  while (words >> word) {
+    const auto equals = word.find('=');
+    if (equals == std::string::npos)
+      throw InputError(where + ": '" + word + "' is not key=value");
+    if (!fields.emplace(word.substr(0, equals), word.substr(equals + 1)).second)
+      throw InputError(where + ": field '" + word.substr(0, equals) + "' given twice");
+  }
+  return fields;
+}
+
+void write_kernel(std::ostream& out, const Kernel& kernel) {
+  out << "kernel " << kernel.name << ' ' << to_string(kernel.kind);
+  if (kernel.kind != KernelKind::memory)
+    out << " m=" << format_double(kernel.m) << " n=" << format_double(kernel.n) << " k=" << format_double(kernel.k)
+        << " batch=" << format_double(kernel.batch) << " flops=" << format_double(kernel.flops);
+  out << " bytes=" << format_double(kernel.bytes);
+  if (kernel.count != 1)
+    out << " count=" << format_double(kernel.count);
+  out << '\n';
+}
+
+Kernel parse_kernel(const std::string& name, std::istringstream& words, const std::string& where) {
+  Kernel kernel;
+  kernel.name = name;
+  std::string kind;
+  words >> kind;
+  const KernelKind kinds[] = {KernelKind::gemm, KernelKind::attention_forward, KernelKind::attention_backward,
+                              KernelKind::memory};
+  const auto named = std::find_if(std::begin(kinds), std::end(kinds), [&](KernelKind k) { return kind == to_string(k); });
+  if (name.empty() || named == std::end(kinds))
+    throw InputError(where + ": expected: kernel <name> <gemm | attention-fwd | attention-bwd | memory> key=value ...");
+  kernel.kind = *named;
+  const LineParser fields(where, fields_of(words, where));
+  if (kernel.kind != KernelKind::memory) {
+    kernel.m = fields.number("m");
+    kernel.n = fields.number("n");
+    kernel.k = fields.number("k");
+    kernel.batch = fields.number("batch");
+    kernel.flops = fields.number("flops");
+    if (!(kernel.m >= 1 && kernel.n >= 1 && kernel.k >= 1 && kernel.batch >= 1))
+      fields.fail("m, n, k and batch must be at least 1");
+  }
+  kernel.bytes = fields.number("bytes");
+  kernel.count = fields.has("count") ? fields.number("count") : 1.0;
+  fields.reject_unused();
+  return kernel;
+}
+
 Op parse_op(const std::string& line, const std::string& where, OpId expected_id, const std::map<std::string, int>& groups,
             int version) {
   std::istringstream words(line);
-  std::string id_text, kind_text, word;
+  std::string id_text, kind_text;
   words >> id_text >> kind_text;
   long long id = 0;
   if (!parse_integer(id_text, id) || id != static_cast<long long>(expected_id))
@@ -186,15 +240,7 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
   const auto kind = from_name<OpKind>(kind_text);
   if (!kind)
     throw InputError(where + ": unknown op kind '" + kind_text + "'; accepted: " + names_of<OpKind>());
-  std::map<std::string, std::string> fields;
-  while (words >> word) {
-    const auto equals = word.find('=');
-    if (equals == std::string::npos)
-      throw InputError(where + ": '" + word + "' is not key=value");
-    if (!fields.emplace(word.substr(0, equals), word.substr(equals + 1)).second)
-      throw InputError(where + ": field '" + word.substr(0, equals) + "' given twice");
-  }
-  const LineParser fieldsOf(where, fields);
+  const LineParser fieldsOf(where, fields_of(words, where));
   Op op;
   op.kind = *kind;
   op.stream = fieldsOf.choice<Stream>("stream", default_stream(*kind));
@@ -214,6 +260,7 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
   case OpKind::compute:
     op.flops = fieldsOf.has("flops") ? fieldsOf.number("flops") : 0.0;
     op.bytes = fieldsOf.has("bytes") ? fieldsOf.number("bytes") : 0.0;
+    op.kernel_set = static_cast<int>(fieldsOf.integer("kernels", -1));
     op.phase = fieldsOf.choice<Phase>("phase", Phase::other);
     op.target = fieldsOf.optional_text("host");
     break;
@@ -342,7 +389,13 @@ void write_trace(const Workload& workload, const fs::path& directory,
        << "precision " << to_string(step.precision) << '\n'
        << "matmul_efficiency " << format_double(step.efficiency.matmul) << '\n'
        << "memory_efficiency " << format_double(step.efficiency.memory) << '\n'
-       << "allow_tf32 " << (step.efficiency.allow_tf32 ? "true" : "false") << '\n';
+       << "allow_tf32 " << (step.efficiency.allow_tf32 ? "true" : "false") << '\n'
+       << "compute_model " << to_string(step.efficiency.model) << '\n';
+  for (const KernelSet& set : workload.kernel_sets) {
+    meta << "kernel_set " << set.name << '\n';
+    for (const Kernel& kernel : set.kernels)
+      write_kernel(meta, kernel);
+  }
   for (const Group& group : workload.groups)
     meta << "group " << group.name << ' ' << group.kind << ' ' << format_rank_list(group.ranks) << '\n';
   // This trace's files, and an earlier trace's program files, which it replaces.
@@ -389,6 +442,8 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
   const fs::path meta_file = meta_name;
   std::istringstream in(workload_text);
   Workload workload;
+  // Written before this key existed, a trace was timed at its efficiencies.
+  workload.step.efficiency.model = ComputeModel::roofline;
   std::map<std::string, int> groups;
   long long ranks = -1;
   std::vector<std::pair<std::string, std::vector<int>>> program_lines;
@@ -440,6 +495,19 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
         if (!(fraction > 0 && fraction <= 1))
           fail(key + " '" + value + "'; accepted: a number in (0, 1]");
         (key == "matmul_efficiency" ? workload.step.efficiency.matmul : workload.step.efficiency.memory) = fraction;
+      } else if (key == "compute_model") {
+        const ComputeModel models[] = {ComputeModel::automatic, ComputeModel::kernels, ComputeModel::roofline};
+        const auto named = std::find_if(std::begin(models), std::end(models),
+                                        [&](ComputeModel model) { return value == to_string(model); });
+        if (named == std::end(models))
+          fail("compute_model '" + value + "'; accepted: auto, kernels, roofline");
+        workload.step.efficiency.model = *named;
+      } else if (key == "kernel_set") {
+        workload.kernel_sets.push_back({value, {}});
+      } else if (key == "kernel") {
+        if (workload.kernel_sets.empty())
+          fail("a kernel line comes after the kernel_set line it belongs to");
+        workload.kernel_sets.back().kernels.push_back(parse_kernel(value, words, where));
       } else if (key == "allow_tf32") {
         if (value != "true" && value != "false")
           fail("allow_tf32 '" + value + "'; accepted: true, false");
@@ -462,7 +530,7 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
       } else {
         fail("unknown key '" + key +
              "'; accepted: format, ranks, model, parameters, tokens_per_step, model_flops_per_step, precision, "
-             "matmul_efficiency, memory_efficiency, allow_tf32, group, program");
+             "matmul_efficiency, memory_efficiency, allow_tf32, compute_model, kernel_set, kernel, group, program");
       }
       if (words >> extra)
         fail("unexpected '" + extra + "' at the end of the line");

@@ -114,6 +114,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
       costs.model_flops_per_micro_batch * static_cast<double>(scenario.grad_accum) * scenario.dp;
   workload.step.precision = scenario.precision;
   workload.step.efficiency = scenario.efficiency;
+  workload.kernel_sets = costs.kernel_sets;
   for (int rank = 0; rank < layout.world(); ++rank) {
     build.coords.push_back(layout.coords(rank));
     workload.bindings.push_back(binding_of(layout, groups, tied, rank));

@@ -7,6 +7,7 @@
 
 #include "common/text.hpp"
 #include "common/units.hpp"
+#include "program/compute_time.hpp"
 
 namespace trainsim {
 namespace {
@@ -127,6 +128,7 @@ json run_json(const Workload& workload, const std::vector<GpuInfo>& gpus, const 
           {"platform", {{"file", run.platform}, {"gpus_used", workload.ranks()}, {"gpu", gpus.front().model}}},
           {"layout", run.layout},
           {"fidelity", run.fidelity},
+          {"compute_model", compute_model_description(workload, gpus)},
           {"placement", placement},
           {"tokens_per_step", workload.step.tokens_per_step},
           {"precision", to_string(workload.step.precision)}};
@@ -199,6 +201,7 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
     out << line("  %-16s %s\n", "fidelity",
                 run.fidelity == "fast" ? "fast: collectives inside a node timed from their ring, the rest simulated as flows"
                                        : "flows: every collective simulated as flows");
+  out << line("  %-16s %s\n", "compute model", compute_model_description(workload, gpus).c_str());
   if (run.recompute && run.recompute->strategy != "none" && run.recompute->extra_flops == 0) {
     out << line("  %-16s %s: nothing to recompute (FlashAttention keeps no attention scores, or the budget keeps all)\n",
                 "recompute", run.recompute->strategy.c_str());

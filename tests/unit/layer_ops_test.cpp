@@ -21,15 +21,24 @@ constexpr double kv_bytes = 1000;                            // K and V of the w
 constexpr int tp_group = 5, cp_group = 7;                    // arbitrary slots, to see them carried
 
 // Round numbers, so that each part's share is exact: attention 100 FLOPs (its core 40) and MLP
-// 200 in forward, twice the FLOPs in backward.
+// 200 in forward, twice the FLOPs in backward (attention 200, MLP 400). Under context
+// parallelism over 4 ranks (model/costs decides the split, tested there), the attention's local
+// piece is all but the 3 / 4 of its core that waits for the other ranks' K and V: 70 and 30
+// FLOPs forward, 140 and 60 backward (its core is 80 there), bytes in the same ratio.
 ModelCosts hand_made_costs() {
   ModelCosts costs;
   LayerCosts& layer = costs.layer;
   layer.attention_forward = {100, 10};
   layer.mlp_forward = {200, 20};
   layer.forward = {300, 30};
+  layer.attention_backward = {200, 30};
+  layer.mlp_backward = {400, 60};
   layer.backward = {600, 90};
   layer.attention_core = {40, 4};
+  layer.attention_forward_local = {70, 7};
+  layer.attention_forward_ring = {30, 3};
+  layer.attention_backward_local = {140, 21};
+  layer.attention_backward_ring = {60, 9};
   layer.tp_collective_bytes = layer_output_bytes;
   layer.cp_kv_bytes = kv_bytes;
   costs.embedding_forward = {0, 50};
@@ -128,8 +137,7 @@ TEST_CASE("tensor parallelism all-reduces the attention and MLP outputs, b x s x
   CHECK(forward.returned == 4);
   check_adds_up_to(forward, {300, 30});
 
-  // Backward splits its 600 FLOPs as forward does: MLP 200 / 300 of them, attention the rest;
-  // its 90 bytes likewise (60 and 30).
+  // Backward: the MLP's piece (400 FLOPs, 60 bytes), then the attention's (200, 30).
   const Emitted backward = emit(Pass::backward, tp);
   REQUIRE(backward.count() == 4);
   check_compute(backward.op(1), 400, Phase::backward, {backward.input});
@@ -172,10 +180,8 @@ TEST_CASE("sequence parallelism all-gathers each block's input and reduce-scatte
 }
 
 TEST_CASE("context parallelism gathers K and V on the cp stream while the local block is computed") {
-  // Ring attention over cp = 4 ranks: of the attention core's 40 FLOPs, the 3 / 4 that use the
-  // other ranks' K/V blocks (30) wait for the exchange; the local block's 10 and the rest of the
-  // attention (60) do not. Work is split in that ratio: the ring part is 30 / 100 of the
-  // attention's FLOPs and of its 10 bytes.
+  // Ring attention over cp = 4 ranks: the attention's local piece (70 FLOPs, 7 bytes) runs
+  // beside the exchange, the ring piece (30, 3) after it.
   const ModelParallelGroups cp{-1, cp_group, 4, false};
   const Emitted forward = emit(Pass::forward, cp);
   REQUIRE(forward.count() == 4);
@@ -189,9 +195,8 @@ TEST_CASE("context parallelism gathers K and V on the cp stream while the local 
   CHECK(forward.returned == 4);
   check_adds_up_to(forward, {300, 30});
 
-  // Backward: the MLP's 400 FLOPs, then the attention's 200, of which the core's backward is
-  // 2 x 40 and its ring part 3 / 4 of that, 60; then dK/dV go back to their owners (a
-  // reduce-scatter of the same bytes as K/V).
+  // Backward: the MLP's 400 FLOPs, then the attention's local 140 and, after K and V, its ring
+  // 60; then dK/dV go back to their owners (a reduce-scatter of the same bytes as K/V).
   const Emitted backward = emit(Pass::backward, cp);
   REQUIRE(backward.count() == 5);
   check_compute(backward.op(1), 400, Phase::backward, {backward.input});

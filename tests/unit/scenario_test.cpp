@@ -76,6 +76,14 @@ TEST_CASE("a bad value names the key and what is accepted") {
   CHECK(contains(error_of("tiny_eff.ini", valid, {"compute.memory_efficiency=1e-300"}), "out of range"));
   // Virtual stages without a pipeline would be accepted without effect.
   CHECK(contains(error_of("vpp.ini", valid, {"parallel.vpp=2"}), "needs parallel.pp > 1"));
+  // Kernels are timed with their GPU's calibration: a fixed efficiency would be ignored.
+  const std::string ignored =
+      error_of("kernels_eff.ini", valid, {"compute.model=kernels", "compute.matmul_efficiency=0.6"});
+  CHECK(contains(ignored, "compute.matmul_efficiency"));
+  CHECK(contains(ignored, "compute.model = roofline or auto"));
+  CHECK(contains(error_of("model.ini", valid, {"compute.model=analytic"}), "auto, kernels, roofline"));
+  CHECK_NOTHROW(load_scenario(test::write_temp_file("roofline_eff.ini", valid),
+                              {"compute.model=roofline", "compute.matmul_efficiency=0.6"}));
 }
 
 TEST_CASE("accumulation steps must be whole") {

@@ -65,9 +65,57 @@ global_batch = 8
     CHECK(a[i].bytes == b[i].bytes);
     CHECK(a[i].tensor == b[i].tensor);
     CHECK(a[i].place == b[i].place);
+    CHECK(a[i].kernel_set == b[i].kernel_set);
     if (a[i].kind == OpKind::collective)
       CHECK(original.group_of(0, a[i].group) == copy.group_of(0, b[i].group));
   }
+  // The kernels behind the compute ops, and how they are timed, come back as they were.
+  CHECK(copy.step.efficiency.model == ComputeModel::automatic);
+  REQUIRE(copy.kernel_sets.size() == original.kernel_sets.size());
+  for (std::size_t i = 0; i < original.kernel_sets.size(); ++i) {
+    const KernelSet& x = original.kernel_sets[i];
+    const KernelSet& y = copy.kernel_sets[i];
+    CHECK(x.name == y.name);
+    REQUIRE(x.kernels.size() == y.kernels.size());
+    for (std::size_t k = 0; k < x.kernels.size(); ++k) {
+      CAPTURE(x.kernels[k].name);
+      CHECK(x.kernels[k].name == y.kernels[k].name);
+      CHECK(x.kernels[k].kind == y.kernels[k].kind);
+      CHECK(x.kernels[k].m == y.kernels[k].m);
+      CHECK(x.kernels[k].n == y.kernels[k].n);
+      CHECK(x.kernels[k].k == y.kernels[k].k);
+      CHECK(x.kernels[k].batch == y.kernels[k].batch);
+      CHECK(x.kernels[k].flops == y.kernels[k].flops);
+      CHECK(x.kernels[k].bytes == y.kernels[k].bytes);
+      CHECK(x.kernels[k].count == y.kernels[k].count);
+    }
+  }
+}
+
+TEST_CASE("a trace without a compute_model line is timed at its efficiencies, and kernel lines are checked") {
+  const fs::path dir = fresh_dir("kernel_lines");
+  write(dir / "workload.txt", "format 3\nranks 1\nprogram p.trace 0\n");
+  write(dir / "p.trace", "0 compute flops=1\n");
+  CHECK(read_trace(dir).step.efficiency.model == ComputeModel::roofline);
+  write(dir / "workload.txt", "format 3\nranks 1\ncompute_model kernels\nkernel_set s\n"
+                              "kernel qkv gemm m=8 n=8 k=8 batch=1 flops=1024 bytes=384\nkernel norm memory bytes=64\n"
+                              "program p.trace 0\n");
+  write(dir / "p.trace", "0 compute flops=1024 bytes=448 kernels=0\n");
+  const Workload read = read_trace(dir);
+  CHECK(read.step.efficiency.model == ComputeModel::kernels);
+  REQUIRE(read.kernel_sets.size() == 1);
+  CHECK(read.kernel_sets[0].kernels.size() == 2);
+  CHECK(read.program(0).ops[0].kernel_set == 0);
+  write(dir / "p.trace", "0 compute flops=1024 bytes=448 kernels=1\n");
+  CHECK(error_of(dir).find("kernels=1 names no kernel set") != std::string::npos);
+  write(dir / "workload.txt", "format 3\nranks 1\nkernel qkv gemm m=8 n=8 k=8 batch=1 flops=1 bytes=1\n");
+  CHECK(error_of(dir).find("workload.txt:3: a kernel line comes after the kernel_set line") != std::string::npos);
+  write(dir / "workload.txt", "format 3\nranks 1\nkernel_set s\nkernel qkv conv m=8\n");
+  CHECK(error_of(dir).find("workload.txt:4: expected: kernel <name> <gemm") != std::string::npos);
+  write(dir / "workload.txt", "format 3\nranks 1\nkernel_set s\nkernel qkv gemm m=0 n=8 k=8 batch=1 flops=1 bytes=1\n");
+  CHECK(error_of(dir).find("at least 1") != std::string::npos);
+  write(dir / "workload.txt", "format 3\nranks 1\ncompute_model fast\n");
+  CHECK(error_of(dir).find("accepted: auto, kernels, roofline") != std::string::npos);
 }
 
 TEST_CASE("pipeline ranks sharing a program are written with their own peers and groups") {
@@ -134,8 +182,8 @@ TEST_CASE("trace errors name the file and line") {
   write(dir / "workload.txt", "format 1\nranks 2\nprogram p.trace 0\n");
   write(dir / "p.trace", "0 compute flops=1\n");
   CHECK(error_of(dir).find("rank 1 has no program") != std::string::npos);
-  write(dir / "workload.txt", "format 3\n");
-  CHECK(error_of(dir).find("format 3 is not supported; accepted: 1 to 2") != std::string::npos);
+  write(dir / "workload.txt", "format 4\n");
+  CHECK(error_of(dir).find("format 4 is not supported; accepted: 1 to 3") != std::string::npos);
   CHECK(error_of(dir / "missing").find("cannot read") != std::string::npos);
 }
 

@@ -1,0 +1,18 @@
+#pragma once
+// `trainsim kernels`: each piece of the step (a layer's attention and MLP, forward and backward,
+// the embedding, the head) as the kernels it launches on one GPU, with each kernel's shape, work,
+// time, achieved FLOP/s and what bounds it.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster/gpu.hpp"
+#include "program/program.hpp"
+
+namespace trainsim {
+
+// InputError when the GPU's generation has no kernel calibration.
+std::string kernel_table(const Workload& workload, const GpuInfo& gpu);
+nlohmann::json kernel_json(const Workload& workload, const GpuInfo& gpu);
+
+} // namespace trainsim
