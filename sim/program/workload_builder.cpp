@@ -126,8 +126,9 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   // What the tensors may take of the GPU for the optimal recompute budget: the runtime memory and
   // the allocator's reserve are not theirs (the first rank's runtime, as the budget is the first
   // pipeline stage's).
+  // At least a byte: 0 would read as an unknown capacity, whose budget is unbounded.
   if (gpu_capacity > 0)
-    gpu_capacity = std::max(0.0, scenario.reserve.allocatable(gpu_capacity - runtime.front().total()));
+    gpu_capacity = std::max(1.0, scenario.reserve.allocatable(gpu_capacity - runtime.front().total()));
 
   if (scenario.pp == 1) {
     double budget = 0;

@@ -125,3 +125,24 @@ TEST_CASE("runtime memory and reserve settings are refused when invalid or witho
   const std::string single = error_of({"parallel.dp=1", "training.global_batch=2", "memory.nccl_buffers=100MiB"});
   CHECK(single.find("more than one GPU") != std::string::npos);
 }
+
+TEST_CASE("the optimal recompute budget leaves out the runtime memory and the reserve") {
+  constexpr double gib = 1024.0 * 1024 * 1024;
+  const Scenario base = scenario_with({"memory.recompute=optimal"});
+  const ModelSpec model = load_model(base.model_file, base.vocab_multiple);
+  // dp = 4: one communicator. Of 80 GiB, the context and NCCL's buffers leave
+  // 80 GiB - 512 MiB - 16 x 9,633,792 B, of which a 4 GiB reserve leaves the rest to tensors; the
+  // budget is that less the model states and buffers at the peak (below it by those).
+  const double tensors = 80 * gib - 512.0 * 1024 * 1024 - communicator - 4 * gib;
+  const RecomputePlan reserved =
+      build_workload(scenario_with({"memory.recompute=optimal", "memory.reserve=4GiB"}), model, 80 * gib).recompute;
+  const RecomputePlan unreserved =
+      build_workload(scenario_with({"memory.recompute=optimal", "memory.reserve=0"}), model, 80 * gib).recompute;
+  CHECK(unreserved.budget - reserved.budget == doctest::Approx(4 * gib));
+  CHECK(reserved.budget < tensors);
+  // A reserve that takes the whole GPU leaves nothing: full recompute, which does not fit either.
+  const RecomputePlan none =
+      build_workload(scenario_with({"memory.recompute=optimal", "memory.reserve=100GiB"}), model, 80 * gib).recompute;
+  CHECK_FALSE(none.fits_budget);
+  CHECK(none.checkpointed_layers == model.layers);
+}
