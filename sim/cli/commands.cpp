@@ -235,7 +235,7 @@ void print_memory_comparison(const PreparedRun& base, const std::string& scenari
     PreparedRun variant = read_scenario(scenario_file, overrides);
     variant.scenario.platform_file = base.scenario.platform_file;  // names a described cluster in errors
     build_programs(variant, base.platform_gpus);
-    rows.push_back({value, estimate_memory(variant.workload, variant.gpus), variant.gpus});
+    rows.push_back({value, estimate_memory(variant.workload, variant.gpus, variant.scenario.reserve), variant.gpus});
   }
   print_memory_comparison_table(std::cout, key, rows);
 }
@@ -256,7 +256,7 @@ int memory_command(const std::vector<std::string>& arguments) {
     return 0;
   }
   const auto& gpus = prepared.gpus;
-  const std::vector<RankMemory> ranks = estimate_memory(prepared.workload, gpus);
+  const std::vector<RankMemory> ranks = estimate_memory(prepared.workload, gpus, prepared.scenario.reserve);
   print_memory(std::cout, ranks, prepared.workload, gpus, prepared.run);
   if (!options.out.empty()) {
     fs::create_directories(options.out);

@@ -58,7 +58,7 @@ std::vector<int> gpu_counts(const std::string& text, int available) {
 
 struct PlanOptions {
   CommonOptions common;
-  std::string model_name, platform, gpus_text, precision = "bf16", fidelity = "fast", out;
+  std::string model_name, platform, gpus_text, precision = "bf16", fidelity = "fast", out, reserve;
   long long global_batch = 512, seq_len = 4096;
   std::string tokens_text = "1e9";
   double tokens = 0;               // tokens_text read
@@ -81,6 +81,8 @@ std::optional<PlanOptions> parse_plan_options(const std::vector<std::string>& ar
       "precision", po::value(&o.precision)->default_value(o.precision), "fp32 | fp16 | bf16 | fp8")(
       "simulate", po::value(&o.simulate)->default_value(o.simulate), "how many of the fitting candidates to simulate, best estimate first")(
       "fidelity", po::value(&o.fidelity)->default_value(o.fidelity), "comm.fidelity of the simulations: fast | flows")(
+      "reserve", po::value(&o.reserve), "memory.reserve of every candidate, the headroom kept: the caching allocator's "
+                                        "fragmentation (0 to 0.5) or a size such as 4GiB (default: memory.reserve's)")(
       "jobs,j", po::value(&o.jobs)->default_value(o.jobs), "simulations at a time")(
       "timeout", po::value(&o.timeout)->default_value(0), "seconds a simulation may take; 0: no limit")(
       "out,o", po::value(&o.out), "directory for plan.csv and plan.json (default: results/plan-<model>)");
@@ -174,7 +176,8 @@ PlanRequest plan_request(const PlanOptions& o, PlanCluster& cluster) {
   request.gpu_counts = gpu_counts(o.gpus_text.empty() ? std::to_string(available) : o.gpus_text, available);
   request.base_name = "plan-" + request.model.name;
   request.base_ini = "[model]\npath = " + fs::absolute(model_file).string() + "\n[platform]\n" + cluster.platform_lines +
-                     "[memory]\nprecision = " + o.precision + "\n[training]\nseq_len = " + std::to_string(o.seq_len) +
+                     "[memory]\nprecision = " + o.precision + "\n" + (o.reserve.empty() ? "" : "reserve = " + o.reserve + "\n") +
+                     "[training]\nseq_len = " + std::to_string(o.seq_len) +
                      "\nglobal_batch = " + std::to_string(o.global_batch) + "\ntokens = " + format_double(o.tokens) +
                      "\n[comm]\nfidelity = " + o.fidelity + "\n";
   parse_scenario(request.base_ini, request.base_name + ".ini", {});
@@ -257,7 +260,7 @@ std::string plan_table(const std::vector<PlanEntry>& entries, const std::vector<
         << " tokens, " << format_count(o.tokens) << " tokens to train; " << phase.candidates.size() << " candidates, "
         << phase.choices.size() << " layouts fit, " << rows.size() << " simulated (" << o.fidelity << ")\n\n";
   std::vector<std::vector<std::string>> table = {
-      {"rank", "GPUs", "layout", "memory", "tokens/s", "step", "MFU", "peak (headroom)", "to train", "GPU-h"}};
+      {"rank", "GPUs", "layout", "memory", "tokens/s", "step", "MFU", "peak + reserve (headroom)", "to train", "GPU-h"}};
   for (std::size_t place = 0; place < std::min<std::size_t>(15, entries.size()); ++place) {
     const PlanEntry& e = entries[place];
     const SweepRow& row = e.simulated;
@@ -267,7 +270,8 @@ std::string plan_table(const std::vector<PlanEntry>& entries, const std::vector<
                                (e.offload == "none" ? "" : ", offload " + e.offload);
     table.push_back({std::to_string(place + 1), std::to_string(e.gpus), layout, memory, format_count(row.tokens_per_s),
                      format_seconds(row.step_time_s), format_double(std::round(row.mfu * 1000) / 10) + "%",
-                     format_bytes(row.peak_bytes) + " (" + format_bytes(row.capacity_bytes - row.peak_bytes) + ")",
+                     format_bytes(row.peak_bytes) + " + " + format_bytes(row.reserve_bytes) + " (" +
+                         format_bytes(row.headroom_bytes()) + ")",
                      format_seconds(e.time_to_train_s), format_double(std::round(e.gpu_hours))});
   }
   shown << aligned_columns(table, {false, true, false, false, true, true, true, false, true, true});

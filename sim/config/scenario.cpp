@@ -67,6 +67,11 @@ const std::vector<OptionSpec>& option_specs() {
       {"memory.offload_activations", "none", "activation checkpoints: none | cpu (copied out after forward, back before backward; needs checkpointing recompute)"},
       {"memory.pinned_buffer_bytes", "1GiB", "per GPU: pinned host buffer that NVMe traffic is staged through, in chunks of half of it"},
       {"memory.delayed_update", "false", "offload_optimizer: the CPU step and parameter upload overlap the next step's forward and backward (ZeRO-Offload DPU): true | false"},
+      {"memory.cuda_context", "512MiB", "per GPU: the CUDA context and loaded kernels, outside PyTorch's allocator (0B: leave it out)"},
+      {"memory.nccl_buffers", "auto", "per GPU: NCCL's communication buffers (auto: 16 channels x one ring connection's Simple, LL "
+                                      "and LL128 buffers per communicator of the rank), or a size such as 600MiB"},
+      {"memory.reserve", "0.15", "what PyTorch's caching allocator reserves beyond the live tensors, which must fit too: its "
+                                 "fragmentation 1 - allocated/reserved, 0 to 0.5, or a size kept free such as 4GiB"},
       {"training.seq_len", "2048", "sequence length in tokens"},
       {"training.micro_batch", "1", "sequences per micro-batch per data-parallel rank"},
       {"training.global_batch", "auto", "sequences per optimizer step (auto: micro_batch x dp, no accumulation)"},
@@ -664,6 +669,38 @@ void read_offload_keys(const ValueReader& values, Scenario& scenario) {
   scenario.delayed_update = values.boolean("memory.delayed_update");
 }
 
+// [memory]: what a GPU holds beyond the tensors of the program.
+void read_runtime_memory_keys(const ValueReader& values, Scenario& scenario) {
+  // CUDA context: with lazy module loading (PyTorch's default since 1.13) the context after one
+  // small kernel took 287,047,680 bytes and 666,632,192 bytes with every kernel loaded eagerly
+  // (cudaMemGetInfo, pytorch/pytorch PR #86509); "around 400MB" with lazy loading
+  // (pytorch/pytorch issue #109888). A training step loads cuBLAS, attention and NCCL kernels
+  // besides: its context lies between the two measurements, and the default, 512 MiB, in between.
+  scenario.cuda_context_bytes = values.quantity("memory.cuda_context", parse_bytes);
+  if (!(scenario.cuda_context_bytes >= 0))
+    values.fail("memory.cuda_context", "must not be negative; accepted: a size such as 512MiB, or 0B");
+  if (values.text("memory.nccl_buffers") != "auto") {
+    scenario.nccl_buffer_bytes = values.quantity("memory.nccl_buffers", parse_bytes);
+    if (!(scenario.nccl_buffer_bytes >= 0))
+      values.fail("memory.nccl_buffers", "must not be negative; accepted: auto or a size such as 600MiB");
+  }
+  values.needs("memory.nccl_buffers", static_cast<double>(scenario.dp) * scenario.tp * scenario.pp * scenario.cp > 1,
+               "more than one GPU (a single GPU creates no NCCL communicator)");
+  // Fragmentation: GMLake (Guo et al., ASPLOS 2024, abstract) removed on average 15% (up to 33%)
+  // fragmentation, reserved memory holding no tensor, that PyTorch's caching allocator left on
+  // eight LLMs trained on A100-80GB: the default keeps that share of the reserved memory free.
+  const std::string reserve = values.text("memory.reserve");
+  try {
+    scenario.reserve = {0, parse_bytes(reserve)};
+  } catch (const UnitError&) {
+    scenario.reserve = {values.number("memory.reserve", 0, false, 0.5,
+                                      "a fraction from 0 to 0.5 (fragmentation, e.g. 0.15) or a size such as 4GiB"),
+                        0};
+  }
+  if (!(scenario.reserve.bytes >= 0))
+    values.fail("memory.reserve", "must not be negative; accepted: a fraction from 0 to 0.5 or a size such as 4GiB");
+}
+
 // [memory] settings whose precondition does not hold: refused, as they would have no effect.
 void refuse_memory_keys_without_effect(const ValueReader& values, const Scenario& scenario) {
   values.needs("memory.activation_budget", scenario.recompute == Recompute::optimal, "memory.recompute = optimal");
@@ -792,6 +829,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   read_zero_and_recompute_keys(values, scenario);
   read_precision_keys(values, scenario);
   read_offload_keys(values, scenario);
+  read_runtime_memory_keys(values, scenario);
   refuse_memory_keys_without_effect(values, scenario);
   read_training_keys(values, scenario);
   read_compute_keys(values, scenario);

@@ -26,6 +26,18 @@ const char* to_string(Recompute recompute);
 const char* to_string(GradSync sync);
 const char* to_string(OffloadTier tier);
 
+// What PyTorch's caching allocator holds reserved but unallocated beyond the live tensors
+// (fragmentation and its cache), which the GPU must have room for: either a share of what the
+// allocator reserves, fragmentation = 1 - allocated / reserved, or a fixed size.
+struct AllocatorReserve {
+  double fragmentation = 0.15;  // the default of memory.reserve, where scenario.cpp cites it
+  double bytes = 0;             // a fixed size instead (fragmentation 0)
+  // Reserved but unallocated when `allocated` bytes of tensors are live.
+  double unallocated(double allocated) const { return bytes + allocated * fragmentation / (1 - fragmentation); }
+  // The most tensors may hold on a GPU with `free_bytes` outside the CUDA context and NCCL.
+  double allocatable(double free_bytes) const { return (free_bytes - bytes) * (1 - fragmentation); }
+};
+
 struct Scenario {
   std::string name;                   // the file's stem: names the default output folder
   std::filesystem::path file;
@@ -60,6 +72,10 @@ struct Scenario {
   bool offload_activations = false;   // activation checkpoints kept in host DRAM between forward and backward
   double pinned_buffer_bytes = 1024.0 * 1024 * 1024;  // per GPU, staging NVMe traffic
   bool delayed_update = false;        // the CPU step overlaps the next step (ZeRO-Offload's DPU)
+  // Memory that real runs hold beyond the tensors (defaults and sources in scenario.cpp).
+  double cuda_context_bytes = 512.0 * 1024 * 1024;  // per GPU
+  double nccl_buffer_bytes = -1;      // per GPU; -1: counted from the rank's communicators
+  AllocatorReserve reserve;
 
   long long seq_len = 2048;
   long long micro_batch = 1;

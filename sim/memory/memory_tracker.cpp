@@ -8,6 +8,11 @@ namespace trainsim {
 
 double sum(const CategoryBytes& bytes) { return std::accumulate(bytes.begin(), bytes.end(), 0.0); }
 
+double allocator_bytes(const CategoryBytes& bytes) {
+  return sum(bytes) - bytes[static_cast<int>(MemCategory::cuda_context)] -
+         bytes[static_cast<int>(MemCategory::nccl_buffers)];
+}
+
 void MemoryTracker::apply(const Op& op, OpId key, double when) {
   if (op.kind != OpKind::alloc && op.kind != OpKind::free)
     return;
@@ -33,7 +38,8 @@ void MemoryTracker::apply(const Op& op, OpId key, double when) {
     peak.at_peak = usage;
     peak.peak_time = when;
   }
-  if (allocation.device == Device::gpu && total > gpu_capacity_ && over_capacity_at_ < 0)
+  if (allocation.device == Device::gpu && over_capacity_at_ < 0 &&
+      total + reserve_.unallocated(allocator_bytes(usage)) > gpu_capacity_)
     over_capacity_at_ = when;
   if (keep_timeline_)
     timeline_.push_back({when, in_use_[static_cast<int>(Device::gpu)], sum(in_use_[static_cast<int>(Device::host)]),
@@ -44,6 +50,7 @@ RankMemory MemoryTracker::result() const {
   RankMemory memory;
   memory.devices = peaks_;
   memory.over_capacity_at = over_capacity_at_;
+  memory.reserve = reserve_.unallocated(allocator_bytes(memory.gpu().at_peak));
   for (const auto& [name, allocation] : live_)
     if (allocation.device == Device::gpu)
       memory.persistent_gpu[static_cast<int>(allocation.category)] += allocation.bytes;
@@ -69,8 +76,8 @@ std::vector<OpId> pair_allocations(const Program& program) {
   return pairs;
 }
 
-RankMemory memory_in_program_order(const Program& program, double gpu_capacity) {
-  MemoryTracker tracker(false, gpu_capacity);
+RankMemory memory_in_program_order(const Program& program, double gpu_capacity, AllocatorReserve reserve) {
+  MemoryTracker tracker(false, gpu_capacity, reserve);
   const std::vector<OpId> pairs = pair_allocations(program);
   for (OpId id = 0; id < program.ops.size(); ++id)
     tracker.apply(program.ops[id], pairs[id], static_cast<double>(id));

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "config/scenario.hpp"
 #include "program/program.hpp"
 
 namespace trainsim {
@@ -31,15 +32,21 @@ struct DeviceMemory {
 struct RankMemory {
   std::array<DeviceMemory, device_count> devices{};
   CategoryBytes persistent_gpu{};   // still allocated when the step ends: model states
-  double over_capacity_at = -1;     // when GPU use first exceeded the capacity; -1: never
+  double reserve = 0;               // the caching allocator's reserved but unallocated bytes at the GPU peak
+  double over_capacity_at = -1;     // when GPU use and the reserve first exceeded the capacity; -1: never
   const DeviceMemory& gpu() const { return devices[static_cast<int>(Device::gpu)]; }
+  // What the GPU must hold at the peak: allocations, runtime memory and the allocator's reserve.
+  // "Fits" means this is at most the GPU's capacity.
+  double required() const { return gpu().peak + reserve; }
 };
 
 class MemoryTracker {
 public:
-  // `gpu_capacity`: the moment use first exceeds it is recorded (out of memory).
-  explicit MemoryTracker(bool keep_timeline, double gpu_capacity = std::numeric_limits<double>::infinity())
-      : keep_timeline_(keep_timeline), gpu_capacity_(gpu_capacity) {}
+  // `gpu_capacity`: the moment use and the allocator's `reserve` first exceed it is recorded
+  // (out of memory).
+  explicit MemoryTracker(bool keep_timeline, double gpu_capacity = std::numeric_limits<double>::infinity(),
+                         AllocatorReserve reserve = {})
+      : keep_timeline_(keep_timeline), gpu_capacity_(gpu_capacity), reserve_(reserve) {}
 
   // Applies an alloc or free (other ops are ignored). `allocation` identifies the tensor: the
   // id of its alloc op, for the alloc and for its free (see pair_allocations). `when` is the
@@ -56,6 +63,7 @@ private:
   };
   bool keep_timeline_;
   double gpu_capacity_;
+  AllocatorReserve reserve_;
   double over_capacity_at_ = -1;
   std::unordered_map<OpId, Allocation> live_;
   std::array<CategoryBytes, device_count> in_use_{};
@@ -69,8 +77,11 @@ std::vector<OpId> pair_allocations(const Program& program);
 
 // Peak memory of a program executed in program order (op index as time).
 RankMemory memory_in_program_order(const Program& program,
-                                   double gpu_capacity = std::numeric_limits<double>::infinity());
+                                   double gpu_capacity = std::numeric_limits<double>::infinity(),
+                                   AllocatorReserve reserve = {});
 
 double sum(const CategoryBytes& bytes);
+// What PyTorch's caching allocator serves of `bytes`: all but the CUDA context and NCCL's buffers.
+double allocator_bytes(const CategoryBytes& bytes);
 
 } // namespace trainsim

@@ -40,12 +40,14 @@ std::string overflow(const MemoryCheck& check, const PlanRequest& request) {
   const std::string host = check.host_bytes > 0 ? ", host memory " + format_bytes(check.host_bytes) + " of " +
                                                       format_bytes(request.host_capacity) + " per node"
                                                 : "";
+  const std::string usage =
+      format_bytes(check.peak_bytes) + " + " + format_bytes(check.reserve_bytes) + " reserve of " + format_bytes(capacity);
   if (check.fits)
-    return "fits, " + format_bytes(check.peak_bytes) + " of " + format_bytes(capacity) + host;
-  if (check.peak_bytes <= capacity)
+    return "fits, " + usage + host;
+  if (check.required_bytes() <= capacity)
     return "overflows host memory" + host;
-  return "overflows rank " + std::to_string(check.peak_rank) + " by " + format_bytes(check.peak_bytes - capacity) +
-         " (" + format_bytes(check.peak_bytes) + " of " + format_bytes(capacity) + ")";
+  return "overflows rank " + std::to_string(check.peak_rank) + " by " +
+         format_bytes(check.required_bytes() - capacity) + " (" + usage + ")";
 }
 
 // The FLOPs of the program that computes most; replicas share a program, counted once.
@@ -159,10 +161,11 @@ MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate)
     const WorkloadBuild build = build_workload(scenario, request.model, request.gpu_capacity);
     const Workload& workload = build.workload;
     const std::vector<RankMemory> memory =
-        estimate_memory(workload, std::vector<double>(workload.ranks(), request.gpu_capacity));
+        estimate_memory(workload, std::vector<double>(workload.ranks(), request.gpu_capacity), scenario.reserve);
     for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-      if (memory[rank].gpu().peak > check.peak_bytes) {
+      if (rank == 0 || memory[rank].required() > check.required_bytes()) {
         check.peak_bytes = memory[rank].gpu().peak;
+        check.reserve_bytes = memory[rank].reserve;
         check.peak_rank = static_cast<int>(rank);
       }
       check.host_bytes = std::max(check.host_bytes, memory[rank].devices[static_cast<int>(Device::host)].peak);
@@ -171,7 +174,7 @@ MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate)
     // Every GPU of a node offloads the same share.
     check.host_bytes *= std::min(candidate.gpus, request.gpus_per_node);
     check.valid = true;
-    check.fits = check.peak_bytes <= request.gpu_capacity && check.host_bytes <= request.host_capacity;
+    check.fits = check.required_bytes() <= request.gpu_capacity && check.host_bytes <= request.host_capacity;
     // The busiest rank's kernels for the whole batch, plus the pipeline bubble (p-1)/(v m).
     const double bubble = candidate.pp > 1 ? (candidate.pp - 1.0) / (candidate.vpp * static_cast<double>(accumulation)) : 0.0;
     check.estimate_s = flops * static_cast<double>(accumulation) / static_cast<double>(kept) /
@@ -237,21 +240,22 @@ std::string nothing_fits(const std::vector<Candidate>& candidates, const std::ve
   const double capacity = request.gpu_capacity;
   std::size_t best = candidates.size();
   for (std::size_t i = 0; i < candidates.size(); ++i)
-    if (checks[i].valid && (best == candidates.size() || checks[i].peak_bytes < checks[best].peak_bytes))
+    if (checks[i].valid && (best == candidates.size() || checks[i].required_bytes() < checks[best].required_bytes()))
       best = i;
   if (best == candidates.size())
     return "no candidate layout is possible for this model, batch and cluster (every one was refused; the first: " +
            (checks.empty() ? std::string("none") : checks.front().reason) + ")";
   const Candidate& c = candidates[best];
-  if (checks[best].peak_bytes <= capacity)
+  const double required = checks[best].required_bytes();
+  if (required <= capacity)
     return "nothing fits: the closest, " + c.layout_label() + " with " + c.techniques_label() +
            ", fits the GPUs but needs " + format_bytes(checks[best].host_bytes) + " of host memory per node, " +
            format_bytes(checks[best].host_bytes - request.host_capacity) + " more than the " +
            format_bytes(request.host_capacity) + " there are; it would need more host memory or more GPUs";
   return "nothing fits: the closest, " + c.layout_label() + " with " + c.techniques_label() + ", needs " +
-         format_bytes(checks[best].peak_bytes) + " per GPU, " + format_bytes(checks[best].peak_bytes - capacity) +
+         format_bytes(required) + " per GPU with the allocator's reserve, " + format_bytes(required - capacity) +
          " more than the " + format_bytes(capacity) + " there are; it would need GPUs with at least " +
-         format_bytes(checks[best].peak_bytes) + ", or more GPUs (a larger --gpus)" +
+         format_bytes(required) + ", or more GPUs (a larger --gpus)" +
          (request.host_capacity > 0 ? std::string(", or more host memory for offload")
                                     : std::string(", or a platform with a CPU host to offload to"));
 }

@@ -52,9 +52,11 @@ struct MemoryCheck {
   bool valid = false;              // false: the scenario refused it (reason says why)
   std::string reason;
   double peak_bytes = 0;
+  double reserve_bytes = 0;        // the caching allocator's reserve on that rank: kept free
   int peak_rank = 0;
   double host_bytes = 0;           // a node's host memory: its GPUs' offloaded shares added
-  bool fits = false;               // on the GPUs and in host memory
+  bool fits = false;               // peak and reserve on the GPUs, and in host memory
+  double required_bytes() const { return peak_bytes + reserve_bytes; }
   double estimate_s = 0;           // roofline compute time with the pipeline bubble, for ordering
 };
 

@@ -38,9 +38,9 @@ public:
   // `parallel` names this rank's tensor- and context-parallel groups.
   DataParallelWriter(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
                      const ModelStatePlan& states, const RecomputePlan& plan, int gradient_group,
-                     const ModelParallelGroups& parallel)
+                     const ModelParallelGroups& parallel, const RuntimeMemory& runtime = {})
       : s_(scenario), model_(model), costs_(costs), states_(states), plan_(plan), ops_(*this, costs, parallel),
-        gradient_group_(gradient_group) {
+        gradient_group_(gradient_group), runtime_(runtime) {
     const ParameterCounts counts = count_parameters(model);
     const double t = static_cast<double>(scenario.tp);
     groups_.push_back({"embedding", costs.embedding_parameters});
@@ -57,6 +57,7 @@ public:
   Program build() {
     // Per micro-batch and layer: forward and backward kernels, collectives, allocs and frees.
     expect(static_cast<std::size_t>(s_.grad_accum) * static_cast<std::size_t>(model_.layers + 2) * 16 + 64);
+    allocate_runtime_memory(*this, runtime_);
     allocate_model_states();
     plan_fetches();
     // A delayed update applies the previous step's gradients while this step runs.
@@ -453,6 +454,7 @@ private:
   const RecomputePlan& plan_;
   LayerOps ops_;
   const int gradient_group_;
+  const RuntimeMemory runtime_;
   std::vector<ParamGroup> groups_;
   double parameters_ = 0;          // held by this rank before ZeRO sharding
   double head_gradient_parameters_ = 0;
@@ -510,8 +512,8 @@ double default_activation_budget(const Scenario& scenario, const ModelSpec& mode
 
 Program build_data_parallel_program(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
                                     const ModelStatePlan& states, const RecomputePlan& plan, int gradient_group,
-                                    const ModelParallelGroups& parallel) {
-  return DataParallelWriter(scenario, model, costs, states, plan, gradient_group, parallel).build();
+                                    const ModelParallelGroups& parallel, const RuntimeMemory& runtime) {
+  return DataParallelWriter(scenario, model, costs, states, plan, gradient_group, parallel, runtime).build();
 }
 
 double data_parallel_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,

@@ -40,6 +40,7 @@
 #include "program/program.hpp"
 #include "program/program_writer.hpp"
 #include "program/recompute_plan.hpp"
+#include "program/runtime_memory.hpp"
 
 namespace trainsim {
 
@@ -47,7 +48,7 @@ namespace trainsim {
 // as `states` plans.
 Program build_data_parallel_program(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
                                     const ModelStatePlan& states, const RecomputePlan& plan, int gradient_group,
-                                    const ModelParallelGroups& parallel);
+                                    const ModelParallelGroups& parallel, const RuntimeMemory& runtime);
 
 // What the GPU has left for layer activations at the program's peak without them.
 double data_parallel_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,

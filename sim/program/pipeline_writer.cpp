@@ -36,6 +36,7 @@ public:
       : s_(scenario), model_(model), costs_(costs), states_(states), plans_(plans),
         coords_(placement.layout->coords(rank)), p_(scenario.pp), v_(scenario.vpp),
         embedding_group_(placement.embedding_group[rank] >= 0 ? embedding_slot : -1),
+        runtime_(placement.runtime[static_cast<std::size_t>(rank)]),
         ops_(*this, costs,
              ModelParallelGroups{placement.groups->tp[rank] >= 0 ? tp_slot : -1,
                                  placement.groups->cp[rank] >= 0 ? cp_slot : -1, scenario.cp, scenario.sp}),
@@ -50,6 +51,7 @@ public:
   }
 
   Program build() {
+    allocate_runtime_memory(*this, runtime_);
     allocate_model_states();
     // A delayed update applies the previous step's gradients while this step runs.
     if (s_.delayed_update)
@@ -297,6 +299,7 @@ private:
   const RankCoords coords_;
   const int p_, v_;
   const int embedding_group_;
+  const RuntimeMemory runtime_;
   LayerOps ops_;
   const std::vector<long long> stage_layers_;
   std::vector<long long> chunk_first_;

@@ -25,6 +25,7 @@
 #include "program/model_states.hpp"
 #include "program/program.hpp"
 #include "program/recompute_plan.hpp"
+#include "program/runtime_memory.hpp"
 
 namespace trainsim {
 
@@ -35,6 +36,7 @@ struct PipelinePlacement {
   const Layout* layout = nullptr;
   const LayoutGroups* groups = nullptr;
   std::vector<int> embedding_group;   // per rank: the first and last stages tying the embedding, -1 if none
+  std::vector<RuntimeMemory> runtime; // per rank: the CUDA context and NCCL buffers
 };
 
 // `plans[c]` is the recompute plan of chunk c on this rank; `states` keeps the model states.

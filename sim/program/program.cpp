@@ -67,6 +67,8 @@ const char* to_string(MemCategory category) {
   case MemCategory::optimizer: return "optimizer";
   case MemCategory::activations: return "activations";
   case MemCategory::buffers: return "buffers";
+  case MemCategory::cuda_context: return "cuda_context";
+  case MemCategory::nccl_buffers: return "nccl_buffers";
   }
   return "?";
 }

@@ -29,7 +29,11 @@ enum class Stream : std::uint8_t {
   compute, tp_comm, dp_comm, pp_comm, copy, io_read, cp_comm, pp_bwd, copy_out, cpu, io_write
 };
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast };
-enum class MemCategory : std::uint8_t { weights, gradients, optimizer, activations, buffers };
+// cuda_context and nccl_buffers are held outside PyTorch's caching allocator (the driver's context
+// and NCCL's own buffers): allocated once when a program starts, never freed.
+enum class MemCategory : std::uint8_t {
+  weights, gradients, optimizer, activations, buffers, cuda_context, nccl_buffers
+};
 enum class Device : std::uint8_t { gpu, host, nvme };
 // What a compute op is part of, for reports (recompute time, Gantt charts).
 enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer };
@@ -37,7 +41,7 @@ enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer
 constexpr int op_kind_count = 9;
 constexpr int stream_count = 11;
 constexpr int collective_count = 5;
-constexpr int category_count = 5;
+constexpr int category_count = 7;
 constexpr int device_count = 3;
 constexpr int phase_count = 5;
 

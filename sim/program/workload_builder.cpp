@@ -10,6 +10,7 @@
 #include "program/data_parallel_writer.hpp"
 #include "program/pipeline_writer.hpp"
 #include "program/pipeline_schedule.hpp"
+#include "program/runtime_memory.hpp"
 
 namespace trainsim {
 namespace {
@@ -119,6 +120,16 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
     build.coords.push_back(layout.coords(rank));
     workload.bindings.push_back(binding_of(layout, groups, tied, rank));
   }
+  workload.groups = groups.groups;
+  std::vector<RuntimeMemory> runtime;
+  for (int rank = 0; rank < layout.world(); ++rank)
+    runtime.push_back(runtime_memory(scenario, runtime_communicators(workload, rank, build.coords[rank], scenario)));
+  // What the tensors may take of the GPU for the optimal recompute budget: the runtime memory and
+  // the allocator's reserve are not theirs (the first rank's runtime, as the budget is the first
+  // pipeline stage's).
+  // At least a byte: 0 would read as an unknown capacity, whose budget is unbounded.
+  if (gpu_capacity > 0)
+    gpu_capacity = std::max(1.0, scenario.reserve.allocatable(gpu_capacity - runtime.front().total()));
 
   if (scenario.pp == 1) {
     double budget = 0;
@@ -127,11 +138,11 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                    ? scenario.activation_budget
                    : data_parallel_activation_budget(scenario, model, costs, states, gpu_capacity);
     build.recompute = plan_recompute(scenario, model.layers, costs.layer, budget);
-    workload.groups = groups.groups;
     // Ranks differ only in their groups, which their bindings name: one program for all.
     const auto program = std::make_shared<const Program>(build_data_parallel_program(
         scenario, model, costs, states, build.recompute, gradient_slot,
-        ModelParallelGroups{scenario.tp > 1 ? tp_slot : -1, scenario.cp > 1 ? cp_slot : -1, scenario.cp, scenario.sp}));
+        ModelParallelGroups{scenario.tp > 1 ? tp_slot : -1, scenario.cp > 1 ? cp_slot : -1, scenario.cp, scenario.sp},
+        runtime.front()));
     workload.programs.assign(static_cast<std::size_t>(layout.world()), program);
     return build;
   }
@@ -151,8 +162,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
             : std::numeric_limits<double>::infinity();
     budget = total / static_cast<double>(std::max(1LL, in_flight));
   }
-  workload.groups = groups.groups;
-  PipelinePlacement placement{&layout, &groups, tied};
+  PipelinePlacement placement{&layout, &groups, tied, runtime};
   // The ranks of a stage differ only in their groups and neighbours: one program per stage.
   std::vector<std::shared_ptr<const Program>> of_stage(static_cast<std::size_t>(scenario.pp));
   for (int rank = 0; rank < layout.world(); ++rank) {

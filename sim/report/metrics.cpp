@@ -149,7 +149,7 @@ std::vector<bool> default_timeline_ranks(const std::vector<int>& stage_of_rank) 
 }
 
 StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus,
-                             const std::vector<bool>& timeline_ranks)
+                             const std::vector<bool>& timeline_ranks, const AllocatorReserve& reserve)
     : workload_(workload), gpus_(gpus) {
   // Every kind of group in the layout is reported, with zeros when it moved nothing.
   for (const Group& group : workload.groups)
@@ -170,7 +170,7 @@ StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo
   }
   ranks_.reserve(workload.ranks());
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    ranks_.emplace_back(timeline_ranks.empty() || timeline_ranks[rank], gpus[rank].hbm_capacity);
+    ranks_.emplace_back(timeline_ranks.empty() || timeline_ranks[rank], gpus[rank].hbm_capacity, reserve);
     RankState& state = ranks_.back();
     state.facts = &facts_.at(workload.programs[rank].get());
     state.comm.resize(kinds_.size());
@@ -286,14 +286,15 @@ MemorySummary summarize_memory(const std::vector<RankMemory>& ranks, const std::
   double least_headroom = 0;
   for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
     const double capacity = gpus[rank].hbm_capacity;
-    const double peak = ranks[rank].gpu().peak;
-    if (rank == 0 || capacity - peak < least_headroom) {
-      least_headroom = capacity - peak;
-      summary.peak_bytes = peak;
+    const double required = ranks[rank].required();
+    if (rank == 0 || capacity - required < least_headroom) {
+      least_headroom = capacity - required;
+      summary.peak_bytes = ranks[rank].gpu().peak;
+      summary.reserve_bytes = ranks[rank].reserve;
       summary.capacity_bytes = capacity;
       summary.peak_rank = static_cast<int>(rank);
     }
-    if (peak > capacity)
+    if (required > capacity)
       summary.gpu_fits = false;
   }
   summary.host = summarize_tier(ranks, gpus, Device::host, &GpuInfo::host_memory_capacity, node_peaks);

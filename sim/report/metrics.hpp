@@ -106,10 +106,11 @@ struct NodeTier {
 using NodePeaks = std::map<std::string, std::array<double, device_count>>;
 
 struct MemorySummary {
-  // The rank with the least headroom (its peak furthest above, or closest below, its own GPU's
-  // capacity): its peak and its GPU's capacity. With one kind of GPU, the highest peak.
+  // The rank with the least headroom (its peak and reserve furthest above, or closest below, its
+  // own GPU's capacity): its peak and its GPU's capacity. With one kind of GPU, the highest peak.
   double capacity_bytes = 0;
   double peak_bytes = 0;
+  double reserve_bytes = 0;     // the caching allocator's reserve at that rank's peak
   int peak_rank = 0;
   bool gpu_fits = true;
   NodeTier host;
@@ -153,8 +154,9 @@ bool is_offload_kind(const std::string& kind);
 class StepCollector : public ReplayObserver {
 public:
   // `gpus`: the GPU of each rank, for capacities and peaks; `timeline_ranks`: the ranks whose
-  // memory timeline is kept (all of them when empty).
-  StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, const std::vector<bool>& timeline_ranks);
+  // memory timeline is kept (all of them when empty); `reserve`: the caching allocator's.
+  StepCollector(const Workload& workload, const std::vector<GpuInfo>& gpus, const std::vector<bool>& timeline_ranks,
+                const AllocatorReserve& reserve);
   void op_started(int rank, OpId op, double time) override;
   void op_finished(int rank, OpId op, double time) override;
   void op_transferred(int rank, OpId op, const Transfer& transfer) override;
@@ -184,7 +186,8 @@ private:
     MemoryTracker memory;
     double finish = 0;
     const ProgramFacts* facts = nullptr;
-    RankState(bool keep_timeline, double capacity) : memory(keep_timeline, capacity) {}
+    RankState(bool keep_timeline, double capacity, const AllocatorReserve& reserve)
+        : memory(keep_timeline, capacity, reserve) {}
   };
   StepBreakdown breakdown_of(const RankState& state, const RankMetrics& rank, double step_time) const;
   // Host and NVMe allocations added up over a node's ranks as the replay tells them.

@@ -12,7 +12,8 @@
 namespace trainsim {
 namespace {
 
-const char* const category_colour[category_count] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f"};
+const char* const category_colour[category_count] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                                     "#bab0ac", "#9c755f"};
 const char* const empty_colour = "#f0f0f0";  // idle time, free memory
 
 std::string phase_colour(Phase phase) {

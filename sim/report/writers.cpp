@@ -42,8 +42,10 @@ json rank_memory_json(int rank, const RankMemory& memory, const GpuInfo& gpu) {
               {"peak_bytes", peak.peak},
               {"at_peak", categories_json(peak.at_peak)},
               {"model_states", model_states_json(memory.persistent_gpu)},
-              {"fits", peak.peak <= gpu.hbm_capacity},
-              {"overflow_bytes", std::max(0.0, peak.peak - gpu.hbm_capacity)}};
+              {"reserve_bytes", memory.reserve},
+              {"headroom_bytes", gpu.hbm_capacity - memory.required()},
+              {"fits", memory.required() <= gpu.hbm_capacity},
+              {"overflow_bytes", std::max(0.0, memory.required() - gpu.hbm_capacity)}};
   if (memory.over_capacity_at >= 0)
     out["over_capacity_at"] = memory.over_capacity_at;
   return out;
@@ -61,6 +63,8 @@ json memory_section(const MemorySummary& summary, const std::vector<RankMemory>&
                     bool timed) {
   json out = {{"capacity_bytes", summary.capacity_bytes},
               {"peak_bytes", summary.peak_bytes},
+              {"reserve_bytes", summary.reserve_bytes},
+              {"headroom_bytes", summary.capacity_bytes - summary.peak_bytes - summary.reserve_bytes},
               {"peak_rank", summary.peak_rank},
               {"gpu_fits", summary.gpu_fits},
               {"host", tier_json(summary.host)},
@@ -230,6 +234,10 @@ void print_memory_lines(std::ostream& out, const MemorySummary& summary, const s
                   .c_str(),
               summary.gpu_fits ? "fits" : "DOES NOT FIT");
   out << line("  %-16s %s\n", "at peak", breakdown(worst.gpu().at_peak).c_str());
+  out << line("  %-16s %s reserved by the caching allocator beyond its tensors; %s %s\n", "reserve",
+              format_bytes(summary.reserve_bytes).c_str(),
+              format_bytes(std::abs(summary.capacity_bytes - summary.peak_bytes - summary.reserve_bytes)).c_str(),
+              summary.gpu_fits ? "left free" : "short");
   out << line("  %-16s %s\n", "model states", breakdown(model_states_only(worst.persistent_gpu)).c_str());
   for (const auto& [tier, name] : node_tiers(summary))
     if (tier->used)
@@ -240,9 +248,10 @@ void print_memory_lines(std::ostream& out, const MemorySummary& summary, const s
   if (!summary.gpu_fits) {
     int over = 0;
     for (std::size_t rank = 0; rank < ranks.size(); ++rank)
-      over += ranks[rank].gpu().peak > gpus[rank].hbm_capacity;
-    out << line("  %-16s %d of %zu ranks exceed HBM; rank %d by %s\n", "out of memory", over, ranks.size(),
-                summary.peak_rank, format_bytes(summary.peak_bytes - gpus[summary.peak_rank].hbm_capacity).c_str());
+      over += ranks[rank].required() > gpus[rank].hbm_capacity;
+    out << line("  %-16s %d of %zu ranks exceed HBM with the reserve; rank %d by %s\n", "out of memory", over,
+                ranks.size(), summary.peak_rank,
+                format_bytes(ranks[summary.peak_rank].required() - gpus[summary.peak_rank].hbm_capacity).c_str());
   }
 }
 
@@ -532,8 +541,8 @@ void print_memory_comparison_table(std::ostream& out, const std::string& key, co
   out << "| " << key;
   for (int c = 0; c < category_count; ++c)
     out << " | " << to_string(static_cast<MemCategory>(c));
-  out << " | peak" << (host ? " | host per node" : "") << (nvme ? " | nvme per node" : "") << " | fits |\n|---";
-  for (int c = 0; c <= category_count + 1 + host + nvme; ++c)
+  out << " | peak | reserve" << (host ? " | host per node" : "") << (nvme ? " | nvme per node" : "") << " | fits |\n|---";
+  for (int c = 0; c <= category_count + 2 + host + nvme; ++c)
     out << "|---";
   out << "|\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -542,7 +551,7 @@ void print_memory_comparison_table(std::ostream& out, const std::string& key, co
     out << "| " << rows[i].value;
     for (double bytes : peak.at_peak)
       out << " | " << format_bytes(bytes);
-    out << " | " << format_bytes(summary.peak_bytes);
+    out << " | " << format_bytes(summary.peak_bytes) << " | " << format_bytes(summary.reserve_bytes);
     if (host)
       out << " | " << format_bytes(summary.host.peak_bytes);
     if (nvme)
@@ -561,7 +570,7 @@ std::string plan_csv(const std::vector<PlanEntry>& entries) {
            std::to_string(e.tp) + "," + std::to_string(e.pp) + "," + std::to_string(e.vpp) + "," + std::to_string(e.cp) +
            "," + std::to_string(e.micro_batch) + "," + std::to_string(e.zero) + "," + e.recompute + "," + e.offload + "," +
            format_double(row.tokens_per_s) + "," + format_double(row.step_time_s) + "," + format_double(row.mfu) + "," +
-           csv_byte_count(row.peak_bytes) + "," + csv_byte_count(row.capacity_bytes - row.peak_bytes) + "," +
+           csv_byte_count(row.peak_bytes) + "," + csv_byte_count(row.headroom_bytes()) + "," +
            format_double(e.time_to_train_s) + "," + format_double(e.gpu_hours) + "," + csv_field(row.bottleneck) + "\n";
   }
   return csv;
@@ -575,7 +584,8 @@ json plan_json(const std::vector<PlanEntry>& entries) {
     plan.push_back({{"rank", place + 1}, {"gpus", e.gpus}, {"dp", e.dp}, {"tp", e.tp}, {"pp", e.pp}, {"vpp", e.vpp},
                     {"cp", e.cp}, {"micro_batch", e.micro_batch}, {"zero", e.zero}, {"recompute", e.recompute},
                     {"offload", e.offload}, {"tokens_per_s", row.tokens_per_s}, {"step_time_s", row.step_time_s},
-                    {"mfu", row.mfu}, {"peak_bytes", row.peak_bytes}, {"capacity_bytes", row.capacity_bytes},
+                    {"mfu", row.mfu}, {"peak_bytes", row.peak_bytes}, {"reserve_bytes", row.reserve_bytes},
+                    {"headroom_bytes", row.headroom_bytes()}, {"capacity_bytes", row.capacity_bytes},
                     {"time_to_train_s", e.time_to_train_s}, {"gpu_hours", e.gpu_hours}, {"bottleneck", row.bottleneck},
                     {"decisions", e.decisions}});
   }

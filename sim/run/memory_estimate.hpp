@@ -9,10 +9,12 @@
 
 namespace trainsim {
 
-// The peak of each rank against its GPU's capacity. Replicas share a program, so each (program,
-// capacity) pair is accounted once.
-std::vector<RankMemory> estimate_memory(const Workload& workload, const std::vector<double>& gpu_capacities);
+// The peak of each rank against its GPU's capacity, with the caching allocator's `reserve`.
+// Replicas share a program, so each (program, capacity) pair is accounted once.
+std::vector<RankMemory> estimate_memory(const Workload& workload, const std::vector<double>& gpu_capacities,
+                                        const AllocatorReserve& reserve);
 // The same on the GPUs the ranks run on (rank r on gpus[r]).
-std::vector<RankMemory> estimate_memory(const Workload& workload, const std::vector<GpuInfo>& gpus);
+std::vector<RankMemory> estimate_memory(const Workload& workload, const std::vector<GpuInfo>& gpus,
+                                        const AllocatorReserve& reserve);
 
 } // namespace trainsim

@@ -70,7 +70,7 @@ SimulatedRun simulate(SimulationContext& context, const PreparedRun& prepared, c
   const Workload& workload = prepared.workload;
   const std::vector<GpuInfo>& gpus = prepared.gpus;
   note_work("while simulating " + program_scale(workload));
-  StepCollector collector(workload, gpus, timeline_ranks);
+  StepCollector collector(workload, gpus, timeline_ranks, prepared.scenario.reserve);
   SpanRecorder spans(workload, span_ranks);
   ObserverFanout observers({&collector, &spans});
   replay(context, workload, gpus, settings, observers);

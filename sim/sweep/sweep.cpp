@@ -125,6 +125,7 @@ SweepRow row_from_summary(const SweepConfig& config, const json& summary) {
   const json& memory = summary.at("memory");
   row.peak_bytes = memory.at("peak_bytes").get<double>();
   row.capacity_bytes = memory.at("capacity_bytes").get<double>();
+  row.reserve_bytes = memory.at("reserve_bytes").get<double>();
   row.fits = memory.at("fits").get<bool>();
   row.bottleneck = summary.value("bottleneck", "");
   return row;
@@ -141,6 +142,7 @@ json to_json(const SweepRow& row) {
     out["mfu"] = row.mfu;
     out["peak_bytes"] = row.peak_bytes;
     out["capacity_bytes"] = row.capacity_bytes;
+    out["reserve_bytes"] = row.reserve_bytes;
     out["fits"] = row.fits;
     out["bottleneck"] = row.bottleneck;
   } else {
@@ -164,6 +166,7 @@ SweepRow row_from_json(const json& in) {
     row.mfu = in.at("mfu").get<double>();
     row.peak_bytes = in.at("peak_bytes").get<double>();
     row.capacity_bytes = in.at("capacity_bytes").get<double>();
+    row.reserve_bytes = in.at("reserve_bytes").get<double>();
     row.fits = in.at("fits").get<bool>();
     row.bottleneck = in.at("bottleneck").get<std::string>();
   } else {
@@ -176,7 +179,7 @@ std::string csv_header(const std::vector<std::string>& keys) {
   std::string header = "index,status";
   for (const std::string& key : keys)
     header += "," + csv_field(key);
-  return header + ",step_time_s,tokens_per_s,mfu,peak_bytes,capacity_bytes,fits,bottleneck,reason\n";
+  return header + ",step_time_s,tokens_per_s,mfu,peak_bytes,reserve_bytes,capacity_bytes,fits,bottleneck,reason\n";
 }
 
 std::string csv_line(const SweepRow& row) {
@@ -185,10 +188,11 @@ std::string csv_line(const SweepRow& row) {
     line += "," + csv_field(value);
   if (row.status == "ok")
     line += "," + format_double(row.step_time_s) + "," + format_double(row.tokens_per_s) + "," + format_double(row.mfu) +
-            "," + csv_byte_count(row.peak_bytes) + "," + csv_byte_count(row.capacity_bytes) + "," +
+            "," + csv_byte_count(row.peak_bytes) + "," + csv_byte_count(row.reserve_bytes) + "," +
+            csv_byte_count(row.capacity_bytes) + "," +
             (row.fits ? "true" : "false") + "," + csv_field(row.bottleneck) + ",";
   else
-    line += ",,,,,,,," + csv_field(row.reason);
+    line += ",,,,,,,,," + csv_field(row.reason);
   return line + "\n";
 }
 

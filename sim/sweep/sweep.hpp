@@ -49,10 +49,13 @@ struct SweepRow {
   std::string status;
   std::string reason;
   double step_time_s = 0, tokens_per_s = 0, mfu = 0, peak_bytes = 0, capacity_bytes = 0;
+  double reserve_bytes = 0;  // the caching allocator's reserve at the peak
   bool fits = false;
   std::string bottleneck;
 
   std::string label() const;
+  // What the GPU has left at the peak with the reserve (negative: short by that much).
+  double headroom_bytes() const { return capacity_bytes - peak_bytes - reserve_bytes; }
 };
 
 // The row of a simulated configuration, from its summary.json.

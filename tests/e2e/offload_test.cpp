@@ -185,8 +185,8 @@ TEST_CASE("host memory has a timeline in memory.csv and trace.json, and the repo
   const json summary = read_json(result.dir / "out/summary.json");
   double host = 0, nvme = 0;
   for (const auto& row : memory_rows(result.dir / "out/memory.csv", 0)) {
-    host = std::max(host, row[6]);
-    nvme = std::max(nvme, row[7]);
+    host = std::max(host, row[8]);  // after time and the seven GPU categories
+    nvme = std::max(nvme, row[9]);
   }
   CHECK(host == summary["memory"]["ranks"][0]["host_peak_bytes"].get<double>());
   CHECK(nvme == summary["memory"]["ranks"][0]["nvme_peak_bytes"].get<double>());
@@ -225,7 +225,7 @@ TEST_CASE("memory --compare adds host and NVMe columns when a row offloads") {
   for (std::string line; std::getline(table, line);)
     lines.push_back(line);
   REQUIRE(lines.size() == 5);
-  CHECK(lines[0].find("| peak | host per node | nvme per node | fits |") != std::string::npos);
+  CHECK(lines[0].find("| peak | reserve | host per node | nvme per node | fits |") != std::string::npos);
   // Without offload ZeRO-3 keeps 16 bytes x 69B / 8 = 138 GB per GPU: no fit on 80 GB. Offloaded,
   // the node holds 16 bytes per parameter (1.10e12 B = 1.00 TiB) in DRAM or on NVMe, and with
   // NVMe 8 x 1 GiB of pinned buffers in DRAM.

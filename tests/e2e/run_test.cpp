@@ -36,9 +36,18 @@ TEST_CASE("run prints a summary and writes summary.json with the documented keys
   REQUIRE(summary["memory"]["ranks"].size() == 16);
   for (const json& rank : summary["memory"]["ranks"]) {
     double at_peak = 0;
-    for (const char* category : {"weights", "gradients", "optimizer", "activations", "buffers"})
+    for (const char* category :
+         {"weights", "gradients", "optimizer", "activations", "buffers", "cuda_context", "nccl_buffers"})
       at_peak += rank["at_peak"][category].get<double>();
     CHECK(at_peak == doctest::Approx(rank["peak_bytes"].get<double>()));
+    // The tiny scenario's dp = 16 is one NCCL communicator: 16 channels x 9,633,792 bytes.
+    CHECK(rank["at_peak"]["cuda_context"] == 512.0 * 1024 * 1024);
+    CHECK(rank["at_peak"]["nccl_buffers"] == 16 * 9633792.0);
+    // The reserve is fragmentation 0.15 of what the allocator reserves: 0.15 / 0.85 of the tensors.
+    const double tensors = at_peak - 512.0 * 1024 * 1024 - 16 * 9633792.0;
+    CHECK(rank["reserve_bytes"].get<double>() == doctest::Approx(tensors * 0.15 / 0.85));
+    CHECK(rank["headroom_bytes"].get<double>() ==
+          doctest::Approx(80 * gib - rank["peak_bytes"].get<double>() - rank["reserve_bytes"].get<double>()));
     for (const char* state : {"weights", "gradients", "optimizer"})
       CHECK(rank["model_states"][state].get<double>() > 0);
   }
@@ -99,16 +108,17 @@ TEST_CASE("memory.csv has one column per category and reaches the reported peak"
   REQUIRE(result.status == 0);
   std::string header;
   const auto rows = memory_rows(result.dir / "out/memory.csv", 0, &header);
-  CHECK(header == "rank,time_s,weights,gradients,optimizer,activations,buffers,host,nvme");
+  CHECK(header == "rank,time_s,weights,gradients,optimizer,activations,buffers,cuda_context,nccl_buffers,host,nvme");
   double highest = 0, last_time = 0;
   for (const auto& row : rows) {
-    CHECK(row.size() == 8);
+    CHECK(row.size() == 10);
     CHECK(row[0] >= last_time);  // a timeline in simulated-time order
     last_time = row[0];
-    CHECK(row[6] == 0);  // nothing offloaded
-    CHECK(row[7] == 0);
+    CHECK(row[6] == 512.0 * 1024 * 1024);  // the CUDA context, from the start
+    CHECK(row[8] == 0);  // nothing offloaded
+    CHECK(row[9] == 0);
     double total = 0;
-    for (std::size_t c = 1; c <= 5; ++c)
+    for (std::size_t c = 1; c <= 7; ++c)
       total += row[c];
     highest = std::max(highest, total);
   }

@@ -114,7 +114,8 @@ TEST_CASE("memory --compare tabulates a key's values") {
   for (std::string line; std::getline(table, line);)
     lines.push_back(line);
   REQUIRE(lines.size() == 6);  // header, rule, four stages
-  CHECK(lines[0] == "| memory.zero | weights | gradients | optimizer | activations | buffers | peak | fits |");
+  CHECK(lines[0] == "| memory.zero | weights | gradients | optimizer | activations | buffers | cuda_context | "
+                    "nccl_buffers | peak | reserve | fits |");
   CHECK(lines[2].rfind("| 0 |", 0) == 0);
   CHECK(lines[5].rfind("| 3 |", 0) == 0);
   const CliResult platform = run_trainsim("compare_platform", "memory " + tiny + " --compare platform.file=a.xml,b.xml");

@@ -54,10 +54,12 @@ TEST_CASE("a data-parallel run prepared and simulated in process trains its batc
     CHECK(model_state_bytes(rank.memory) == 18 * parameters);
 
   // DDP frees in program order what the replay frees: the estimate without simulating agrees.
-  const std::vector<RankMemory> estimated = estimate_memory(prepared.workload, prepared.gpus);
+  const std::vector<RankMemory> estimated = estimate_memory(prepared.workload, prepared.gpus, prepared.scenario.reserve);
   REQUIRE(estimated.size() == 16);
-  for (std::size_t rank = 0; rank < 16; ++rank)
+  for (std::size_t rank = 0; rank < 16; ++rank) {
     CHECK(estimated[rank].gpu().peak == metrics.ranks[rank].memory.gpu().peak);
+    CHECK(estimated[rank].reserve == metrics.ranks[rank].memory.reserve);
+  }
 
   // Only rank 0's spans were asked for.
   CHECK(simulated.spans.ranks() == std::vector<int>{0});

@@ -53,7 +53,7 @@ TEST_CASE("the collector turns op events into step metrics") {
   gpu.peak_bf16 = 312e12;
   gpu.hbm_capacity = 1e9;
   const std::vector<GpuInfo> gpus = {gpu, gpu};
-  StepCollector collector(workload, gpus, {false, false});
+  StepCollector collector(workload, gpus, {false, false}, AllocatorReserve{0, 0});
   for (int rank = 0; rank < 2; ++rank) {
     collector.op_started(rank, 0, 0);
     collector.op_started(rank, 1, 1);
@@ -109,7 +109,7 @@ TEST_CASE("a node's host memory is what its ranks hold at once in a replay, thei
   gpu.hbm_capacity = 1e9;
   gpu.host_memory_capacity = 15e9;
   const std::vector<GpuInfo> gpus = {gpu, gpu};
-  StepCollector collector(workload, gpus, {false, false});
+  StepCollector collector(workload, gpus, {false, false}, AllocatorReserve{0, 0});
   for (int rank = 0; rank < 2; ++rank) {
     collector.op_started(rank, 0, 2.0 * rank);
     collector.op_finished(rank, 0, 2.0 * rank);

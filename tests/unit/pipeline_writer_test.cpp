@@ -60,7 +60,8 @@ Program stage_program(const Scenario& scenario, int stage) {
   std::vector<RecomputePlan> plans;
   for (int chunk = 0; chunk < scenario.vpp; ++chunk)
     plans.push_back(plan_recompute(scenario, layers[chunk * scenario.pp + stage], costs.layer, 0));
-  const PipelinePlacement placement{&layout, &groups, std::vector<int>(static_cast<std::size_t>(layout.world()), -1)};
+  const PipelinePlacement placement{&layout, &groups, std::vector<int>(static_cast<std::size_t>(layout.world()), -1),
+                                    std::vector<RuntimeMemory>(static_cast<std::size_t>(layout.world()))};
   RankCoords coords;
   coords.pp = stage;
   return build_pipeline_program(scenario, model, costs, states, plans, placement, layout.rank_of(coords));

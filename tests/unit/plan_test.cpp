@@ -160,14 +160,15 @@ TEST_CASE("offload is the planner's last resort, for data-parallel layouts on pl
         out.push_back(c);
     return out;
   }();
-  // Offloading lowers the lowest GPU peak the layout can reach (ZeRO-3 with full recompute still
-  // keeps 16 bytes per parameter / 8 on each GPU); a GPU between the two holds it only offloaded.
+  // Offloading lowers the lowest GPU peak (with the allocator's reserve) the layout can reach
+  // (ZeRO-3 with full recompute still keeps 16 bytes per parameter / 8 on each GPU); a GPU
+  // between the two holds it only offloaded.
   double lowest = 1e300, lowest_offloaded = 1e300;
   for (const Candidate& c : dp_only) {
     const MemoryCheck check = check_memory(request, c);
     REQUIRE(check.valid);
     (c.offload == "none" ? lowest : lowest_offloaded) =
-        std::min(c.offload == "none" ? lowest : lowest_offloaded, check.peak_bytes);
+        std::min(c.offload == "none" ? lowest : lowest_offloaded, check.required_bytes());
   }
   REQUIRE(lowest_offloaded < lowest);
   request.gpu_capacity = (lowest + lowest_offloaded) / 2;
@@ -181,4 +182,28 @@ TEST_CASE("offload is the planner's last resort, for data-parallel layouts on pl
   const auto checks = check_candidates(request, dp_only);
   CHECK(choose_per_layout(dp_only, checks).empty());
   CHECK(nothing_fits(dp_only, checks, request).find("host memory") != std::string::npos);
+}
+
+TEST_CASE("the planner keeps the allocator's reserve free: a peak that fits only without it is not chosen") {
+  PlanRequest request = tiny_request({8}, 64);
+  Candidate ddp;
+  ddp.gpus = 8;
+  ddp.dp = 8;
+  ddp.micro_batch = 1;
+  const MemoryCheck check = check_memory(request, ddp);
+  REQUIRE(check.valid);
+  // The default reserve, fragmentation 0.15 of what the allocator reserves, is 0.15 / 0.85 of the
+  // tensors at the peak: all of it but the CUDA context (512 MiB) and NCCL's buffers of the one
+  // dp communicator (16 channels x 9,633,792 bytes).
+  const double tensors = check.peak_bytes - 512.0 * 1024 * 1024 - 16 * 9633792.0;
+  CHECK(check.reserve_bytes == doctest::Approx(tensors * 0.15 / 0.85));
+  // A GPU between the peak and the peak with the reserve: the tensors fit, the reserve does not.
+  request.gpu_capacity = check.peak_bytes + check.reserve_bytes / 2;
+  CHECK_FALSE(check_memory(request, ddp).fits);
+  CHECK(decision_chain({ddp, check_memory(request, ddp), {}}, request).find("overflows rank") != std::string::npos);
+  // Without a reserve (plan --reserve 0) the same GPU holds it.
+  request.base_ini += "[memory]\nreserve = 0\n";
+  const MemoryCheck unreserved = check_memory(request, ddp);
+  CHECK(unreserved.reserve_bytes == 0);
+  CHECK(unreserved.fits);
 }

@@ -58,10 +58,10 @@ TEST_CASE("rows survive JSON-lines and quote their CSV fields") {
   const SweepRow back = row_from_json(to_json(row));
   CHECK(back.label() == row.label());
   CHECK(back.reason == row.reason);
-  CHECK(csv_line(row) == "7,invalid,8,\"10,12\",,,,,,,,\"a reason, with \"\"quotes\"\"\"\n");
+  CHECK(csv_line(row) == "7,invalid,8,\"10,12\",,,,,,,,,\"a reason, with \"\"quotes\"\"\"\n");
   CHECK(csv_header(keys_of(row.settings)) ==
-        "index,status,parallel.dp,parallel.layers_per_stage,step_time_s,tokens_per_s,mfu,peak_bytes,capacity_bytes,fits,"
-        "bottleneck,reason\n");
+        "index,status,parallel.dp,parallel.layers_per_stage,step_time_s,tokens_per_s,mfu,peak_bytes,reserve_bytes,"
+        "capacity_bytes,fits,bottleneck,reason\n");
 }
 
 TEST_CASE("a results file cut short by a kill keeps its whole rows") {
@@ -80,13 +80,13 @@ TEST_CASE("the CSV header names the varied keys before any row exists") {
   const std::vector<Variation> varied = {parse_variation("parallel.dp=2,4"), parse_variation("memory.zero=0,1")};
   const std::string header = csv_header(keys_of(varied));
   CHECK(header.rfind("index,status,parallel.dp,memory.zero,step_time_s,", 0) == 0);
-  // 2 + 2 varied keys + 8 result columns, as many as a row has.
-  CHECK(std::count(header.begin(), header.end(), ',') + 1 == 12);
+  // 2 + 2 varied keys + 9 result columns, as many as a row has.
+  CHECK(std::count(header.begin(), header.end(), ',') + 1 == 13);
   SweepRow row;
   row.settings = expand(varied)[0].settings;
   row.status = "invalid";
   const std::string line = csv_line(row);
-  CHECK(std::count(line.begin(), line.end(), ',') + 1 == 12);
+  CHECK(std::count(line.begin(), line.end(), ',') + 1 == 13);
 }
 
 TEST_CASE("byte counts in the CSV are whole numbers at every size") {
@@ -98,8 +98,9 @@ TEST_CASE("byte counts in the CSV are whole numbers at every size") {
   row.settings = {{"platform.gpu", "h200"}};
   row.status = "ok";
   row.peak_bytes = 5e10;
+  row.reserve_bytes = 4.0 * 1024 * 1024 * 1024;
   row.capacity_bytes = 141e9;
-  CHECK(csv_line(row).find(",50000000000,141000000000,") != std::string::npos);
+  CHECK(csv_line(row).find(",50000000000,4294967296,141000000000,") != std::string::npos);
 }
 
 namespace {

@@ -380,7 +380,7 @@ TEST_CASE("every op kind, stream, collective, category, device and phase is read
   names_read_back<OpKind>(9);  // compute, collective, send, recv, copy, read, write, alloc, free
   names_read_back<Stream>(11);
   names_read_back<Collective>(5);
-  names_read_back<MemCategory>(5);
+  names_read_back<MemCategory>(7);  // ..., buffers, cuda_context, nccl_buffers
   names_read_back<Device>(3);
   names_read_back<Phase>(5);
   CHECK(names_of<Device>() == "gpu, host, nvme");

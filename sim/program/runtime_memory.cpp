@@ -1,0 +1,31 @@
+#include "program/runtime_memory.hpp"
+
+namespace trainsim {
+
+RuntimeMemory runtime_memory(const Scenario& scenario, int communicators) {
+  RuntimeMemory memory;
+  memory.cuda_context = scenario.cuda_context_bytes;
+  memory.nccl_buffers =
+      scenario.nccl_buffer_bytes >= 0 ? scenario.nccl_buffer_bytes : communicators * nccl_communicator_bytes;
+  return memory;
+}
+
+int runtime_communicators(const Workload& workload, int rank, const RankCoords& coords, const Scenario& scenario) {
+  const Binding& binding = workload.bindings[static_cast<std::size_t>(rank)];
+  int count = 0;
+  for (int group : binding.groups)
+    if (group >= 0 && workload.groups[static_cast<std::size_t>(group)].ranks.size() > 1)
+      ++count;
+  if (scenario.pp == 1)
+    return count;
+  if (scenario.vpp > 1)  // the last stage's chunk feeds the first stage's next chunk
+    return count + (scenario.pp == 2 ? 1 : 2);
+  return count + (coords.pp > 0) + (coords.pp < scenario.pp - 1);
+}
+
+void allocate_runtime_memory(ProgramWriter& writer, const RuntimeMemory& memory) {
+  writer.alloc("cuda-context", MemCategory::cuda_context, memory.cuda_context);
+  writer.alloc("nccl-buffers", MemCategory::nccl_buffers, memory.nccl_buffers);
+}
+
+} // namespace trainsim
