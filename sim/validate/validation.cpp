@@ -394,7 +394,8 @@ std::string validation_table(const std::vector<ValidationResult>& results) {
   std::vector<std::vector<std::string>> summary_table = {{"set", "rows", "simulated", "mean |error|", "max |error|"}};
   for (const SetSummary& summary : summarize(results))
     summary_table.push_back({summary.set, std::to_string(summary.rows), std::to_string(summary.simulated),
-                             percent(summary.mean_abs_error, false), percent(summary.max_abs_error, false)});
+                             summary.simulated ? percent(summary.mean_abs_error, false) : "-",
+                             summary.simulated ? percent(summary.max_abs_error, false) : "-"});
   out << '\n' << aligned_columns(summary_table, {false, true, true, true, true});
   return out.str();
 }
