@@ -132,6 +132,10 @@ TEST_CASE("a bad table is refused with one line naming the file, the line and th
   CHECK(parse_error(header + with_field(19, "comm.colour=red")).find("table.csv:2: column 'settings': unknown key 'comm.colour'") == 0);
   CHECK(parse_error(header + with_field(19, "comm.fidelity")).find("table.csv:2: column 'settings' = 'comm.fidelity': 'comm.fidelity' is "
                                                                    "not key=value") == 0);
+  CHECK(parse_error(header + with_field(19, "parallel.tp=4")) ==
+        "table.csv:2: column 'settings' = 'parallel.tp=4': parallel.tp is set by its own column; accepted: keys no column sets");
+  CHECK(parse_error(header + with_field(19, "comm.fidelity=fast")).find("comm.fidelity is set by trainsim validate --fidelity") !=
+        std::string::npos);
   // 2 x 1 x 2 x 1 = 4 ranks on 8 GPUs: the source used every GPU, so this is a typo.
   CHECK(parse_error(header + with_field(11, "2")) ==
         "table.csv:2: column 'dp' = '2': tp x pp x dp x cp = 4 ranks but nodes x gpus_per_node = 8 GPUs; accepted: a "
