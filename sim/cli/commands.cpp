@@ -195,6 +195,7 @@ void print_usage(std::ostream& out) {
                "  sweep SCENARIO     simulate every combination of --vary KEY=V1,V2,... in parallel worker processes\n"
                "  sweep merge FILES  merge the JSON-lines results of sweep shards (-o MERGED.csv)\n"
                "  plan               the fastest strategy that fits: --model M (--platform FILE | --gpu G ...) [--gpus N..M]\n"
+               "  validate [TABLE]   simulate published measurements (validation/published.csv), print the errors\n"
                "  help [COMMAND]     this text, or a command's options (the same as COMMAND --help)\n\n"
                "Examples:\n"
                "  trainsim run scenarios/default.ini\n"

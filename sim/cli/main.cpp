@@ -66,7 +66,9 @@ int main(int argc, char** argv) {
       return cli::sweep_command(rest);
     if (command == "plan")
       return cli::plan_command(rest);
-    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, help\n";
+    if (command == "validate")
+      return cli::validate_command(rest);
+    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, validate, help\n";
     return 2;
   } catch (const InputError& error) {
     std::cerr << "trainsim: error: " << error.what() << '\n';
