@@ -28,13 +28,17 @@ namespace fs = std::filesystem;
 namespace trainsim::cli {
 namespace {
 
-po::options_description scenario_command_options(CommonOptions& options, const char* out_help, bool with_compare) {
+po::options_description scenario_command_options(CommonOptions& options, const char* out_help,
+                                                 const std::string& command) {
   po::options_description description("Options");
   description.add_options()("set", po::value(&options.overrides)->composing(),
                             "override a scenario key: --set section.key=value (repeatable)")(
       "out,o", po::value(&options.out), out_help)("show-config", po::bool_switch(&options.show_config),
                                                   "print the effective scenario keys and exit");
-  if (with_compare)
+  if (command == "kernels")
+    description.add_options()("piece", po::value(&options.piece),
+                              "only the pieces whose name starts with this, e.g. layer.fwd or head");
+  if (command == "memory")
     description.add_options()("compare", po::value(&options.compare),
                               "KEY=V1,V2,...: a markdown table of memory at peak for each value of a scenario key");
   return description;
@@ -73,7 +77,7 @@ std::optional<LoadedScenario> scenario_command(const std::string& command, const
                                               const char* out_help, CommonOptions& options,
                                               std::string* scenario_path = nullptr) {
   std::string scenario_file;
-  po::options_description visible = scenario_command_options(options, out_help, command == "memory");
+  po::options_description visible = scenario_command_options(options, out_help, command);
   if (command == "run")
     visible.add(report_options(options));
   visible.add(common_options(options));
@@ -282,8 +286,8 @@ int kernels_command(const std::vector<std::string>& arguments) {
     const GpuInfo& gpu = prepared.gpus[rank];
     if (!shown.insert(gpu.model).second)
       continue;
-    std::cout << (rank ? "\n" : "") << kernel_table(prepared.workload, gpu);
-    all.push_back(kernel_json(prepared.workload, gpu));
+    std::cout << (rank ? "\n" : "") << kernel_table(prepared.workload, gpu, options.piece);
+    all.push_back(kernel_json(prepared.workload, gpu, options.piece));
   }
   if (!options.out.empty()) {
     fs::create_directories(options.out);

@@ -20,6 +20,7 @@ struct CommonOptions {
   std::vector<std::string> overrides;
   std::string out;
   std::string compare;
+  std::string piece;  // kernels: only the pieces whose name starts with this
   bool show_config = false;
   bool help = false;
 };

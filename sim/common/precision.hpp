@@ -17,7 +17,7 @@ enum class ComputeModel { automatic, kernels, roofline };
 const char* to_string(ComputeModel model);
 
 struct ComputeEfficiency {
-  ComputeModel model = ComputeModel::automatic;
+  ComputeModel model = ComputeModel::roofline;
   // Roofline only. Achieved / peak tensor FLOP/s over a whole layer; 0.55 reproduces the per-layer times of
   // Korthikanti et al. 2022, Table 4 (22B model on A100) once the TP all-reduces are taken out:
   // the layer's 19.6 ms (forward + backward, TP = 8) less four TP all-reduces (about 2.6 ms at

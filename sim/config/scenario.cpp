@@ -76,9 +76,9 @@ const std::vector<OptionSpec>& option_specs() {
       {"training.micro_batch", "1", "sequences per micro-batch per data-parallel rank"},
       {"training.global_batch", "auto", "sequences per optimizer step (auto: micro_batch x dp, no accumulation)"},
       {"training.tokens", "1e9", "tokens to train, for time-to-train (1e9, 300B, 2T)"},
-      {"compute.model", "auto", "kernels: every GEMM, attention and memory-bound kernel timed with its GPU generation's "
-                                "calibration (A100, H100, H200) | roofline: each piece at the fixed efficiencies below | "
-                                "auto: kernels where the GPU is calibrated, else roofline"},
+      {"compute.model", "roofline", "roofline: each piece at the fixed efficiencies below | kernels: every GEMM, "
+                                    "attention and memory-bound kernel timed with its GPU generation's calibration (A100, "
+                                    "H100, H200; not yet validated end to end) | auto: kernels where the GPU is calibrated"},
       {"compute.matmul_efficiency", "0.55", "roofline: fraction of peak tensor FLOP/s reached by transformer layers, 0.01 to 1"},
       {"compute.memory_efficiency", "0.8", "roofline: fraction of peak HBM bandwidth reached by memory-bound kernels, 0.01 to 1"},
       {"compute.allow_tf32", "true", "fp32 matmuls run on TF32 tensor cores: true | false"},

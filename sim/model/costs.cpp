@@ -67,12 +67,10 @@ private:
   std::vector<Kernel> kernels_;
 };
 
-// Adds a piece to the costs' kernel sets; its Work is the kernels' totals.
-Work piece(ModelCosts& costs, const std::string& name, std::vector<Kernel> kernels) {
-  KernelSet set{name, std::move(kernels)};
-  const Work work{set.flops(), set.bytes(), static_cast<int>(costs.kernel_sets.size())};
-  costs.kernel_sets.push_back(std::move(set));
-  return work;
+// Adds a piece's kernels to the costs' kernel sets and names them in its Work.
+void attach(ModelCosts& costs, Work& work, const std::string& name, std::vector<Kernel> kernels) {
+  work.kernel_set = static_cast<int>(costs.kernel_sets.size());
+  costs.kernel_sets.push_back({name, std::move(kernels)});
 }
 
 template <typename... Parts>
@@ -166,13 +164,13 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   const std::vector<Kernel> core_back_k = core_back.take(), post_back_k = post_back.take(), pre_back_k = pre_back.take();
   const std::vector<Kernel> mlp_k = mlp.take(), mlp_back_k = mlp_back.take();
   LayerCosts& layer = costs.layer;
-  layer.attention_forward = piece(costs, "layer.attention.fwd", joined(pre_k, core_k, post_k));
-  layer.mlp_forward = piece(costs, "layer.mlp.fwd", mlp_k);
-  layer.forward = piece(costs, "layer.fwd", joined(pre_k, core_k, post_k, mlp_k));
-  layer.mlp_backward = piece(costs, "layer.mlp.bwd", mlp_back_k);
-  layer.attention_backward = piece(costs, "layer.attention.bwd", joined(post_back_k, core_back_k, pre_back_k));
-  layer.backward = piece(costs, "layer.bwd", joined(mlp_back_k, post_back_k, core_back_k, pre_back_k));
-  layer.attention_core = piece(costs, "layer.attention-core.fwd", core_k);
+  attach(costs, layer.attention_forward, "layer.attention.fwd", joined(pre_k, core_k, post_k));
+  attach(costs, layer.mlp_forward, "layer.mlp.fwd", mlp_k);
+  attach(costs, layer.forward, "layer.fwd", joined(pre_k, core_k, post_k, mlp_k));
+  attach(costs, layer.mlp_backward, "layer.mlp.bwd", mlp_back_k);
+  attach(costs, layer.attention_backward, "layer.attention.bwd", joined(post_back_k, core_back_k, pre_back_k));
+  attach(costs, layer.backward, "layer.bwd", joined(mlp_back_k, post_back_k, core_back_k, pre_back_k));
+  attach(costs, layer.attention_core, "layer.attention-core.fwd", core_k);
   if (cp > 1) {
     // Ring attention: the local block of the core runs before K and V arrive; the other cp - 1
     // blocks and what follows the core run after.
@@ -183,8 +181,8 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
       local_kernels.append(core, 1 / cp);
       ring_kernels.append(core, (cp - 1) / cp);
       ring_kernels.append(after);
-      local = piece(costs, name + ".local", local_kernels.take());
-      ring = piece(costs, name + ".ring", ring_kernels.take());
+      attach(costs, local, name + ".local", local_kernels.take());
+      attach(costs, ring, name + ".ring", ring_kernels.take());
     };
     split("layer.attention.fwd", pre_k, core_k, post_k, layer.attention_forward_local, layer.attention_forward_ring);
     split("layer.attention.bwd", post_back_k, core_back_k, pre_back_k, layer.attention_backward_local,
@@ -197,8 +195,8 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   KernelList embedding = list(), embedding_back = list();
   embedding.memory("embedding", 2 * e * rows);
   embedding_back.memory("embedding.bwd", (e + 2 * k.g) * rows);
-  costs.embedding_forward = piece(costs, "embedding.fwd", embedding.take());
-  costs.embedding_backward = piece(costs, "embedding.bwd", embedding_back.take());
+  attach(costs, costs.embedding_forward, "embedding.fwd", embedding.take());
+  attach(costs, costs.embedding_backward, "embedding.bwd", embedding_back.take());
 
   // Head: final norm, the output layer split over the vocabulary, and Megatron's
   // vocabulary-parallel cross-entropy: logits cast to fp32, a pass for their maximum and sum of
@@ -212,9 +210,11 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   head_back.memory("cross-entropy.bwd", (4 + e) * logits);
   head_back.linear_backward("logits", tokens, h, vocab);
   head_back.memory("final-norm.bwd", 4 * e * normed * h);
-  costs.head_forward = piece(costs, "head.fwd", head.take());
-  costs.head_backward = piece(costs, "head.bwd", head_back.take());
+  attach(costs, costs.head_forward, "head.fwd", head.take());
+  attach(costs, costs.head_backward, "head.bwd", head_back.take());
 }
+
+Work scaled(const Work& work, double share) { return {work.flops * share, work.bytes * share}; }
 
 } // namespace
 
@@ -282,24 +282,59 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   act.attention_core = scores;
   act.total = attention + mlp + norms;
 
+  // The roofline's work (compute.model = roofline): model FLOPs at a fixed fraction of peak, and
+  // HBM traffic: forward reads the weights and writes each kept activation once; backward reads
+  // the weights and the activations, writes activation gradients of about the same size, and
+  // reads and writes (accumulates) the weight gradients. Backward's parts take the forward's
+  // shares; under context parallelism the attention's ring part is the (cp - 1) / cp of its core
+  // that waits for the other ranks' K and V.
   layer.parameters = layer_parameters_per_rank(m, sharding.tp);
+  const double attention_share = (qkv_flops + core_flops + out_flops) / (qkv_flops + core_flops + out_flops + mlp_flops);
+  const double attention_kept = attention + norms / 2, mlp_kept = mlp + norms / 2;
+  const double attention_weights = layer.parameters * attention_share * e;
+  const double mlp_weights = layer.parameters * (1 - attention_share) * e;
+  layer.attention_forward = {qkv_flops + core_flops + out_flops, attention_weights + attention_kept};
+  layer.mlp_forward = {mlp_flops, mlp_weights + mlp_kept};
+  layer.forward = {layer.attention_forward.flops + layer.mlp_forward.flops,
+                   layer.attention_forward.bytes + layer.mlp_forward.bytes};
+  layer.backward.flops = 2 * layer.forward.flops;
+  layer.backward.bytes = layer.parameters * e + 2 * act.total + 2 * layer.parameters * g;
+  const double mlp_share = layer.mlp_forward.flops / layer.forward.flops;
+  layer.mlp_backward = scaled(layer.backward, mlp_share);
+  layer.attention_backward = scaled(layer.backward, 1 - mlp_share);
+  layer.attention_core.flops = core_flops;
+  layer.attention_core.bytes = 2 * scores + 4 * e * tokens * q_width / t;
+  const double ring = (cp - 1) / cp;
+  const double forward_ring = core_flops * ring / layer.attention_forward.flops;
+  const double backward_ring = 2 * core_flops * ring / layer.attention_backward.flops;
+  layer.attention_forward_local = scaled(layer.attention_forward, 1 - forward_ring);
+  layer.attention_forward_ring = scaled(layer.attention_forward, forward_ring);
+  layer.attention_backward_local = scaled(layer.attention_backward, 1 - backward_ring);
+  layer.attention_backward_ring = scaled(layer.attention_backward, backward_ring);
   layer.tp_collective_bytes = e * tokens * h;
   layer.cp_kv_bytes = 2 * e * b * s * kv_width / t;
-  describe_kernels(costs, KernelShapes{m, b, s, t, cp, sharding.sp, e, g, flash_attention});
   costs.embedding_parameters = static_cast<double>(counts.embedding) / t + static_cast<double>(counts.positions);
   costs.head_parameters = static_cast<double>(counts.final_norm) + static_cast<double>(counts.output_head) / t;
+  const double embedding_rows = tokens * h * (m.learned_positions ? 2 : 1);
+  costs.embedding_forward.bytes = 2 * e * embedding_rows;
+  costs.embedding_backward.bytes = (e + 2 * g) * embedding_rows;
   costs.embedding_activations = m.hidden_dropout ? mask * tokens * h / unsplit : 0.0;
 
   // The output layer is split over the vocabulary (Megatron's vocabulary-parallel cross-entropy).
   const double logits = tokens * vocab / t;
+  costs.head_forward.flops = 2 * tokens * h * vocab / t;
+  costs.head_forward.bytes = vocab / t * h * e + 2 * 4 * logits;
+  costs.head_backward.flops = 2 * costs.head_forward.flops;
+  costs.head_backward.bytes = 2 * costs.head_forward.bytes + 2 * vocab / t * h * g;
   // Final norm input, output projection input, and the fp32 logits the loss keeps.
   costs.head_activations = 2 * e * tokens * h / unsplit + 4 * logits;
   costs.activation_gradient_buffer = 2 * e * tokens * h;
 
   // Model FLOPs count the whole model on the whole micro-batch, whatever the sharding.
   const double whole_layer = (qkv_flops + core_flops + out_flops + mlp_flops) * t * cp;
-  const double head_flops = 2 * tokens * h * vocab / t;
-  costs.model_flops_per_micro_batch = 3 * (static_cast<double>(m.layers) * whole_layer + head_flops * t * cp);
+  costs.model_flops_per_micro_batch =
+      3 * (static_cast<double>(m.layers) * whole_layer + costs.head_forward.flops * t * cp);
+  describe_kernels(costs, KernelShapes{m, b, s, t, cp, sharding.sp, e, g, flash_attention});
   return costs;
 }
 

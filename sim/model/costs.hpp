@@ -1,17 +1,18 @@
 #pragma once
-// Per-layer costs of one micro-batch on one rank: the kernels each piece launches (their FLOPs
-// and HBM traffic; costs.cpp lists them) and the activation bytes kept for backward (Korthikanti
-// et al. 2022, generalised to GQA, SwiGLU and models without dropout), sharded by tensor,
-// sequence and context parallelism; and the roofline that turns work into seconds at fixed
-// efficiencies (compute.model = roofline; model/kernel_timing times kernels one by one).
-// Model FLOPs, for MFU, reproduce Narayanan et al.'s 72 B s L h^2 (1 + s / 6h + V / 12 L h):
-// backward = 2 x forward, attention counts the full s x s product (the Megatron convention). The
-// kernels' FLOPs are what the hardware executes: causal attention skips the masked half,
-// FlashAttention's backward recomputes the scores. Activations term by term after Korthikanti
-// et al. Table 2 with K and V at KV width, SwiGLU's gate and up both kept, no masks without
-// dropout, FlashAttention dropping the s^2 terms; the head keeps fp32 logits for the loss.
-// Sharding: matmul FLOPs and weights over tp (norms and row-parallel biases replicated), the
-// sequence over cp (queries local, keys and values over the whole sequence).
+// Per-layer costs of one micro-batch on one rank: FLOPs, HBM traffic and the activation bytes
+// kept for backward (Korthikanti et al. 2022, generalised to GQA, SwiGLU and models without
+// dropout), sharded by tensor, sequence and context parallelism; the roofline that turns work
+// into seconds (compute.model = roofline); and, per piece, the kernels it launches (costs.cpp
+// lists them; model/kernel_timing times them one by one).
+// The Works' FLOPs are model FLOPs: QKV, attention core, output and MLP matmuls, backward = 2 x
+// forward (Narayanan et al.'s 72 B s L h^2 (1 + s / 6h + V / 12 L h); attention counts the full
+// s x s product, the Megatron convention). The kernels' FLOPs are what the hardware executes:
+// causal attention skips the masked half, FlashAttention's backward recomputes the scores.
+// Activations term by term after Korthikanti et al. Table 2 with K and V at KV width, SwiGLU's
+// gate and up both kept, no masks without dropout, FlashAttention dropping the s^2 terms; the
+// head keeps fp32 logits for the loss. Sharding: matmul FLOPs and weights over tp (norms and
+// row-parallel biases replicated), the sequence over cp (queries local, keys and values over
+// the whole sequence).
 #include "common/precision.hpp"
 #include "model/kernels.hpp"
 #include "model/model.hpp"
@@ -26,7 +27,7 @@ struct LayerActivations {
   double total = 0;           // everything kept without recompute
 };
 
-// Each Work names its kernels in ModelCosts::kernel_sets.
+// Each Work also names its kernels in ModelCosts::kernel_sets.
 struct LayerCosts {
   Work forward;                // attention_forward + mlp_forward
   Work backward;               // mlp_backward + attention_backward

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/error.hpp"
 #include "common/text.hpp"
 #include "common/units.hpp"
 #include "model/kernel_timing.hpp"
@@ -40,8 +41,8 @@ std::vector<TimedKernel> timed(const KernelSet& set, const GpuInfo& gpu, const S
   return kernels;
 }
 
-// The kernel sets some rank's program uses, in the workload's order.
-std::vector<const KernelSet*> used_sets(const Workload& workload) {
+// The kernel sets some rank's program uses whose name starts with `piece`, in the workload's order.
+std::vector<const KernelSet*> used_sets(const Workload& workload, const std::string& piece) {
   std::vector<bool> used(workload.kernel_sets.size(), false);
   const Program* last = nullptr;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
@@ -54,9 +55,17 @@ std::vector<const KernelSet*> used_sets(const Workload& workload) {
         used[static_cast<std::size_t>(op.kernel_set)] = true;
   }
   std::vector<const KernelSet*> sets;
-  for (std::size_t i = 0; i < used.size(); ++i)
-    if (used[i])
-      sets.push_back(&workload.kernel_sets[i]);
+  std::string names;
+  for (std::size_t i = 0; i < used.size(); ++i) {
+    if (!used[i])
+      continue;
+    const KernelSet& set = workload.kernel_sets[i];
+    names += (names.empty() ? "" : ", ") + set.name;
+    if (set.name.rfind(piece, 0) == 0)
+      sets.push_back(&set);
+  }
+  if (sets.empty())
+    throw InputError("--piece " + piece + ": no piece of this step starts with it; accepted: " + names);
   return sets;
 }
 
@@ -66,16 +75,16 @@ double achieved_flops(const Kernel& kernel, const KernelTime& time) {
 
 } // namespace
 
-std::string kernel_table(const Workload& workload, const GpuInfo& gpu) {
+std::string kernel_table(const Workload& workload, const GpuInfo& gpu, const std::string& piece) {
   const KernelProfile& profile = kernel_profile(gpu);
   const StepInfo& step = workload.step;
   std::ostringstream out;
   out << "kernels on " << gpu.model << " (" << to_string(gpu.architecture) << ", " << gpu.sm_count << " SMs, "
       << to_string(step.precision) << "), one micro-batch on one rank\n";
   if (step.efficiency.model == ComputeModel::roofline)
-    out << "note: this scenario sets compute.model = roofline; its run times pieces at fixed efficiencies, not as below\n";
-  for (const KernelSet* piece : used_sets(workload)) {
-    const KernelSet& set = *piece;
+    out << "compute.model = roofline: runs time each piece at fixed efficiencies; compute.model = kernels times them as below\n";
+  for (const KernelSet* shown : used_sets(workload, piece)) {
+    const KernelSet& set = *shown;
     const std::vector<TimedKernel> kernels = timed(set, gpu, step, profile);
     double total = 0;
     for (const TimedKernel& k : kernels)
@@ -97,11 +106,11 @@ std::string kernel_table(const Workload& workload, const GpuInfo& gpu) {
   return out.str();
 }
 
-nlohmann::json kernel_json(const Workload& workload, const GpuInfo& gpu) {
+nlohmann::json kernel_json(const Workload& workload, const GpuInfo& gpu, const std::string& piece) {
   const KernelProfile& profile = kernel_profile(gpu);
   nlohmann::json pieces = nlohmann::json::array();
-  for (const KernelSet* piece : used_sets(workload)) {
-    const KernelSet& set = *piece;
+  for (const KernelSet* shown : used_sets(workload, piece)) {
+    const KernelSet& set = *shown;
     nlohmann::json kernels = nlohmann::json::array();
     double total = 0;
     for (const TimedKernel& k : timed(set, gpu, workload.step, profile)) {

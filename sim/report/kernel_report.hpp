@@ -12,7 +12,9 @@
 namespace trainsim {
 
 // InputError when the GPU's generation has no kernel calibration.
-std::string kernel_table(const Workload& workload, const GpuInfo& gpu);
-nlohmann::json kernel_json(const Workload& workload, const GpuInfo& gpu);
+// `piece`: only the pieces whose name starts with it (all when empty); InputError naming the
+// pieces when none does.
+std::string kernel_table(const Workload& workload, const GpuInfo& gpu, const std::string& piece = "");
+nlohmann::json kernel_json(const Workload& workload, const GpuInfo& gpu, const std::string& piece = "");
 
 } // namespace trainsim

@@ -79,7 +79,8 @@ TEST_CASE("fp8 runs at the fp8 peak on H100 and is refused on A100") {
   // time in bf16 (112 ms; `trainsim kernels` lists them), so it shrinks to 1 - 0.70 x (1 - 1 / 1.77)
   // = 0.70 of it; the optimizer step (about 13 ms, memory-bound) does not shrink: 0.73 overall.
   const std::string h100 = "--set platform.file=dgx-h100-2n.xml --set model.name=llama3.2-1b --set training.seq_len=4096 "
-                           "--set training.micro_batch=2 --set training.global_batch=32 --set memory.flash_attention=true ";
+                           "--set training.micro_batch=2 --set training.global_batch=32 --set memory.flash_attention=true "
+                           "--set compute.model=kernels ";
   const json bf16 = run("fp8_bf16", h100 + "--set memory.precision=bf16");
   const json fp8 = run("fp8", h100 + "--set memory.precision=fp8");
   CHECK(fp8["time"]["compute_s"].get<double>() == doctest::Approx(0.73 * bf16["time"]["compute_s"].get<double>()).epsilon(0.04));

@@ -121,23 +121,30 @@ TEST_CASE("a layer launches its GEMMs with their shapes, and backward has an inp
   // FlashAttention's backward recomputes the scores: 2.5 times the forward's FLOPs.
   CHECK(find(backward, "flash-attention.bwd").flops == doctest::Approx(2.5 * find(forward, "flash-attention").flops));
   // The layer's pieces add up to it.
-  CHECK(costs.layer.forward.flops ==
-        doctest::Approx(costs.layer.attention_forward.flops + costs.layer.mlp_forward.flops));
-  CHECK(costs.layer.backward.bytes ==
-        doctest::Approx(costs.layer.attention_backward.bytes + costs.layer.mlp_backward.bytes));
+  const auto set = [&](const Work& work) -> const KernelSet& { return costs.kernel_sets[work.kernel_set]; };
+  CHECK(set(costs.layer.forward).flops() ==
+        doctest::Approx(set(costs.layer.attention_forward).flops() + set(costs.layer.mlp_forward).flops()));
+  CHECK(set(costs.layer.backward).bytes() ==
+        doctest::Approx(set(costs.layer.attention_backward).bytes() + set(costs.layer.mlp_backward).bytes()));
 }
 
 TEST_CASE("ring attention splits the core: the local block before K and V arrive, the other blocks after") {
   const ModelCosts costs = compute_costs(model("llama3-8b"), 1, 8192, Precision::bf16, Precision::fp32, true, {1, false, 4});
   const LayerCosts& layer = costs.layer;
-  const double core = layer.attention_core.flops;
-  // Local: everything before the core and a quarter of it; ring: three quarters and the rest.
-  CHECK(layer.attention_forward_ring.flops - core * 3 / 4 + layer.attention_forward_local.flops - core / 4 ==
-        doctest::Approx(layer.attention_forward.flops - core));
-  CHECK(layer.attention_forward_local.flops + layer.attention_forward_ring.flops ==
-        doctest::Approx(layer.attention_forward.flops));
-  CHECK(layer.attention_backward_local.flops + layer.attention_backward_ring.flops ==
-        doctest::Approx(layer.attention_backward.flops));
+  const auto flops = [&](const Work& work) { return costs.kernel_sets[work.kernel_set].flops(); };
+  const double core = flops(layer.attention_core);
+  const KernelSet& whole = costs.kernel_sets[layer.attention_forward.kernel_set];
+  double before_core = 0;  // norm, QKV and rotary come before the attention kernel
+  for (const Kernel& kernel : whole.kernels) {
+    if (kernel.kind == KernelKind::attention_forward)
+      break;
+    before_core += kernel.flops * kernel.count;
+  }
+  // Local: what precedes the core and a quarter of it; ring: three quarters and the rest.
+  CHECK(flops(layer.attention_forward_local) == doctest::Approx(before_core + core / 4));
+  CHECK(flops(layer.attention_forward_ring) == doctest::Approx(flops(layer.attention_forward) - before_core - core / 4));
+  CHECK(flops(layer.attention_backward_local) + flops(layer.attention_backward_ring) ==
+        doctest::Approx(flops(layer.attention_backward)));
 }
 
 TEST_CASE("the 22B layer's kernels reproduce Korthikanti et al.'s measured layer time within 6%") {

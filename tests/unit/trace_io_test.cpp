@@ -70,7 +70,7 @@ global_batch = 8
       CHECK(original.group_of(0, a[i].group) == copy.group_of(0, b[i].group));
   }
   // The kernels behind the compute ops, and how they are timed, come back as they were.
-  CHECK(copy.step.efficiency.model == ComputeModel::automatic);
+  CHECK(copy.step.efficiency.model == ComputeModel::roofline);
   REQUIRE(copy.kernel_sets.size() == original.kernel_sets.size());
   for (std::size_t i = 0; i < original.kernel_sets.size(); ++i) {
     const KernelSet& x = original.kernel_sets[i];
