@@ -163,10 +163,13 @@ PublishedRow row_from(const Record& record, std::size_t line) {
   row.precision = record.required("precision");
   const Settings extra = extra_settings(record);
   const Settings from_columns = scenario_settings(row);
-  for (const auto& [key, value] : extra)
-    if (key == "comm.fidelity" || std::any_of(from_columns.begin(), from_columns.end(), [&](const auto& s) { return s.first == key; }))
+  for (const auto& setting : extra) {
+    const std::string& key = setting.first;
+    if (key == "comm.fidelity" ||
+        std::any_of(from_columns.begin(), from_columns.end(), [&key](const auto& s) { return s.first == key; }))
       record.fail("settings", key + " is set by " + (key == "comm.fidelity" ? "trainsim validate --fidelity" : "its own column") +
                                   "; accepted: keys no column sets");
+  }
   row.extra = extra;
   row.kind = measured_kind(record);
   row.measured = record.positive("measured");
