@@ -415,8 +415,7 @@ int sweep_command(const std::vector<std::string>& arguments) {
   for (const std::string& key : keys)
     require_scenario_key(key, "--vary " + key);
   for (const std::string& assignment : options.overrides)
-    if (assignment.find('=') != std::string::npos)
-      require_scenario_key(trim(assignment.substr(0, assignment.find('='))), "--set " + assignment);
+    checked_setting(assignment);
   std::vector<SweepConfig> configs = expand(variations);
 
   std::vector<SweepRow> rows;

@@ -90,14 +90,16 @@ int validate_command(const std::vector<std::string>& arguments) {
       "only", po::value(&only)->composing(), "simulate only this set of rows (repeatable)")(
       "fidelity", po::value(&fidelity)->default_value("auto"),
       "comm.fidelity of every row: flows | fast | auto (fast for rows of 1,000 GPUs or more, flows below)")(
-      "timeout", po::value(&timeout)->default_value(0), "seconds a row may take; 0: no limit");
+      "timeout", po::value(&timeout)->default_value(0), "seconds a row may take; 0: no limit")(
+      "set", po::value(&options.overrides)->composing(),
+      "a setting for every row, over the row's own: section.key=value, e.g. compute.model=kernels (repeatable)");
   visible.add(common_options(options));
   po::options_description all = visible;
   all.add_options()("table", po::value(&file), "CSV of published measurements (default: validation/published.csv)");
   po::positional_options_description positional;
   positional.add("table", 1);
   if (!parse_arguments("validate", arguments, visible, all, positional,
-                       "trainsim validate [TABLE.csv] [--only SET] [-j N] [--fidelity flows|fast|auto] [--out DIR]", options,
+                       "trainsim validate [TABLE.csv] [--only SET] [--set KEY=VALUE] [-j N] [--fidelity flows|fast|auto] [--out DIR]", options,
                        false))
     return 0;
   if (jobs < 1 || jobs > 1024)
@@ -106,6 +108,9 @@ int validate_command(const std::vector<std::string>& arguments) {
     throw InputError("--timeout: accepted: seconds >= 0");
   if (fidelity != "flows" && fidelity != "fast" && fidelity != "auto")
     throw InputError("--fidelity " + fidelity + ": accepted: flows, fast, auto");
+  Settings overrides;
+  for (const std::string& setting : options.overrides)
+    overrides.push_back(checked_setting(setting));
   if (file.empty())
     file = (data_dir() / "validation" / "published.csv").string();
   const std::vector<PublishedRow> rows = selected_rows(read_published(file), only, file);
@@ -119,6 +124,7 @@ int validate_command(const std::vector<std::string>& arguments) {
     Settings settings = scenario_settings(rows[i]);
     const bool fast = fidelity == "fast" || (fidelity == "auto" && rows[i].gpus() >= fast_fidelity_from_gpus);
     settings.emplace_back("comm.fidelity", fast ? "fast" : "flows");
+    settings.insert(settings.end(), overrides.begin(), overrides.end());
     todo.push_back({i, settings});
   }
   std::cerr << "trainsim: validating " << rows.size() << " published measurements, " << todo.size() << " to simulate, "

@@ -75,6 +75,28 @@ TEST_CASE("validate simulates each row as trainsim run does and compares it in t
   CHECK(result.out.find("set      rows  simulated  mean |error|  max |error|\n") != std::string::npos);
 }
 
+TEST_CASE("validate --set gives every row a setting over the row's own, as trainsim run --set would") {
+  const CliResult result = run_trainsim(
+      "validate_override", "validate " + fixture + " -j 2 --out out --set compute.matmul_efficiency=0.275 "
+                           "--set comm.bucket_size=20MiB");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const json table = read_json(result.dir / "out" / "validation.json");
+  const json& ddp = table["rows"][0];
+  REQUIRE(ddp["status"] == "ok");
+  // The row's own comm.bucket_size = 10MiB gives way to the override.
+  const fs::path scenario_dir = fresh_dir("validate_override_scenario");
+  std::ofstream(scenario_dir / "ddp.ini") << "[model]\nname = tiny-gpt\n[platform]\ngpu = a100-80gb\nnodes = 1\n"
+                                            "gpus_per_node = 2\n[parallel]\ndp = 2\n[memory]\nflash_attention = false\n"
+                                            "[training]\nseq_len = 512\nmicro_batch = 2\nglobal_batch = 8\n[compute]\n"
+                                            "matmul_efficiency = 0.275\n[comm]\nbucket_size = 20MiB\n";
+  const json by_hand = run_summary("validate_override_run", (scenario_dir / "ddp.ini").string() + " --no-report");
+  CHECK(ddp["step_time_s"].get<double>() == by_hand["step_time_s"].get<double>());
+  // The tp=2 row is Megatron's, which has no bucket size without overlap: refused for that row.
+  const json& tp2 = table["rows"][1];
+  CHECK(tp2["status"] != "ok");
+  CHECK(result.out.find("fixture tp2 (2 GPUs): invalid: --set comm.bucket_size=20MiB") != std::string::npos);
+}
+
 TEST_CASE("validate refuses a bad table or option with one line and writes nothing") {
   const auto refused = [](const std::string& name, const std::string& arguments, const std::string& part) {
     const CliResult result = run_trainsim(name, arguments);
@@ -93,6 +115,10 @@ TEST_CASE("validate refuses a bad table or option with one line and writes nothi
   refused("validate_bad_field", "validate " + (dir / "bad.csv").string() + " --out out",
           "bad.csv:4: column 'tp' = 'x': accepted: a whole number from 1 to 1048576");
   refused("validate_bad_set", "validate " + fixture + " --only nope --out out", "--only nope: no such set in ");
+  refused("validate_bad_override", "validate " + fixture + " --set nosuch.key=1 --out out",
+          "--set nosuch.key=1: unknown key 'nosuch.key'");
+  refused("validate_malformed_override", "validate " + fixture + " --set dp=2 --out out",
+          "--set dp=2: expected section.key=value");
   refused("validate_bad_fidelity", "validate " + fixture + " --fidelity exact --out out",
           "--fidelity exact: accepted: flows, fast, auto");
 }
