@@ -12,9 +12,8 @@ namespace {
 
 constexpr double tera = 1e12, giga = 1e9, mib = 1024.0 * 1024;
 
-// Bytes per second as SimGrid reads them ("25GBps"), FLOP/s as "312Tf".
+// Bytes per second as SimGrid reads them ("25GBps").
 std::string rate(double bytes_per_second) { return format_double(bytes_per_second / giga) + "GBps"; }
-std::string flops(double value) { return format_double(value / tera) + "Tf"; }
 
 class XmlWriter {
 public:
@@ -79,24 +78,24 @@ public:
   // `with_node`: the GPU sits in a zone of its own, so it names its node.
   void write_gpu_host(XmlWriter& xml, int depth, int g, bool with_node) const {
     const GpuSpec& spec = c_.gpu;
-    xml.line(depth, "<host id=\"" + gpu(g) + "\" speed=\"" + flops(spec.peak_bf16) + "\">");
+    xml.line(depth, "<host id=\"" + gpu(g) + "\" speed=\"" + format_flops(spec.peak_bf16) + "\">");
     xml.line(depth + 1, "<prop id=\"gpu\" value=\"" + spec.model + "\"/>");
     if (with_node)
       xml.line(depth + 1, "<prop id=\"node\" value=\"" + n_ + "\"/>");
     xml.line(depth + 1, "<prop id=\"hbm_capacity\" value=\"" + format_double(spec.hbm_capacity) + "B\"/>");
     xml.line(depth + 1, "<prop id=\"hbm_bandwidth\" value=\"" + rate(spec.hbm_bandwidth) + "\"/>");
-    xml.line(depth + 1, "<prop id=\"peak_fp32\" value=\"" + flops(spec.peak_fp32) + "\"/>");
-    xml.line(depth + 1, "<prop id=\"peak_tf32\" value=\"" + flops(spec.peak_tf32) + "\"/>");
-    xml.line(depth + 1, "<prop id=\"peak_fp16\" value=\"" + flops(spec.peak_fp16) + "\"/>");
-    xml.line(depth + 1, "<prop id=\"peak_bf16\" value=\"" + flops(spec.peak_bf16) + "\"/>");
+    xml.line(depth + 1, "<prop id=\"peak_fp32\" value=\"" + format_flops(spec.peak_fp32) + "\"/>");
+    xml.line(depth + 1, "<prop id=\"peak_tf32\" value=\"" + format_flops(spec.peak_tf32) + "\"/>");
+    xml.line(depth + 1, "<prop id=\"peak_fp16\" value=\"" + format_flops(spec.peak_fp16) + "\"/>");
+    xml.line(depth + 1, "<prop id=\"peak_bf16\" value=\"" + format_flops(spec.peak_bf16) + "\"/>");
     if (spec.peak_fp8 > 0)
-      xml.line(depth + 1, "<prop id=\"peak_fp8\" value=\"" + flops(spec.peak_fp8) + "\"/>");
+      xml.line(depth + 1, "<prop id=\"peak_fp8\" value=\"" + format_flops(spec.peak_fp8) + "\"/>");
     xml.line(depth, "</host>");
   }
 
   // The host CPU: where offloaded optimizer work runs and where the NVMe drives hang.
   void write_cpu_host(XmlWriter& xml, int depth) const {
-    xml.line(depth, "<host id=\"" + cpu() + "\" speed=\"" + flops(c_.cpu_speed) + "\">");
+    xml.line(depth, "<host id=\"" + cpu() + "\" speed=\"" + format_flops(c_.cpu_speed) + "\">");
     xml.line(depth + 1, "<prop id=\"role\" value=\"cpu\"/>");
     xml.line(depth + 1, "<prop id=\"node\" value=\"" + n_ + "\"/>");
     xml.line(depth + 1, "<prop id=\"dram_capacity\" value=\"" + format_double(c_.host_memory) + "B\"/>");
@@ -394,7 +393,7 @@ std::string platform_xml(const ClusterSpec& c) {
                   std::to_string(c.nvme_per_node) + " NVMe drive(s) per node.");
   xml.line(0, "     GPU numbers: " + c.gpu.source + ".");
   xml.line(0, "     Host per node: " + format_bytes(c.host_memory) + " of DRAM at " + rate(c.host_memory_bandwidth) +
-                  ", CPUs at " + flops(c.cpu_speed) + ".");
+                  ", CPUs at " + format_flops(c.cpu_speed) + ".");
   xml.line(0, "     Each node is a zone: GPU hosts (speed = dense 16-bit peak), a CPU host with the drives, PCIe");
   xml.line(0, "     switches of " + std::to_string(c.gpus_per_pcie_switch) +
                   " GPUs with uplinks to the CPU, NICs reached through the GPUs' switches. -->");

@@ -1,5 +1,7 @@
 #include "cluster/gpu.hpp"
 
+#include <cmath>
+
 #include "cluster/cluster.hpp"
 
 #include "common/error.hpp"
@@ -57,6 +59,12 @@ GpuInfo gpu_from_properties(const std::string& file, const std::string& host, co
   gpu.peak_tf32 = quantity("peak_tf32", parse_flops, "a FLOP rate such as 156Tf");
   gpu.peak_fp16 = quantity("peak_fp16", parse_flops, "a FLOP rate such as 312Tf");
   gpu.peak_bf16 = quantity("peak_bf16", parse_flops, "a FLOP rate such as 312Tf");
+  // Kernel times come from the peak_* properties; the host's speed only scales SimGrid's
+  // executions, so a speed that disagrees would look like a slower GPU and change nothing.
+  if (std::abs(speed - gpu.peak_bf16) > 1e-9 * gpu.peak_bf16)
+    throw InputError(file + ": GPU host " + host + " has speed " + format_flops(speed) + " but peak_bf16 " +
+                     format_flops(gpu.peak_bf16) + "; accepted: speed equal to peak_bf16 (a slower GPU lowers its "
+                     "peak_* properties, which time its kernels)");
   if (property("peak_fp8") != nullptr)
     gpu.peak_fp8 = quantity("peak_fp8", parse_flops, "a FLOP rate such as 1979Tf");
   if (const GpuSpec* spec = find_gpu_model(gpu.model)) {

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/text.hpp"
+
 namespace trainsim {
 namespace {
 
@@ -134,6 +136,8 @@ std::string format_seconds(double seconds) {
     return printf_string("%.3f %s", seconds * 1e3, "ms");
   return printf_string("%.3f %s", seconds * 1e6, "us");
 }
+
+std::string format_flops(double flops_per_second) { return format_double(flops_per_second / tera) + "Tf"; }
 
 std::string format_count(double count) {
   const double magnitude = std::fabs(count);

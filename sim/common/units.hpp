@@ -26,5 +26,7 @@ constexpr double max_tokens = 1e15;             // 1000T: far beyond any trainin
 std::string format_bytes(double bytes);
 std::string format_seconds(double seconds);
 std::string format_count(double count);
+// FLOP/s as platform files write them: "312Tf".
+std::string format_flops(double flops_per_second);
 
 } // namespace trainsim

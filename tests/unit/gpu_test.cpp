@@ -62,6 +62,14 @@ TEST_CASE("a missing, malformed, zero or negative property names the host and th
   CHECK(error_of(a100_properties(), 0).find("speed 0") != std::string::npos);
 }
 
+TEST_CASE("a GPU host whose speed is not its bf16 peak is refused: the peaks time its kernels, not the speed") {
+  // Halving only the speed would otherwise be accepted and leave the GPU exactly as fast.
+  const std::string error = error_of(a100_properties(), 156e12);
+  CAPTURE(error);
+  CHECK(error.find("p.xml: GPU host gpu0 has speed 156Tf but peak_bf16 312Tf") != std::string::npos);
+  CHECK(error.find("accepted: speed equal to peak_bf16") != std::string::npos);
+}
+
 TEST_CASE("links are classed by the names platforms give them") {
   CHECK(link_class("node0-nvlink3_UP") == LinkClass::nvlink);
   CHECK(link_class("node2-bridge1") == LinkClass::nvlink);
