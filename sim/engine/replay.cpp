@@ -10,6 +10,7 @@
 #include <queue>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <simgrid/s4u.hpp>
 #include <spdlog/spdlog.h>
@@ -52,6 +53,11 @@ namespace sg4 = simgrid::s4u;
 //   Disk::read_async / write_async, plus a flow between a drive's pcie_port and its host, so its
 //   bytes cross the PCIe tree and share it with the GPUs' copies; the op ends when both are done;
 // - alloc/free: instantaneous.
+// With comm_slowdown f, a rank with a collective or send under way beside its kernels runs a
+// companion execution on its GPU host, bounded at f / (1 + f) of the host's speed: SimGrid's fair
+// sharing leaves the kernels 1 / (1 + f) of it, so they take 1 + f times as long meanwhile. Such
+// communication is simulated, and a kernel it might overlap (mark_overlaps) is settled ahead only
+// once that communication has finished; the rest is settled as without a slowdown.
 // What each flow, CPU and drive carried is told to the observer (ResourceCollector adds it up).
 // Ranks blocked forever end the replay with unfinished ranks: the caller reports a deadlock.
 namespace trainsim {
@@ -89,6 +95,14 @@ struct ProgramPlan {
   // these ahead of the simulated clock without a round trip through SimGrid; only ops that share
   // platform resources or meet other ranks are started in the simulation.
   std::vector<bool> local;
+  // With a comm slowdown: the communication that may run beside a kernel (the ranks toggle their
+  // companion execution at its start and finish, so it is simulated), and, when the kernels run
+  // one at a time, for each such op the stream index of the last kernel it waits for, in that
+  // order: a kernel is settled ahead only once every op that might overlap it has finished.
+  std::vector<bool> overlaps_kernels;
+  std::vector<std::int32_t> kernel_index;  // place among the serialised kernels; -1 for other ops
+  std::vector<std::pair<std::int32_t, OpId>> overlapping_after;  // (last kernel waited for, op), sorted
+  bool kernels_wait_for_overlaps = false;
 };
 
 // One collective call as its group's members reach it: the n-th collective a rank starts on a
@@ -107,6 +121,7 @@ struct SharedState {
   PlatformBinding* binding = nullptr;
   const std::vector<GpuInfo>* gpus = nullptr;
   bool settle_ahead = true;
+  double comm_slowdown = 0;
   std::vector<GroupPlan> groups;
   std::vector<std::unordered_map<std::uint64_t, Arrivals>> arrivals;  // per group, per call
   std::map<const Program*, ProgramPlan> plans;
@@ -116,14 +131,55 @@ struct SharedState {
   std::exception_ptr escaped;          // the first exception out of a rank: the replay stops with it
 };
 
+// Communication that slows the GPU's kernels while it runs (a recv is its send's other half).
+bool slows_compute(const Op& op) { return op.kind == OpKind::collective || op.kind == OpKind::send; }
+
+// Which communication may run beside a kernel. With kernels on several streams, any may. With
+// kernels one after another (k_0, k_1, ... in stream order), an op waiting for k_a (and so for
+// every kernel before it) and waited for by k_d (and every kernel after it) can only overlap the
+// kernels strictly between: none when d = a + 1, as for a tensor-parallel collective between two
+// pieces of a layer.
+void mark_overlaps(const Program& program, bool kernels_serialised, ProgramPlan& plan) {
+  const std::size_t ops = program.ops.size();
+  if (!kernels_serialised) {
+    for (OpId id = 0; id < ops; ++id)
+      plan.overlaps_kernels[id] = slows_compute(program.ops[id]);
+    return;
+  }
+  plan.kernels_wait_for_overlaps = true;
+  plan.kernel_index.assign(ops, -1);
+  std::int32_t kernels = 0;
+  for (OpId id = 0; id < ops; ++id)
+    if (program.ops[id].kind == OpKind::compute && program.ops[id].target.empty())
+      plan.kernel_index[id] = kernels++;
+  // Edges go from earlier to later ops, so one pass each way propagates the bounds.
+  std::vector<std::int32_t> after(ops, -1), before(ops, kernels);
+  for (OpId id = 0; id < ops; ++id)
+    for (OpId next : plan.graph.successors[id])
+      after[next] = std::max({after[next], after[id], plan.kernel_index[id]});
+  for (OpId id = ops; id-- > 0;)
+    for (OpId next : plan.graph.successors[id])
+      before[id] = std::min({before[id], before[next], plan.kernel_index[next] >= 0 ? plan.kernel_index[next] : kernels});
+  for (OpId id = 0; id < ops; ++id) {
+    if (slows_compute(program.ops[id]) && after[id] + 1 < before[id]) {
+      plan.overlaps_kernels[id] = true;
+      plan.overlapping_after.emplace_back(after[id], id);
+    }
+  }
+  std::sort(plan.overlapping_after.begin(), plan.overlapping_after.end());
+}
+
 // `analytic_slot[k]`: the group slot k is timed analytically on every rank running the program.
-ProgramPlan plan_program(const Program& program, const std::vector<bool>& analytic_slot) {
+// `comm_slowdown`: kernels overlapping communication are slowed, so neither is settled ahead.
+ProgramPlan plan_program(const Program& program, const std::vector<bool>& analytic_slot, double comm_slowdown) {
   ProgramPlan plan{ProgramGraph(program), std::vector<bool>(program.ops.size(), false)};
   std::optional<Stream> compute_stream;
   bool kernels_serialised = true;
   std::map<int, std::optional<Stream>> stream_of_group;
   std::set<int> shared_groups;
+  bool communicates = false;
   for (const Op& op : program.ops) {
+    communicates = communicates || slows_compute(op);
     if (op.kind == OpKind::compute && op.target.empty()) {
       if (compute_stream && *compute_stream != op.stream)
         kernels_serialised = false;
@@ -135,6 +191,10 @@ ProgramPlan plan_program(const Program& program, const std::vector<bool>& analyt
       stream = op.stream;
     }
   }
+  const bool slowed = communicates && comm_slowdown > 0;
+  plan.overlaps_kernels.assign(program.ops.size(), false);
+  if (slowed)
+    mark_overlaps(program, kernels_serialised, plan);
   for (OpId id = 0; id < program.ops.size(); ++id) {
     const Op& op = program.ops[id];
     switch (op.kind) {
@@ -143,7 +203,7 @@ ProgramPlan plan_program(const Program& program, const std::vector<bool>& analyt
     case OpKind::compute: plan.local[id] = kernels_serialised && op.target.empty(); break;
     case OpKind::collective:
       plan.local[id] = analytic_slot[op.group] && op.collective != Collective::all_to_all &&
-                       !shared_groups.count(op.group);
+                       !shared_groups.count(op.group) && !plan.overlaps_kernels[id];
       break;
     default: break;
     }
@@ -253,7 +313,8 @@ private:
       const double ready = ready_at_[id];
       // Far enough ahead of the clock, local ops wait like the others (started in the simulation
       // at their ready time, with the same result), which bounds the events held back.
-      if (!plan_.local[id] || !shared_.settle_ahead || events_.size() >= max_events_ahead) {
+      if (!plan_.local[id] || !shared_.settle_ahead || events_.size() >= max_events_ahead ||
+          (plan_.kernels_wait_for_overlaps && plan_.kernel_index[id] >= 0 && !clear_of_overlaps(id, ready))) {
         pending_.push({ready, sequence_++, id});
         continue;
       }
@@ -263,6 +324,33 @@ private:
         transferred(id, {ready, end});
       complete(id, end);
     }
+  }
+
+  // True when every communication that might run beside kernel `id` (ready at `ready`) finished
+  // by then, so the kernel's time follows from its start; kernels are asked in stream order.
+  bool clear_of_overlaps(OpId id, double ready) {
+    const auto& overlapping = plan_.overlapping_after;
+    while (next_overlap_ < overlapping.size() && overlapping[next_overlap_].first < plan_.kernel_index[id]) {
+      const OpId op = overlapping[next_overlap_++].second;
+      const auto done = overlap_finished_.find(op);
+      if (done != overlap_finished_.end()) {
+        latest_overlap_end_ = std::max(latest_overlap_end_, done->second);
+        overlap_finished_.erase(done);
+      } else {
+        watched_overlaps_.insert(op);
+      }
+    }
+    return watched_overlaps_.empty() && latest_overlap_end_ <= ready;
+  }
+
+  // Communication that might overlap kernels finished at `time`.
+  void overlap_finished(OpId id, double time) {
+    if (!plan_.kernels_wait_for_overlaps)
+      return;
+    if (watched_overlaps_.erase(id) > 0)
+      latest_overlap_end_ = std::max(latest_overlap_end_, time);
+    else
+      overlap_finished_[id] = time;
   }
 
   double gpu_kernel_seconds(const Op& op) const {
@@ -334,6 +422,8 @@ private:
   void start(OpId id) {
     const Op& op = program_.ops[id];
     tell(Told::started, id, sg4::Engine::get_clock());
+    if (plan_.overlaps_kernels[id])
+      communication_began();
     switch (op.kind) {
     case OpKind::compute: {
       if (!op.target.empty())
@@ -476,6 +566,22 @@ private:
     start_collective_phase(id, state.phase + 1);
   }
 
+  // The companion execution that slows this GPU's kernels runs while any communication does.
+  void communication_began() {
+    if (shared_.comm_slowdown <= 0 || communicating_++ > 0)
+      return;
+    const double share = shared_.comm_slowdown / (1 + shared_.comm_slowdown);
+    // Far more work than any step: it is cancelled, never finished.
+    constexpr double endless = 1e300;
+    companion_ = host_->exec_init(endless)->set_bound(share * host_->get_speed())->start();
+  }
+  void communication_ended() {
+    if (shared_.comm_slowdown <= 0 || --communicating_ > 0)
+      return;
+    companion_->cancel();
+    companion_ = nullptr;
+  }
+
   void track(sg4::ActivityPtr activity, OpId id) {
     activities_.push_back(std::move(activity));
     activity_ops_.push_back(id);
@@ -485,6 +591,10 @@ private:
   void finish(OpId id) {
     const Op& op = program_.ops[id];
     const double now = sg4::Engine::get_clock();
+    if (plan_.overlaps_kernels[id]) {
+      communication_ended();
+      overlap_finished(id, now);
+    }
     if (op.kind == OpKind::collective) {
       transferred(id, depart(id, now));
       collectives_.erase(id);
@@ -584,6 +694,12 @@ private:
   std::vector<std::deque<OpId>> group_queue_;
   std::vector<std::uint64_t> group_calls_;  // collectives started per group
   std::unordered_map<OpId, int> parts_left_;  // I/O ops with a drive transfer and a PCIe transfer
+  int communicating_ = 0;                     // collectives and sends under way beside kernels
+  std::size_t next_overlap_ = 0;              // into plan_.overlapping_after: those watched so far
+  std::unordered_set<OpId> watched_overlaps_; // watched and not finished
+  std::unordered_map<OpId, double> overlap_finished_;  // finished before being watched
+  double latest_overlap_end_ = 0;             // of the watched ones that finished
+  sg4::ExecPtr companion_;                    // slows the kernels meanwhile (comm_slowdown)
   std::size_t finished_ = 0;
   double last_finish_ = 0;
 };
@@ -630,6 +746,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   shared.binding = binding.get();
   shared.gpus = &gpus;
   shared.settle_ahead = settings.settle_ahead;
+  shared.comm_slowdown = settings.comm_slowdown;
   shared.observer = &observer;
   shared.rank_finish.assign(workload.ranks(), 0.0);
   shared.ops_done.assign(workload.ranks(), 0);
@@ -654,7 +771,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
     }
   }
   for (const auto& [program, analytic] : analytic_slots)
-    shared.plans.emplace(program, plan_program(*program, analytic));
+    shared.plans.emplace(program, plan_program(*program, analytic, settings.comm_slowdown));
 
   std::vector<std::unique_ptr<RankRunner>> runners;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {

@@ -25,6 +25,9 @@ struct ReplaySettings {
   // op is started in the simulation at its ready time. The same timeline either way: off is for
   // the tests that check so.
   bool settle_ahead = true;
+  // How much longer a GPU's kernels take while one of its collectives or sends is under way (they
+  // share the SMs and HBM): f stretches compute by 1 + f. 0: communication costs compute nothing.
+  double comm_slowdown = 0;
 };
 
 struct ReplayOutcome {

@@ -2,7 +2,7 @@
 // runs two at once, analytically timed collectives on a group only one stream uses) ahead of the
 // simulated clock instead of starting them in SimGrid. That shortcut must not change the
 // timeline: random small programs are replayed both ways and every op must start and finish at
-// the same time.
+// the same time (also with kernels slowed beside communication).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -141,13 +141,14 @@ struct Timeline : ReplayObserver {
 
 // The replay's timeline as one list (starts, then finishes, rank by rank), from a child process;
 // empty if the child failed.
-std::vector<double> replayed_timeline(const Workload& workload, bool fast, bool settle_ahead) {
+std::vector<double> replayed_timeline(const Workload& workload, bool fast, bool settle_ahead, double slowdown) {
   const std::string bytes = test::in_child([&] {
     SimulationContext context({});
     const std::vector<GpuInfo> gpus = context.load_platform(test::platform_file("dgx-a100.xml"));
     ReplaySettings settings;
     settings.fast_intra_node_collectives = fast;
     settings.settle_ahead = settle_ahead;
+    settings.comm_slowdown = slowdown;
     Timeline timeline(workload);
     replay(context, workload, gpus, settings, timeline);
     std::string times;
@@ -163,12 +164,12 @@ std::vector<double> replayed_timeline(const Workload& workload, bool fast, bool 
   return times;
 }
 
-void check_same_timeline(bool fast) {
+void check_same_timeline(bool fast, double slowdown = 0) {
   for (std::uint32_t seed = 1; seed <= 12; ++seed) {
     CAPTURE(seed);
     const Workload workload = random_workload(seed);
-    const std::vector<double> settled = replayed_timeline(workload, fast, true);
-    const std::vector<double> simulated = replayed_timeline(workload, fast, false);
+    const std::vector<double> settled = replayed_timeline(workload, fast, true, slowdown);
+    const std::vector<double> simulated = replayed_timeline(workload, fast, false, slowdown);
     std::size_t ops = 0;
     for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
       ops += workload.program(rank).ops.size();
@@ -190,4 +191,10 @@ TEST_CASE("settling ops ahead of the clock gives the timeline of simulating ever
 
 TEST_CASE("settling ops ahead of the clock gives the timeline of simulating every op, with analytic collectives") {
   check_same_timeline(true);
+}
+
+// With a comm slowdown only kernels that no communication can overlap any more are settled.
+TEST_CASE("settling ops ahead of the clock gives the timeline of simulating every op, kernels slowed beside communication") {
+  check_same_timeline(false, 0.3);
+  check_same_timeline(true, 0.3);
 }

@@ -1,0 +1,96 @@
+// Kernels slow down while communication runs beside them on the same GPU (compute.comm_slowdown):
+// with slowdown f a kernel progresses at 1 / (1 + f) of its speed while a collective or a send is
+// under way, and at full speed otherwise; the communication itself is not slowed.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "engine/replay.hpp"
+#include "platform/simulation_context.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+// Two ranks of one DGX A100 node, each with a kernel and, if asked, an all-reduce of the pair
+// that starts with it on the data-parallel stream.
+Workload pair_workload(bool kernel, bool all_reduce) {
+  Workload workload;
+  workload.groups = {{"dp0", "dp", {0, 1}}};
+  for (int rank = 0; rank < 2; ++rank) {
+    Program program;
+    if (kernel) {
+      Op op;
+      op.name = "kernel";
+      op.flops = 2e12;  // about 12 ms on an A100 at the roofline's efficiency
+      op.phase = Phase::forward;
+      program.add(op);
+    }
+    if (all_reduce) {
+      Op op;
+      op.kind = OpKind::collective;
+      op.stream = Stream::dp_comm;
+      op.collective = Collective::all_reduce;
+      op.name = "all-reduce";
+      op.bytes = 5e8;  // a few ms over NVLink
+      op.group = 0;
+      program.add(op);
+    }
+    workload.programs.push_back(std::make_shared<const Program>(std::move(program)));
+  }
+  validate_workload(workload, "pair workload");
+  return workload;
+}
+
+struct Ends : ReplayObserver {
+  std::vector<double> finished;  // rank 0's ops
+  void op_started(int, OpId, double) override {}
+  void op_finished(int rank, OpId op, double time) override {
+    if (rank == 0) {
+      finished.resize(std::max(finished.size(), static_cast<std::size_t>(op) + 1));
+      finished[op] = time;
+    }
+  }
+  void op_transferred(int, OpId, const Transfer&) override {}
+};
+
+// When rank 0's ops finished, replayed in a child process.
+std::vector<double> finish_times(const Workload& workload, double slowdown) {
+  const std::string bytes = test::in_child([&] {
+    SimulationContext context({});
+    const std::vector<GpuInfo> gpus = context.load_platform(test::platform_file("dgx-a100.xml"));
+    ReplaySettings settings;
+    settings.comm_slowdown = slowdown;
+    Ends ends;
+    replay(context, workload, gpus, settings, ends);
+    return std::string(reinterpret_cast<const char*>(ends.finished.data()), ends.finished.size() * sizeof(double));
+  });
+  std::vector<double> times(bytes.size() / sizeof(double));
+  std::memcpy(times.data(), bytes.data(), times.size() * sizeof(double));
+  return times;
+}
+
+} // namespace
+
+TEST_CASE("a kernel beside a collective runs 1 + f times as long while the collective lasts") {
+  const double kernel = finish_times(pair_workload(true, false), 0.5).at(0);
+  const double all_reduce = finish_times(pair_workload(false, true), 0.5).at(0);
+  REQUIRE(all_reduce < kernel / 1.5);  // the collective ends while the kernel still runs
+  for (const double f : {0.0, 0.189, 0.5, 1.0}) {
+    CAPTURE(f);
+    const std::vector<double> both = finish_times(pair_workload(true, true), f);
+    REQUIRE(both.size() == 2);
+    // For `all_reduce` seconds the kernel does all_reduce / (1 + f) seconds of its work; the rest
+    // runs at full speed afterwards.
+    CHECK(both[0] == doctest::Approx(kernel + all_reduce * f / (1 + f)).epsilon(1e-9));
+    CHECK(both[1] == doctest::Approx(all_reduce).epsilon(1e-9));  // communication is not slowed
+  }
+}
+
+TEST_CASE("a kernel alone is not slowed, whatever the slowdown") {
+  const double alone = finish_times(pair_workload(true, false), 0).at(0);
+  CHECK(finish_times(pair_workload(true, false), 1.0).at(0) == doctest::Approx(alone).epsilon(1e-12));
+}
