@@ -2,6 +2,7 @@
 #include "cli/options.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -339,7 +340,8 @@ int platform_command(const std::vector<std::string>& arguments) {
 
 int replay_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
-  std::string directory, platform, channels_text = "auto", fidelity = "flows", tokens_text = "1e9";
+  std::string directory, platform, channels_text = "auto", fidelity = "flows", tokens_text = "1e9",
+                                   slowdown_text = default_comm_slowdown;
   po::options_description visible("Options");
   visible.add_options()("platform,p", po::value(&platform)->required(),
                         "SimGrid platform XML (a path or a file in platforms/)")(
@@ -348,7 +350,9 @@ int replay_command(const std::vector<std::string>& arguments) {
       "rings per collective (auto: GPUs of the group on its fullest node)")(
       "tokens", po::value(&tokens_text)->default_value(tokens_text), "tokens to train, for time-to-train (1e9, 300B, 2T)")(
       "fidelity", po::value(&fidelity)->default_value("flows"),
-      "flows | fast: collectives inside a node timed from their ring instead of simulated");
+      "flows | fast: collectives inside a node timed from their ring instead of simulated")(
+      "comm-slowdown", po::value(&slowdown_text)->default_value(slowdown_text),
+      "how much longer kernels take while a collective or send runs beside them, 0 to 1 (as compute.comm_slowdown)");
   visible.add(report_options(options));
   visible.add(common_options(options));
   po::options_description all = visible;
@@ -369,6 +373,11 @@ int replay_command(const std::vector<std::string>& arguments) {
       throw InputError("--channels " + channels_text + ": accepted: auto or 1 to 64");
   }
   const double tokens = tokens_option(tokens_text);
+  char* end = nullptr;
+  const double comm_slowdown = std::strtod(slowdown_text.c_str(), &end);
+  if (slowdown_text.empty() || *end != '\0' || !(comm_slowdown >= 0 && comm_slowdown <= 1))
+    throw InputError("--comm-slowdown " + slowdown_text + ": accepted: a number from 0 to 1, such as " +
+                     default_comm_slowdown);
   if (fidelity != "flows" && fidelity != "fast")
     throw InputError("--fidelity " + fidelity + ": accepted: flows, fast");
   Workload workload = read_trace(directory);
@@ -380,6 +389,7 @@ int replay_command(const std::vector<std::string>& arguments) {
   ReplaySettings settings;
   settings.channels = channels;
   settings.fast_intra_node_collectives = fidelity == "fast";
+  settings.comm_slowdown = comm_slowdown;
   return simulate_and_report(context, prepared, settings, out, options);
 }
 

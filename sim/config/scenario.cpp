@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <boost/program_options/value_semantic.hpp>
@@ -54,7 +55,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"parallel.schedule", "auto", "pipeline schedule: gpipe | 1f1b | interleaved (auto: interleaved if vpp > 1, else 1f1b)"},
       {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
       {"parallel.layers_per_stage", "uniform", "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (uniform: equal)"},
-      {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters)"},
+      {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters) "
+                           "(default 3 with training.framework = fsdp2)"},
       {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
       {"memory.recompute", "none", "activation recompute: none | selective | full | every:N | optimal"},
       {"memory.activation_budget", "auto", "recompute = optimal: bytes for activations (auto: what fits the GPU)"},
@@ -76,16 +78,27 @@ const std::vector<OptionSpec>& option_specs() {
       {"training.micro_batch", "1", "sequences per micro-batch per data-parallel rank"},
       {"training.global_batch", "auto", "sequences per optimizer step (auto: micro_batch x dp, no accumulation)"},
       {"training.tokens", "1e9", "tokens to train, for time-to-train (1e9, 300B, 2T)"},
+      {"training.framework", "auto", "the framework imitated, for its defaults of comm.bucket_size, comm.overlap_grad_reduce "
+                                     "and model states: megatron (Megatron-Core) | deepspeed | fsdp2 (PyTorch FSDP2, "
+                                     "torchtitan) | ddp (PyTorch DDP) (auto: deepspeed with offload, fsdp2 with ZeRO-3, "
+                                     "deepspeed with ZeRO-2, megatron with tp, pp or cp, deepspeed with ZeRO-1, else ddp)"},
       {"compute.model", "roofline", "roofline: each piece at the fixed efficiencies below | kernels: every GEMM, "
                                     "attention and memory-bound kernel timed with its GPU generation's calibration (A100, "
                                     "H100, H200; not yet validated end to end) | auto: kernels where the GPU is calibrated"},
       {"compute.matmul_efficiency", "0.55", "roofline: fraction of peak tensor FLOP/s reached by transformer layers, 0.01 to 1"},
       {"compute.memory_efficiency", "0.8", "roofline: fraction of peak HBM bandwidth reached by memory-bound kernels, 0.01 to 1"},
       {"compute.allow_tf32", "true", "fp32 matmuls run on TF32 tensor cores: true | false"},
-      {"comm.bucket_size", "auto", "gradient reduction bucket size, e.g. 25MiB (auto: 25 MiB with ZeRO 0, as PyTorch DDP; "
-                                   "5e8 gradient elements with ZeRO 1-3, as DeepSpeed's reduce_bucket_size)"},
+      {"compute.comm_slowdown", default_comm_slowdown, "how much longer compute kernels take while a communication kernel runs beside "
+                                         "them on the GPU (they share SMs and HBM), 0 to 1 (0.189: the average measured on "
+                                         "GPT and LLaMA layers on A100, H100, MI250, MI210, arXiv 2507.03114)"},
+      {"comm.bucket_size", "auto", "gradient reduction bucket size, e.g. 25MiB (auto, by training.framework: ddp 25 MiB; "
+                                   "deepspeed 5e8 gradient elements; megatron max(4e7, 1e6 x dp x cp) elements when "
+                                   "overlapping, else all gradients at once; fsdp2 each layer's gradients)"},
       {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
       {"comm.fidelity", "flows", "flows: every collective simulated as flows | fast: collectives inside a node timed from their ring (faster at scale)"},
+      {"comm.overlap_grad_reduce", "auto", "gradient buckets are reduced while backward goes on: true | false (the "
+                                           "compute waits for each bucket; Megatron reduces after backward) (auto, by "
+                                           "training.framework: ddp, fsdp2 true; deepspeed true with ZeRO-3 only; megatron false)"},
       {"comm.grad_sync", "auto", "gradient reduction under accumulation: last | every micro-batch (auto: every for ZeRO-2/3, as DeepSpeed)"},
       {"comm.pp_scatter_gather", "false", "pipelines with tp but no sp: each tp rank sends 1/tp of a stage's output and the next "
                                           "stage all-gathers it over tp (Megatron-LM 2021's scatter/gather; Megatron-Core sends it whole): true | false"},
@@ -409,6 +422,16 @@ const char* to_string(OffloadTier tier) {
 
 const char* to_string(GradSync sync) { return sync == GradSync::last ? "last" : "every"; }
 
+const char* to_string(Framework framework) {
+  switch (framework) {
+  case Framework::ddp: return "ddp";
+  case Framework::megatron: return "megatron";
+  case Framework::deepspeed: return "deepspeed";
+  case Framework::fsdp2: return "fsdp2";
+  }
+  return "?";
+}
+
 const char* to_string(Schedule schedule) {
   switch (schedule) {
   case Schedule::gpipe: return "gpipe";
@@ -609,6 +632,8 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
 // [memory]: the ZeRO stage and activation recompute.
 void read_zero_and_recompute_keys(const ValueReader& values, Scenario& scenario) {
   scenario.zero = values.choice<int>("memory.zero", {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"fsdp", 3}});
+  if (!values.given("memory.zero") && values.text("training.framework") == "fsdp2")
+    scenario.zero = 3;
   scenario.prefetch_depth = static_cast<int>(values.integer("memory.prefetch_depth", 0, 64));
   const std::string recompute = values.text("memory.recompute");
   if (recompute.rfind("every:", 0) == 0) {
@@ -757,6 +782,45 @@ void read_training_keys(const ValueReader& values, Scenario& scenario) {
   scenario.tokens = values.quantity("training.tokens", parse_tokens);
 }
 
+// training.framework: named, or chosen from what the layout and memory keys ask for; each framework
+// accepts the ZeRO stages and offloads it has.
+void read_framework_key(const ValueReader& values, Scenario& scenario) {
+  const bool offloads = scenario.offload_optimizer != OffloadTier::none || scenario.offload_params != OffloadTier::none ||
+                        scenario.offload_activations;
+  if (values.text("training.framework") == "auto") {
+    if (offloads || scenario.zero == 2)
+      scenario.framework = Framework::deepspeed;
+    else if (scenario.zero == 3)
+      scenario.framework = Framework::fsdp2;
+    else if (scenario.tp > 1 || scenario.pp > 1 || scenario.cp > 1)
+      scenario.framework = Framework::megatron;
+    else
+      scenario.framework = scenario.zero == 1 ? Framework::deepspeed : Framework::ddp;
+    return;
+  }
+  scenario.framework = values.choice<Framework>("training.framework", {{"megatron", Framework::megatron},
+                                                                       {"deepspeed", Framework::deepspeed},
+                                                                       {"fsdp2", Framework::fsdp2},
+                                                                       {"ddp", Framework::ddp}});
+  const std::string stage = std::to_string(scenario.zero);
+  if (scenario.framework == Framework::ddp && scenario.zero != 0)
+    values.fail("training.framework", "PyTorch DDP keeps whole model states; with memory.zero = " + stage +
+                                          " accepted: deepspeed, fsdp2 (ZeRO-3) or megatron (ZeRO-1)");
+  if (scenario.framework == Framework::megatron && scenario.zero > 1)
+    values.fail("training.framework", "Megatron-Core shards optimizer states only (its distributed optimizer, "
+                                          "ZeRO-1); with memory.zero = " + stage + " accepted: " +
+                                          (scenario.zero == 3 ? "deepspeed or fsdp2" : "deepspeed"));
+  if (scenario.framework == Framework::fsdp2 && scenario.zero != 3)
+    values.fail("training.framework", "FSDP2 shards parameters, gradients and optimizer states (ZeRO-3); with "
+                                          "memory.zero = " + stage + " accepted: megatron, deepspeed or ddp");
+  if (scenario.framework == Framework::fsdp2 && scenario.fp32_grad_copy)
+    values.fail("training.framework", "FSDP2 keeps its gradients in fp32 already; with memory.fp32_grad_copy = true "
+                                          "accepted: megatron or deepspeed");
+  if (scenario.framework != Framework::deepspeed && offloads)
+    values.fail("training.framework", "offload is simulated as DeepSpeed's ZeRO-Offload and ZeRO-Infinity; with "
+                                          "memory.offload_* accepted: deepspeed or auto");
+}
+
 // [compute]: how kernels are timed.
 void read_compute_keys(const ValueReader& values, Scenario& scenario) {
   scenario.efficiency.model = values.choice<ComputeModel>(
@@ -769,6 +833,7 @@ void read_compute_keys(const ValueReader& values, Scenario& scenario) {
     values.needs(key, scenario.efficiency.model != ComputeModel::kernels,
                  "compute.model = roofline or auto (kernels take their GPU generation's calibration)");
   scenario.efficiency.allow_tf32 = values.boolean("compute.allow_tf32");
+  scenario.comm_slowdown = values.number("compute.comm_slowdown", 0, false, 1, "a number from 0 to 1, such as 0.189");
   if (!scenario.efficiency.allow_tf32)
     values.needs("compute.allow_tf32", scenario.precision == Precision::fp32,
                  "memory.precision = fp32 (16-bit and fp8 matmuls do not use TF32)");
@@ -776,14 +841,40 @@ void read_compute_keys(const ValueReader& values, Scenario& scenario) {
 
 // [comm]: buckets, rings, fidelity and when gradients are reduced.
 void read_comm_keys(const ValueReader& values, Scenario& scenario) {
-  // PyTorch DDP's bucket_cap_mb default, and DeepSpeed's reduce_bucket_size default (elements).
-  constexpr double ddp_bucket_bytes = 25.0 * 1024 * 1024;
-  constexpr double deepspeed_bucket_elements = 5e8;
-  if (values.text("comm.bucket_size") == "auto")
-    scenario.bucket_bytes =
-        scenario.zero == 0 ? ddp_bucket_bytes : deepspeed_bucket_elements * bytes_per_element(scenario.grad_precision);
+  // DeepSpeed's overlap_comm defaults to true for ZeRO-3 only (DeepSpeedZeroConfig's overlap_comm
+  // validator); Megatron-Core's --overlap-grad-reduce is off unless asked for; PyTorch DDP and FSDP2
+  // launch each bucket's (each layer's) reduction from the backward hooks.
+  if (values.text("comm.overlap_grad_reduce") == "auto")
+    scenario.overlap_grad_reduce = scenario.framework == Framework::deepspeed ? scenario.zero == 3
+                                                                               : scenario.framework != Framework::megatron;
   else
+    scenario.overlap_grad_reduce = values.boolean("comm.overlap_grad_reduce");
+  const double element = bytes_per_element(scenario.grad_precision);
+  if (values.text("comm.bucket_size") == "auto") {
+    // PyTorch DDP's bucket_cap_mb (25); DeepSpeed's reduce_bucket_size (5e8 elements); Megatron-Core's
+    // DistributedDataParallel: max(40,000,000, 1,000,000 x dp) parameters when overlapping, else no
+    // bucketing; FSDP2 reduce-scatters each sharded module's (layer's) gradients.
+    constexpr double ddp_bucket_bytes = 25.0 * 1024 * 1024;
+    constexpr double deepspeed_bucket_elements = 5e8;
+    switch (scenario.framework) {
+    case Framework::ddp: scenario.bucket_bytes = ddp_bucket_bytes; break;
+    case Framework::deepspeed: scenario.bucket_bytes = deepspeed_bucket_elements * element; break;
+    case Framework::megatron:
+      scenario.bucket_bytes = scenario.overlap_grad_reduce
+                                  ? std::max(4e7, 1e6 * scenario.dp * scenario.cp) * element
+                                  : std::numeric_limits<double>::max();
+      break;
+    case Framework::fsdp2: scenario.bucket_per_layer = true; break;
+    }
+  } else {
+    if (scenario.framework == Framework::fsdp2)
+      values.fail("comm.bucket_size", "FSDP2 reduce-scatters each layer's gradients at once; accepted: auto, or "
+                                      "another training.framework");
+    if (scenario.framework == Framework::megatron && !scenario.overlap_grad_reduce)
+      values.fail("comm.bucket_size", "Megatron-Core reduces all gradients at once without overlap_grad_reduce; "
+                                      "accepted: auto, or comm.overlap_grad_reduce = true");
     scenario.bucket_bytes = values.quantity("comm.bucket_size", parse_bytes);
+  }
   if (scenario.bucket_bytes < 1)
     values.fail("comm.bucket_size", "must be at least 1 byte; accepted: a size such as 25MiB");
   scenario.channels = values.text("comm.channels") == "auto" ? 0 : static_cast<int>(values.integer("comm.channels", 1, 64));
@@ -812,6 +903,12 @@ void record_settings(const ValueReader& values, Scenario& scenario) {
   scenario.settings["memory.zero"] = std::to_string(scenario.zero);
   scenario.settings["comm.grad_sync"] = to_string(scenario.grad_sync);
   scenario.settings["parallel.schedule"] = to_string(scenario.schedule);
+  scenario.settings["training.framework"] = to_string(scenario.framework);
+  scenario.settings["comm.overlap_grad_reduce"] = scenario.overlap_grad_reduce ? "true" : "false";
+  scenario.settings["comm.bucket_size"] = scenario.bucket_per_layer ? "each layer"
+                                          : scenario.bucket_bytes == std::numeric_limits<double>::max()
+                                              ? "all gradients"
+                                              : format_bytes(scenario.bucket_bytes);
 }
 
 } // namespace
@@ -832,6 +929,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   read_runtime_memory_keys(values, scenario);
   refuse_memory_keys_without_effect(values, scenario);
   read_training_keys(values, scenario);
+  read_framework_key(values, scenario);
   read_compute_keys(values, scenario);
   read_comm_keys(values, scenario);
   record_settings(values, scenario);

@@ -22,7 +22,15 @@ enum class GradSync { last, every };
 // Where offloaded model states live: on the GPU (none), in host DRAM, or on the node's NVMe drives.
 enum class OffloadTier { none, cpu, nvme };
 
+// The training framework a scenario imitates: it sets the defaults of how gradients are bucketed
+// and reduced and how model states are kept (scenario.cpp cites each).
+enum class Framework { ddp, megatron, deepspeed, fsdp2 };
+
+// compute.comm_slowdown's default, where scenario.cpp cites it; trace replays share it.
+constexpr const char* default_comm_slowdown = "0.189";
+
 const char* to_string(Recompute recompute);
+const char* to_string(Framework framework);
 const char* to_string(GradSync sync);
 const char* to_string(OffloadTier tier);
 
@@ -58,6 +66,7 @@ struct Scenario {
   std::string order = "tp-cp-dp-pp";  // rank order, innermost first
   std::vector<long long> layers_per_stage;  // explicit split over pp x vpp stages; empty: uniform
 
+  Framework framework = Framework::ddp;
   int zero = 0;                       // ZeRO stage; FSDP is stage 3
   int prefetch_depth = 1;             // ZeRO-3: layers gathered ahead of use
   Recompute recompute = Recompute::none;
@@ -86,6 +95,12 @@ struct Scenario {
   ComputeEfficiency efficiency;
 
   double bucket_bytes = 25.0 * 1024 * 1024;
+  bool bucket_per_layer = false;      // FSDP2: each layer's gradients are one reduction (bucket_bytes unused)
+  // Gradient buckets are reduced while backward goes on; false: the compute stream waits for each
+  // reduction (DeepSpeed without overlap_comm), or the reduction waits for backward's end (Megatron).
+  bool overlap_grad_reduce = true;
+  // How much longer compute kernels take while a communication kernel runs on the same GPU.
+  double comm_slowdown = 0.189;     // compute.comm_slowdown
   int channels = 0;                   // 0: one ring per GPU of a node (as NCCL does)
   GradSync grad_sync = GradSync::last;
   bool fast_collectives = false;      // comm.fidelity = fast: intra-node collectives timed, not simulated

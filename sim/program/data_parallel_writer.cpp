@@ -187,6 +187,8 @@ private:
   void gradients_ready(double parameters, OpId producer, bool last_of_backward) {
     if (!sync_now_ || !states_.reduces_gradients())
       return;
+    if (s_.bucket_per_layer)  // FSDP2: each sharded module's (layer's) gradients are one reduction
+      buckets_ = BucketFiller(gradient_bytes(parameters), gradient_bytes(parameters));
     // Bucket by bucket, so that a buffer is freed before the next of the same op is needed.
     for (double left = gradient_bytes(parameters); left > 0;) {
       const double room = buckets_.room();
@@ -201,7 +203,7 @@ private:
         filling_.push_back("grad-bucket" + std::to_string(buffers_opened_++) + mb_suffix());
         buffer = alloc(filling_.back(), MemCategory::buffers, buckets_.opened_by(part).front());
       }
-      for (const double size : buckets_.add(part, last_of_backward && left <= 0))
+      for (const double size : buckets_.add(part, (last_of_backward || s_.bucket_per_layer) && left <= 0))
         reduce_bucket(size, producer, buffer);
     }
   }
@@ -225,6 +227,8 @@ private:
       done = arrival.done;
     }
     sync_ops_.push_back(done);
+    if (!s_.overlap_grad_reduce)
+      blocking_.push_back(done);
     if (!filling_.empty()) {
       in_flight_.emplace_back(filling_.front(), copied);  // the GPU buffer is free once copied out
       filling_.pop_front();
@@ -382,10 +386,13 @@ private:
   }
 
   // A layer needs the output of the one before: with tensor parallelism that is the collective
-  // ending the previous piece, which the compute stream alone would not wait for.
-  std::vector<OpId> after_chain(std::vector<OpId> deps) const {
+  // ending the previous piece, which the compute stream alone would not wait for. Without
+  // overlap_grad_reduce the compute stream also waits for the gradient reductions launched since.
+  std::vector<OpId> after_chain(std::vector<OpId> deps) {
     if (chain_)
       deps.push_back(*chain_);
+    deps.insert(deps.end(), blocking_.begin(), blocking_.end());
+    blocking_.clear();
     return deps;
   }
 
@@ -476,6 +483,7 @@ private:
   std::deque<std::string> filling_;                     // bucket buffers not yet full
   std::deque<std::pair<std::string, OpId>> in_flight_;  // full ones, with the op that empties them
   std::vector<OpId> sync_ops_;
+  std::vector<OpId> blocking_;  // reductions the next compute waits for (no overlap_grad_reduce)
   std::optional<OffloadedOptimizer> offloaded_;  // when the optimizer runs on the CPU
 };
 

@@ -60,6 +60,14 @@ ModelStatePlan plan_model_states(const Scenario& s, int gradient_ranks) {
     plan.optimizer = {master_copy + 8.0, device_of(s.offload_optimizer), plan.stage >= 1};
     plan.offloaded_gradients = {4.0, device_of(s.offload_optimizer), plan.stage >= 1};
   }
+  if (s.framework == Framework::fsdp2 && s.precision != Precision::fp32) {
+    // FSDP2 with a mixed-precision policy keeps the sharded parameters, their gradients and Adam's
+    // states in fp32 and casts to the 16-bit type only for the all-gather: 4 + 4 + 8 = 16 bytes per
+    // parameter, with no separate master copy (torchtitan's MixedPrecisionPolicy).
+    plan.weights.bytes_per_parameter = 4.0;
+    plan.gradients.bytes_per_parameter = 4.0;
+    plan.optimizer.bytes_per_parameter = 8.0;
+  }
   if (s.offload_optimizer == OffloadTier::nvme || s.offload_params == OffloadTier::nvme)
     plan.pinned_buffer_bytes = s.pinned_buffer_bytes;
 

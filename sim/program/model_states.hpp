@@ -11,7 +11,7 @@
 //   optimizer states (ZeRO-2: and gradients) sharded, gradients reduce-scattered, the updated
 //   parameters all-gathered after the step;
 // - ZeRO-3 / PyTorch FSDP: parameters sharded too, each parameter group all-gathered before
-//   each use;
+//   each use; FSDP2 keeps its shards in fp32 (16 bytes per parameter, no separate master copy);
 // - ZeRO-Offload / ZeRO-Infinity: the optimizer states (and ZeRO-3 parameters) in host memory or
 //   on NVMe, with CPU Adam (the ZeRO-Offload table of REFERENCES.md).
 #include <string>

@@ -62,13 +62,23 @@ public:
     std::vector<long long> backwards_left(static_cast<std::size_t>(v_), s_.grad_accum);
     // Receives are posted two steps ahead, so that a sender rarely waits for its receiver.
     std::vector<std::vector<OpId>> step_start(steps.size());
+    std::vector<int> finished_chunks;  // in the order their last backward ended
+    OpId last = 0;
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipelineStep& step = steps[i];
       const std::vector<OpId> post_after = i >= 2 ? step_start[i - 2] : std::vector<OpId>{};
-      const OpId last = step.forward ? forward(step, post_after, step_start[i]) : backward(step, post_after, step_start[i]);
-      if (!step.forward && --backwards_left[step.chunk] == 0)
-        synchronize_gradients(step.chunk, last);
+      last = step.forward ? forward(step, post_after, step_start[i]) : backward(step, post_after, step_start[i]);
+      if (!step.forward && --backwards_left[step.chunk] == 0) {
+        if (s_.overlap_grad_reduce)
+          synchronize_gradients(step.chunk, last);
+        else
+          finished_chunks.push_back(step.chunk);
+      }
     }
+    // Without overlap_grad_reduce every chunk's gradients are reduced once the schedule is over
+    // (Megatron-Core's finalize_model_grads, DeepSpeed's pipeline engine).
+    for (const int chunk : finished_chunks)
+      synchronize_gradients(chunk, last);
     if (!s_.delayed_update)
       optimizer_step();
     return take();
@@ -235,7 +245,7 @@ private:
   }
 
   // A chunk's gradients are final after its last backward: reduce them over the data-parallel
-  // (x context-parallel) ranks while the other chunks' backwards go on.
+  // (x context-parallel) ranks while the other chunks' backwards go on (overlap_grad_reduce).
   void synchronize_gradients(int chunk, OpId producer) {
     double parameters = static_cast<double>(chunk_layers(chunk)) * costs_.layer.parameters;
     if (first_virtual_stage(chunk))

@@ -62,6 +62,7 @@ ReplaySettings replay_settings(const Scenario& scenario) {
   ReplaySettings settings;
   settings.channels = scenario.channels;
   settings.fast_intra_node_collectives = scenario.fast_collectives;
+  settings.comm_slowdown = scenario.comm_slowdown;
   return settings;
 }
 

@@ -101,14 +101,20 @@ TEST_CASE("the hand-written trace of docs/trace-format.md hides its all-reduce b
   // Defaults: 0.55 of the A100's 312 TFLOP/s, 0.8 of its 2039 GB/s. Three 3e13-FLOP kernels are
   // compute-bound; the optimizer's 3e10 bytes are memory-bound. The all-reduce of 2e9 bytes over
   // two GPUs (two rings) sends 1e9 bytes per phase through each GPU's 300 GB/s NVLink, plus the
-  // 2 us route latency, twice, while the second half of backward runs.
-  const json summary = replay("hand_trace", project_file("tests/fixtures/hand-trace"), "dgx-a100.xml");
+  // 2 us route latency, twice, while the second half of backward runs. Meanwhile that kernel runs
+  // 1 + f times slower (f = 0.189, the default comm slowdown): it loses total x f / (1 + f) seconds.
   const double kernels = 3 * 3e13 / (312e12 * 0.55) + 3e10 / (2039e9 * 0.8);
-  CHECK(summary["step_time_s"].get<double>() == doctest::Approx(kernels).epsilon(1e-9));
-  const json& dp = summary["time"]["comm"]["dp"];
-  CHECK(dp["total_s"].get<double>() == doctest::Approx(2 * (1e9 / 300e9 + 2e-6)).epsilon(1e-6));
-  CHECK(dp["exposed_s"].get<double>() == 0);
-  CHECK(summary["memory"]["peak_bytes"].get<double>() == 6e9);
+  const double all_reduce = 2 * (1e9 / 300e9 + 2e-6);
+  for (const double f : {0.189, 0.0}) {
+    CAPTURE(f);
+    const json summary = replay(f > 0 ? "hand_trace" : "hand_trace_unslowed", project_file("tests/fixtures/hand-trace"),
+                                "dgx-a100.xml", f > 0 ? "" : "--comm-slowdown 0");
+    CHECK(summary["step_time_s"].get<double>() == doctest::Approx(kernels + all_reduce * f / (1 + f)).epsilon(1e-9));
+    const json& dp = summary["time"]["comm"]["dp"];
+    CHECK(dp["total_s"].get<double>() == doctest::Approx(all_reduce).epsilon(1e-6));
+    CHECK(dp["exposed_s"].get<double>() == 0);
+    CHECK(summary["memory"]["peak_bytes"].get<double>() == 6e9);
+  }
 }
 
 TEST_CASE("kernels on two streams share the GPU, kernels on one stream run back to back") {

@@ -286,7 +286,8 @@ TEST_CASE("ZeRO-3 memory matches DeepSpeed's estimator: 18 Psi / N + 4 Lambda") 
   const Scenario scenario = load_scenario(
       test::write_temp_file("deepspeed.ini", test::tiny_scenario_ini),
       {"parallel.dp=4", "training.global_batch=4", "training.micro_batch=1", "training.seq_len=1", "memory.zero=3",
-       "memory.prefetch_depth=0", "memory.precision=bf16", "comm.bucket_size=" + format_double(2 * lambda) + "B"});
+       "memory.prefetch_depth=0", "memory.precision=bf16", "training.framework=deepspeed",
+       "comm.bucket_size=" + format_double(2 * lambda) + "B"});
   const RankMemory memory =
       memory_in_program_order(build_workload(scenario, model, 0).workload.program(0));
   const double mib = 1024.0 * 1024;

@@ -117,3 +117,24 @@ TEST_CASE("a pipeline's optimal recompute budget is the GPU less the first stage
   // ZeRO-1 (Megatron's distributed optimizer) over dp = 2: 2 + 4 + 12 / 2 = 12 bytes.
   CHECK(budget({"memory.zero=1"}) == doctest::Approx((tensors - 12 * 2 * layer) / 2));
 }
+
+TEST_CASE("frameworks keep their own model states: FSDP2 16 bytes per parameter, Megatron's distributed optimizer 18") {
+  const auto file = test::write_temp_file("framework_states.ini", test::tiny_scenario_ini);
+  const double psi = 8e9, ranks = 64;
+  const auto held = [&](std::vector<std::string> overrides) {
+    return plan_model_states(load_scenario(file, overrides), static_cast<int>(ranks)).gpu_bytes(psi);
+  };
+  // bf16 training with fp32 gradient reduction (the defaults). FSDP2 with a mixed-precision policy
+  // keeps fp32 sharded parameters (4), their fp32 gradients (4) and Adam's two moments (8), with no
+  // separate master copy: 16 bytes, all sharded (torchtitan's memory estimate counts the same).
+  CHECK(held({"training.framework=fsdp2"}) == doctest::Approx(16 * psi / ranks));
+  // DeepSpeed's ZeRO-3 keeps bf16 parameters (2), fp32 gradients (4) and the fp32 master copy with
+  // the moments (4 + 8): 18 bytes, all sharded.
+  CHECK(held({"training.framework=deepspeed", "memory.zero=3"}) == doctest::Approx(18 * psi / ranks));
+  // Megatron's distributed optimizer with fp32 gradients (--accumulate-allreduce-grads-in-fp32):
+  // 2 + 4 bytes replicated, 12 sharded (Megatron-Core's distributed optimizer documentation: 18
+  // bytes per parameter before sharding, 6 + 12 / d after).
+  CHECK(held({"training.framework=megatron", "memory.zero=1"}) == doctest::Approx(6 * psi + 12 * psi / ranks));
+  // In fp32 FSDP2 has nothing to cast: the same 4 + 4 + 8.
+  CHECK(held({"training.framework=fsdp2", "memory.precision=fp32"}) == doctest::Approx(16 * psi / ranks));
+}

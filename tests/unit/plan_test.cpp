@@ -133,9 +133,11 @@ TEST_CASE("offload is the planner's last resort, for data-parallel layouts on pl
     CHECK(c.offload == "none");
   PlanRequest request = tiny_request({8}, 64);
   request.host_capacity = 1e12;
+  // DeepSpeed's ZeRO with and without offload, so that only the offload differs (FSDP2's per-layer
+  // buckets would otherwise beat DeepSpeed's whole-model bucket of this tiny model).
   request.base_ini = "[model]\npath = " + resolve_data_file("tiny-gpt", "models", ".json", ".", "test").string() +
                      "\n[platform]\nfile = dgx-a100-nvme.xml\n[memory]\nflash_attention = false\n"
-                     "[training]\nseq_len = 512\nglobal_batch = 64\n";
+                     "[training]\nseq_len = 512\nglobal_batch = 64\nframework = deepspeed\n";
   const auto candidates = enumerate_candidates(request);
   std::map<std::string, std::vector<const Candidate*>> by_layout;
   for (const Candidate& c : candidates)

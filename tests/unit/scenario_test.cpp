@@ -247,3 +247,64 @@ TEST_CASE("a directory given as the scenario is named as one") {
     CHECK(contains(error.what(), "is a directory"));
   }
 }
+
+// training.framework picks the defaults each framework ships with; the sources are cited where
+// scenario.cpp sets them.
+TEST_CASE("the framework follows from the strategy unless named, and sets its bucketing and overlap") {
+  const auto file = test::write_temp_file("framework.ini", valid);
+  const auto load = [&](std::vector<std::string> overrides) { return load_scenario(file, overrides); };
+
+  const Scenario ddp = load({});  // dp only, no ZeRO: PyTorch DDP, 25 MiB buckets launched from backward hooks
+  CHECK(ddp.framework == Framework::ddp);
+  CHECK(ddp.overlap_grad_reduce);
+  CHECK(ddp.bucket_bytes == 25.0 * 1024 * 1024);
+  CHECK(ddp.settings.at("training.framework") == "ddp");
+
+  // ZeRO-2: DeepSpeed, reduce_bucket_size 5e8 elements (fp32 gradients: 2e9 bytes), overlap_comm off below stage 3.
+  const Scenario zero2 = load({"memory.zero=2"});
+  CHECK(zero2.framework == Framework::deepspeed);
+  CHECK_FALSE(zero2.overlap_grad_reduce);
+  CHECK(zero2.bucket_bytes == 5e8 * 4);
+
+  // ZeRO-3: FSDP2, which reduce-scatters each layer's gradients as backward produces them.
+  const Scenario zero3 = load({"memory.zero=3"});
+  CHECK(zero3.framework == Framework::fsdp2);
+  CHECK(zero3.bucket_per_layer);
+  CHECK(zero3.overlap_grad_reduce);
+  CHECK(zero3.settings.at("comm.bucket_size") == "each layer");
+  CHECK(load({"training.framework=fsdp2"}).zero == 3);  // FSDP2 shards everything unless told otherwise
+  const Scenario deepspeed3 = load({"memory.zero=3", "training.framework=deepspeed"});
+  CHECK(deepspeed3.overlap_grad_reduce);  // overlap_comm defaults to true at stage 3
+  CHECK_FALSE(deepspeed3.bucket_per_layer);
+
+  // Tensor parallelism: Megatron-Core, whose --overlap-grad-reduce is off by default, and then one
+  // bucket holds every gradient; with it on, buckets of max(4e7, 1e6 x dp) parameters.
+  const Scenario megatron = load({"parallel.tp=2", "parallel.dp=2"});
+  CHECK(megatron.framework == Framework::megatron);
+  CHECK_FALSE(megatron.overlap_grad_reduce);
+  CHECK(megatron.settings.at("comm.bucket_size") == "all gradients");
+  const Scenario overlapping = load({"parallel.tp=2", "parallel.dp=2", "comm.overlap_grad_reduce=true"});
+  CHECK(overlapping.bucket_bytes == 4e7 * 4);  // fp32 gradients; 1e6 x dp = 2e6 < 4e7
+  const Scenario wide = load({"training.framework=megatron", "parallel.dp=64", "training.global_batch=128",
+                              "comm.overlap_grad_reduce=true"});
+  CHECK(wide.bucket_bytes == 6.4e7 * 4);  // 1e6 x 64 > 4e7
+}
+
+TEST_CASE("a framework refuses the strategies it does not have, and the settings it does not use") {
+  CHECK(contains(error_of("ddp_zero.ini", valid, {"training.framework=ddp", "memory.zero=1"}), "training.framework"));
+  // Only DeepSpeed has ZeRO-2; FSDP2 is ZeRO-3 alone.
+  CHECK(contains(error_of("megatron_zero.ini", valid, {"training.framework=megatron", "memory.zero=2"}),
+                 "with memory.zero = 2 accepted: deepspeed"));
+  CHECK(contains(error_of("megatron_zero3.ini", valid, {"training.framework=megatron", "memory.zero=3"}),
+                 "accepted: deepspeed or fsdp2"));
+  CHECK(contains(error_of("fsdp2_zero.ini", valid, {"training.framework=fsdp2", "memory.zero=1"}), "ZeRO-3"));
+  CHECK(contains(error_of("fsdp2_offload.ini", valid,
+                          {"training.framework=fsdp2", "memory.offload_optimizer=cpu"}), "deepspeed"));
+  CHECK(contains(error_of("fsdp2_bucket.ini", valid, {"training.framework=fsdp2", "comm.bucket_size=25MiB"}),
+                 "comm.bucket_size"));
+  CHECK(contains(error_of("megatron_bucket.ini", valid, {"parallel.tp=2", "parallel.dp=2", "comm.bucket_size=25MiB"}),
+                 "overlap_grad_reduce = true"));
+  CHECK(contains(error_of("unknown_framework.ini", valid, {"training.framework=jax"}), "megatron"));
+  CHECK(contains(error_of("slowdown.ini", valid, {"compute.comm_slowdown=1.5"}), "0 to 1"));
+  CHECK(load_scenario(test::write_temp_file("no_slowdown.ini", valid), {"compute.comm_slowdown=0"}).comm_slowdown == 0);
+}

@@ -17,7 +17,7 @@ const std::string header =
     "set,label,gpu,nodes,gpus_per_node,model,seq_len,micro_batch,global_batch,tp,pp,dp,cp,vpp,sp,zero,recompute,"
     "precision,flash_attention,settings,measured_kind,measured,source,not_simulated\n";
 const std::string simulated_row =
-    "demo,tiny,a100-80gb,1,8,tiny-gpt,512,2,32,2,1,4,1,1,true,1,selective,bf16,true,comm.bucket_size=50MiB,"
+    "demo,tiny,a100-80gb,1,8,tiny-gpt,512,2,32,2,1,4,1,1,true,1,selective,bf16,true,comm.overlap_grad_reduce=true comm.bucket_size=50MiB,"
     "step_time_s,0.5,\"a paper, Table 9\",\n";
 const std::string listed_row =
     "demo,huge,h100-sxm,2048,8,no-such-model,8192,1,2048,8,16,128,1,1,false,0,none,bf16,true,,megatron_mfu,0.41,"
@@ -87,8 +87,9 @@ TEST_CASE("a table's rows: every column read, quoted fields with commas, rows no
   CHECK(row.measured == 0.5);
   CHECK(row.source == "a paper, Table 9");
   CHECK(row.not_simulated.empty());
-  REQUIRE(row.extra.size() == 1);
-  CHECK(row.extra[0].first == "comm.bucket_size");
+  REQUIRE(row.extra.size() == 2);  // space-separated
+  CHECK(row.extra[0].first == "comm.overlap_grad_reduce");
+  CHECK(row.extra[1].first == "comm.bucket_size");
   CHECK(rows[1].not_simulated == "too big, for now");
   CHECK(rows[1].gpus() == 16384);
 
