@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
-#include "common/text.hpp"
 #include "common/units.hpp"
 #include "config/option_errors.hpp"
 #include "config/scenario.hpp"
@@ -72,15 +71,6 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
   configure_logging(common.log_level);
   check_simulation_options(common.simulation);
   return true;
-}
-
-std::pair<std::string, std::string> checked_setting(const std::string& assignment) {
-  const auto equals = assignment.find('=');
-  const std::string key = trim(assignment.substr(0, equals));
-  if (equals == std::string::npos || key.find('.') == std::string::npos)
-    throw InputError("--set " + assignment + ": expected section.key=value, e.g. --set parallel.dp=8");
-  require_scenario_key(key, "--set " + assignment);
-  return {key, trim(assignment.substr(equals + 1))};
 }
 
 double tokens_option(const std::string& text) {

@@ -34,8 +34,6 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
                      const boost::program_options::positional_options_description& positional,
                      const std::string& usage, CommonOptions& common, bool show_scenario_keys);
 
-// A --set section.key=value as (key, value); InputError for a malformed one or an unknown key.
-std::pair<std::string, std::string> checked_setting(const std::string& assignment);
 
 // --tokens as the scenario key reads it (1e9, 300B, 2T), refused out of range.
 double tokens_option(const std::string& text);

@@ -415,7 +415,7 @@ int sweep_command(const std::vector<std::string>& arguments) {
   for (const std::string& key : keys)
     require_scenario_key(key, "--vary " + key);
   for (const std::string& assignment : options.overrides)
-    checked_setting(assignment);
+    parse_setting(assignment);
   std::vector<SweepConfig> configs = expand(variations);
 
   std::vector<SweepRow> rows;

@@ -17,6 +17,7 @@
 #include "common/files.hpp"
 #include "common/text.hpp"
 #include "config/scenario.hpp"
+#include "config/scenario_options.hpp"
 #include "validate/validation.hpp"
 
 namespace po = boost::program_options;
@@ -110,7 +111,7 @@ int validate_command(const std::vector<std::string>& arguments) {
     throw InputError("--fidelity " + fidelity + ": accepted: flows, fast, auto");
   Settings overrides;
   for (const std::string& setting : options.overrides)
-    overrides.push_back(checked_setting(setting));
+    overrides.push_back(parse_setting(setting));
   if (file.empty())
     file = (data_dir() / "validation" / "published.csv").string();
   const std::vector<PublishedRow> rows = selected_rows(read_published(file), only, file);

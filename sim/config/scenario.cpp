@@ -163,6 +163,15 @@ void require_scenario_key(const std::string& key, const std::string& where) {
     throw InputError(where + ": " + unknown_key(key));
 }
 
+std::pair<std::string, std::string> parse_setting(const std::string& assignment) {
+  const auto equals = assignment.find('=');
+  const std::string key = trim(assignment.substr(0, equals));
+  if (equals == std::string::npos || key.find('.') == std::string::npos)
+    throw InputError("--set " + assignment + ": expected section.key=value, e.g. --set parallel.dp=8");
+  require_scenario_key(key, "--set " + assignment);
+  return {key, trim(assignment.substr(equals + 1))};
+}
+
 namespace {
 
 class ValueReader {
@@ -309,12 +318,8 @@ std::map<std::string, RawValue> read_values(const std::string& text, const fs::p
     values[line.key] = {line.value, where};
   }
   for (const auto& assignment : overrides) {
-    const auto equals = assignment.find('=');
-    const std::string key = trim(assignment.substr(0, equals));
-    if (equals == std::string::npos || key.find('.') == std::string::npos)
-      throw InputError("--set " + assignment + ": expected section.key=value, e.g. --set parallel.dp=8");
-    require_scenario_key(key, "--set " + assignment);
-    values[key] = {trim(assignment.substr(equals + 1)), "--set " + assignment};
+    const auto [key, value] = parse_setting(assignment);
+    values[key] = {value, "--set " + assignment};
     // Naming a model on the command line replaces the file's model, whichever way the file named it;
     // likewise a platform file replaces a described cluster and a GPU a platform file.
     if (key == "model.name")

@@ -4,6 +4,7 @@
 // only read a Scenario do not compile Boost.Program_options.
 #include <ostream>
 #include <string>
+#include <utility>
 
 #include <boost/program_options/options_description.hpp>
 
@@ -16,5 +17,7 @@ void print_scenario_keys(std::ostream& out);
 
 // InputError "WHERE: unknown key 'KEY'; accepted: ..." unless `key` is a scenario key.
 void require_scenario_key(const std::string& key, const std::string& where);
+// A --set section.key=value as (key, value); InputError for a malformed one or an unknown key.
+std::pair<std::string, std::string> parse_setting(const std::string& assignment);
 
 } // namespace trainsim
