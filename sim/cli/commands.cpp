@@ -201,6 +201,8 @@ void print_usage(std::ostream& out) {
                "  sweep merge FILES  merge the JSON-lines results of sweep shards (-o MERGED.csv)\n"
                "  plan               the fastest strategy that fits: --model M (--platform FILE | --gpu G ...) [--gpus N..M]\n"
                "  validate [TABLE]   simulate published measurements (validation/published.csv), print the errors\n"
+               "  calibrate SCENARIO fit the efficiencies to a run measured on your machine (--step-time T | --profile\n"
+               "                     TRACE.json) and write a calibration file for platform.calibration\n"
                "  help [COMMAND]     this text, or a command's options (the same as COMMAND --help)\n\n"
                "Examples:\n"
                "  trainsim run scenarios/default.ini\n"

@@ -68,7 +68,9 @@ int main(int argc, char** argv) {
       return cli::plan_command(rest);
     if (command == "validate")
       return cli::validate_command(rest);
-    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, validate, help\n";
+    if (command == "calibrate")
+      return cli::calibrate_command(rest);
+    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, validate, calibrate, help\n";
     return 2;
   } catch (const InputError& error) {
     std::cerr << "trainsim: error: " << error.what() << '\n';

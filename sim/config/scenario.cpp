@@ -31,6 +31,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"model.path", "", "path to any Hugging Face config.json (instead of name)"},
       {"model.vocab_multiple", "128", "pad the vocabulary to a multiple of this (Megatron: 128)"},
       {"platform.file", "", "SimGrid platform XML, a path or a file in platforms/ (or describe the cluster with gpu, nodes, ...)"},
+      {"platform.calibration", "", "a calibration file from trainsim calibrate: its fitted compute.matmul_efficiency "
+                                   "(with compute.model = roofline) and comm.bandwidth_efficiency apply, for the GPU it was fitted on"},
       {"platform.gpu", "", "a described cluster's GPU: a100-40gb | a100-80gb | h100-sxm | h100-pcie | h200 | b200 | mi300x | rtx4090 | v100-32gb"},
       {"platform.nodes", "1", "described cluster: number of nodes"},
       {"platform.gpus_per_node", "8", "described cluster: GPUs per node"},
@@ -94,6 +96,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"comm.bucket_size", "auto", "gradient reduction bucket size, e.g. 25MiB (auto, by training.framework: ddp 25 MiB; "
                                    "deepspeed 5e8 gradient elements; megatron max(4e7, 1e6 x dp x cp) elements when "
                                    "overlapping, else all gradients at once; fsdp2 each layer's gradients)"},
+      {"comm.bandwidth_efficiency", "1", "fraction of the links' bandwidth collectives and pipeline transfers reach, "
+                                         "0.01 to 1 (1: the full bandwidth; trainsim calibrate fits it to a measured run)"},
       {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
       {"comm.fidelity", "flows", "flows: every collective simulated as flows | fast: collectives inside a node timed from their ring (faster at scale)"},
       {"comm.overlap_grad_reduce", "auto", "gradient buckets are reduced while backward goes on: true | false (the "
@@ -330,7 +334,9 @@ std::map<std::string, RawValue> read_values(const std::string& text, const fs::p
       values.erase("platform.file");
     if (key == "platform.file")
       for (auto it = values.begin(); it != values.end();)
-        it = it->first.rfind("platform.", 0) == 0 && it->first != "platform.file" ? values.erase(it) : std::next(it);
+        it = it->first.rfind("platform.", 0) == 0 && it->first != "platform.file" && it->first != "platform.calibration"
+                 ? values.erase(it)
+                 : std::next(it);
   }
   for (const auto& spec : option_specs())
     if (!values.count(spec.key))
@@ -578,7 +584,7 @@ void read_platform_keys(const ValueReader& values, const fs::path& file, const f
   if (has_file) {
     for (const auto& spec : option_specs()) {
       const std::string key = spec.key;
-      if (key.rfind("platform.", 0) == 0 && key != "platform.file" && values.given(key))
+      if (key.rfind("platform.", 0) == 0 && key != "platform.file" && key != "platform.calibration" && values.given(key))
         throw InputError(values.raw(key).where + ": " + key + " describes a generated cluster and needs platform.gpu "
                          "instead of platform.file");
     }
@@ -882,6 +888,7 @@ void read_comm_keys(const ValueReader& values, Scenario& scenario) {
   }
   if (scenario.bucket_bytes < 1)
     values.fail("comm.bucket_size", "must be at least 1 byte; accepted: a size such as 25MiB");
+  scenario.bandwidth_efficiency = values.efficiency("comm.bandwidth_efficiency");
   scenario.channels = values.text("comm.channels") == "auto" ? 0 : static_cast<int>(values.integer("comm.channels", 1, 64));
   scenario.fast_collectives =
       values.choice<bool>("comm.fidelity", {{"flows", false}, {"fast", true}});
@@ -916,12 +923,51 @@ void record_settings(const ValueReader& values, Scenario& scenario) {
                                               : format_bytes(scenario.bucket_bytes);
 }
 
+// platform.calibration: the calibration file's keys join the scenario's as if written there, and
+// one the scenario sets too is refused (which would win is not obvious). Returns the file and the
+// GPU model it was fitted on.
+std::pair<fs::path, std::string> apply_calibration(std::map<std::string, RawValue>& values, const fs::path& scenario_dir) {
+  const RawValue& key = values.at("platform.calibration");
+  if (key.value.empty())
+    return {};
+  const std::string where = key.where + ": platform.calibration = '" + key.value + "'";
+  fs::path file = key.value;
+  std::error_code error;
+  if (!fs::is_regular_file(file, error) && key.where.rfind("--set", 0) != 0)
+    file = scenario_dir / key.value;
+  std::ifstream stream(file);
+  if (!fs::is_regular_file(file, error) || !stream)
+    throw InputError(where + ": no such file; accepted: a file written by trainsim calibrate");
+  std::stringstream buffer;
+  buffer << stream.rdbuf();
+  std::string gpu;
+  for (const IniLine& line : read_ini(buffer.str(), file)) {
+    const std::string at = file.string() + ":" + std::to_string(line.line);
+    if (line.key == "calibration.gpu") {
+      gpu = line.value;
+      continue;
+    }
+    if (line.key != "compute.model" && line.key != "compute.matmul_efficiency" && line.key != "comm.bandwidth_efficiency")
+      throw InputError(at + ": '" + line.key + "' is not a calibration key; accepted: calibration.gpu, compute.model, "
+                            "compute.matmul_efficiency, comm.bandwidth_efficiency");
+    if (values.at(line.key).given)
+      throw InputError(at + ": " + line.key + " is also set at " + values.at(line.key).where +
+                       "; accepted: one of them (the calibration's, or the scenario's without platform.calibration)");
+    values[line.key] = {line.value, at};
+  }
+  if (gpu.empty())
+    throw InputError(file.string() + ": no [calibration] gpu; accepted: a file written by trainsim calibrate");
+  return {file, gpu};
+}
+
 } // namespace
 
 Scenario parse_scenario(const std::string& text, const fs::path& file, const std::vector<std::string>& overrides) {
-  const ValueReader values(read_values(text, file, overrides));
   const fs::path scenario_dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  std::map<std::string, RawValue> raw = read_values(text, file, overrides);
   Scenario scenario;
+  std::tie(scenario.calibration_file, scenario.calibration_gpu) = apply_calibration(raw, scenario_dir);
+  const ValueReader values(std::move(raw));
   scenario.file = file;
   scenario.name = file.stem().string();
   // In this order: a key's checks read the keys before it, and the first problem is reported.

@@ -54,6 +54,10 @@ struct Scenario {
   long long vocab_multiple = 128;     // vocabulary padded to a multiple of this (Megatron's default)
 
   std::filesystem::path platform_file;  // a platform XML, or empty when the cluster is described
+  // platform.calibration: the file whose efficiencies the scenario took, and the GPU model it was
+  // fitted on (the platform's must be the same); empty without one.
+  std::filesystem::path calibration_file;
+  std::string calibration_gpu;
   std::optional<ClusterSpec> cluster;   // platform.gpu and friends: the platform is generated
 
   int dp = 1;
@@ -101,6 +105,7 @@ struct Scenario {
   bool overlap_grad_reduce = true;
   // How much longer compute kernels take while a communication kernel runs on the same GPU.
   double comm_slowdown = 0.189;     // compute.comm_slowdown
+  double bandwidth_efficiency = 1;    // comm.bandwidth_efficiency
   int channels = 0;                   // 0: one ring per GPU of a node (as NCCL does)
   GradSync grad_sync = GradSync::last;
   bool fast_collectives = false;      // comm.fidelity = fast: intra-node collectives timed, not simulated

@@ -83,7 +83,9 @@ struct GroupPlan {
   int members = 0;
   std::vector<std::vector<sg4::Mailbox*>> inbox;  // [channel][member]
   std::vector<sg4::Mailbox*> all_to_all;          // [from * members + to], made on first use
-  AnalyticRing ring() const { return {members, bound->edge_bandwidth, bound->step_latency}; }
+  AnalyticRing ring(double bandwidth_efficiency) const {
+    return {members, bound->edge_bandwidth * bandwidth_efficiency, bound->step_latency};
+  }
 };
 
 // Per distinct program: its dependency graph and which ops the rank can time on its own.
@@ -99,9 +101,9 @@ struct ProgramPlan {
   // companion execution at its start and finish, so it is simulated), and, when the kernels run
   // one at a time, for each such op the stream index of the last kernel it waits for, in that
   // order: a kernel is settled ahead only once every op that might overlap it has finished.
-  std::vector<bool> overlaps_kernels;
-  std::vector<std::int32_t> kernel_index;  // place among the serialised kernels; -1 for other ops
-  std::vector<std::pair<std::int32_t, OpId>> overlapping_after;  // (last kernel waited for, op), sorted
+  std::vector<bool> overlaps_kernels = {};
+  std::vector<std::int32_t> kernel_index = {};  // place among the serialised kernels; -1 for other ops
+  std::vector<std::pair<std::int32_t, OpId>> overlapping_after = {};  // (last kernel waited for, op), sorted
   bool kernels_wait_for_overlaps = false;
 };
 
@@ -122,6 +124,7 @@ struct SharedState {
   const std::vector<GpuInfo>* gpus = nullptr;
   bool settle_ahead = true;
   double comm_slowdown = 0;
+  double bandwidth_efficiency = 1;  // ReplaySettings::bandwidth_efficiency
   std::vector<GroupPlan> groups;
   std::vector<std::unordered_map<std::uint64_t, Arrivals>> arrivals;  // per group, per call
   std::map<const Program*, ProgramPlan> plans;
@@ -369,11 +372,14 @@ private:
   // told as they are timed.
   double analytic_collective(const Op& op, int from_phase) const {
     const GroupPlan& plan = shared_.groups[group(op)];
-    const AnalyticCollective timed = time_analytically(plan.ring(), op.collective, op.bytes, from_phase);
+    const AnalyticCollective timed = time_analytically(plan.ring(shared_.bandwidth_efficiency), op.collective, op.bytes, from_phase);
     if (plan.members > 1)
       carry(plan.bound->edge_route[0][plan.bound->member_of_rank.at(rank_)], timed.edge_bytes);
     return timed.seconds;
   }
+
+  // What a collective's or send's `bytes` weigh on the wire (the observer hears the bytes themselves).
+  uint64_t wire_bytes(double bytes) const { return static_cast<uint64_t>(bytes / shared_.bandwidth_efficiency); }
 
   void carry(int route, double bytes) const { observer_.link_carried(binding_.route(route).links, bytes); }
 
@@ -439,7 +445,7 @@ private:
       return start_collective_phase(id, 0);
     case OpKind::send:
       carry(binding_.peer_route(rank_, op.peer), op.bytes);
-      track(binding_.mailbox(rank_, id)->put_async(&payload_token, static_cast<uint64_t>(op.bytes)), id);
+      track(binding_.mailbox(rank_, id)->put_async(&payload_token, wire_bytes(op.bytes)), id);
       return;
     case OpKind::recv:
       track(binding_.mailbox(rank_, id)->get_async<void>(&received_payload), id);
@@ -517,7 +523,7 @@ private:
         if (other == me)
           continue;
         carry(binding_.route_between(host_, binding_.host(ranks[other])), static_cast<double>(share));
-        track(all_to_all_mailbox(plan, group(op), me, other)->put_async(&payload_token, share), id);
+        track(all_to_all_mailbox(plan, group(op), me, other)->put_async(&payload_token, wire_bytes(share)), id);
         track(all_to_all_mailbox(plan, group(op), other, me)->get_async<void>(&received_payload), id);
         state.outstanding += 2;
       }
@@ -531,7 +537,7 @@ private:
       // A broadcast flows from member 0 around the ring: the member before it neither
       // sends on, nor does member 0 receive.
       if (!broadcast || next != 0) {
-        track(plan.inbox[c][next]->put_async(&payload_token, flow), id);
+        track(plan.inbox[c][next]->put_async(&payload_token, wire_bytes(flow)), id);
         carry(bound.edge_route[c][me], static_cast<double>(flow));
         ++state.outstanding;
       }
@@ -747,6 +753,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   shared.gpus = &gpus;
   shared.settle_ahead = settings.settle_ahead;
   shared.comm_slowdown = settings.comm_slowdown;
+  shared.bandwidth_efficiency = settings.bandwidth_efficiency;
   shared.observer = &observer;
   shared.rank_finish.assign(workload.ranks(), 0.0);
   shared.ops_done.assign(workload.ranks(), 0);

@@ -28,6 +28,11 @@ struct ReplaySettings {
   // How much longer a GPU's kernels take while one of its collectives or sends is under way (they
   // share the SMs and HBM): f stretches compute by 1 + f. 0: communication costs compute nothing.
   double comm_slowdown = 0;
+  // The fraction of link bandwidth collectives and pipeline transfers reach (protocol overheads,
+  // what NCCL's kernels can push): their flows carry bytes / efficiency, and rings timed
+  // analytically see the same fraction of their edge bandwidth. Offload copies and I/O are not
+  // NCCL's and keep the links' full bandwidth.
+  double bandwidth_efficiency = 1;
 };
 
 struct ReplayOutcome {

@@ -206,6 +206,8 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
                 run.fidelity == "fast" ? "fast: collectives inside a node timed from their ring, the rest simulated as flows"
                                        : "flows: every collective simulated as flows");
   out << line("  %-16s %s\n", "compute model", compute_model_description(workload, gpus).c_str());
+  if (!run.calibration.empty())
+    out << line("  %-16s %s\n", "calibration", run.calibration.c_str());
   if (!run.framework.empty())
     out << line("  %-16s %s\n", "framework", run.framework.c_str());
   if (run.recompute && run.recompute->strategy != "none" && run.recompute->extra_flops == 0) {

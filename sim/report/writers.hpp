@@ -28,6 +28,7 @@ struct RunInfo {
   std::string layout;                            // e.g. "dp=16"
   std::string fidelity;                          // comm.fidelity the replay used: flows or fast
   std::string framework;                         // the framework imitated and its overlap (empty for a trace)
+  std::string calibration;                       // the calibration file and what it set; empty without one
   long long micro_batch = 0;                     // 0 when unknown
   long long grad_accum = 0;
   long long global_batch = 0;

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "common/units.hpp"
 #include "program/workload_builder.hpp"
 
@@ -51,6 +52,10 @@ RunInfo run_info(const Scenario& scenario, const WorkloadBuild& build) {
   run.settings = scenario.settings;
   run.layout = layout_label(scenario, build.states);
   run.framework = framework_label(scenario);
+  if (!scenario.calibration_file.empty())
+    run.calibration = scenario.calibration_file.string() + " (fitted on " + scenario.calibration_gpu +
+                      "): compute.matmul_efficiency " + format_double(scenario.efficiency.matmul) +
+                      ", comm.bandwidth_efficiency " + format_double(scenario.bandwidth_efficiency);
   run.coords = build.coords;
   run.micro_batch = scenario.micro_batch;
   run.grad_accum = scenario.grad_accum;
@@ -59,6 +64,13 @@ RunInfo run_info(const Scenario& scenario, const WorkloadBuild& build) {
   run.training_tokens = scenario.tokens;
   run.recompute = build.recompute;
   return run;
+}
+
+// A calibration holds one GPU's efficiencies; on another GPU they would mean nothing.
+void require_calibrated_gpu(const Scenario& scenario, const GpuInfo& gpu) {
+  if (!scenario.calibration_gpu.empty() && scenario.calibration_gpu != gpu.model)
+    throw InputError(scenario.calibration_file.string() + ": fitted on " + scenario.calibration_gpu + ", but the platform's GPUs are " +
+                     gpu.model + "; accepted: a calibration fitted on " + gpu.model + " (trainsim calibrate on such a machine)");
 }
 
 void require_fp8_support(const Scenario& scenario, const GpuInfo& gpu) {
@@ -102,6 +114,7 @@ void build_programs(PreparedRun& prepared, std::vector<GpuInfo> platform_gpus) {
                            static_cast<std::size_t>(layout_of(scenario).world()));
   note_work("while building the programs of " + std::to_string(prepared.gpus.size()) + " ranks");
   require_fp8_support(scenario, prepared.gpus.front());
+  require_calibrated_gpu(scenario, prepared.gpus.front());
   double capacity = prepared.gpus.front().hbm_capacity;
   for (const GpuInfo& gpu : prepared.gpus)
     capacity = std::min(capacity, gpu.hbm_capacity);

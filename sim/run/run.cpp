@@ -63,6 +63,7 @@ ReplaySettings replay_settings(const Scenario& scenario) {
   settings.channels = scenario.channels;
   settings.fast_intra_node_collectives = scenario.fast_collectives;
   settings.comm_slowdown = scenario.comm_slowdown;
+  settings.bandwidth_efficiency = scenario.bandwidth_efficiency;
   return settings;
 }
 

@@ -128,6 +128,11 @@ SweepRow row_from_summary(const SweepConfig& config, const json& summary) {
   row.reserve_bytes = memory.at("reserve_bytes").get<double>();
   row.fits = memory.at("fits").get<bool>();
   row.bottleneck = summary.value("bottleneck", "");
+  const json& time = summary.at("time");
+  row.compute_s = time.at("compute_s").get<double>();
+  for (const auto& [kind, comm] : time.at("comm").items())
+    row.comm_s += comm.at("total_s").get<double>();
+  row.gpu = summary.at("platform").at("gpu").get<std::string>();
   return row;
 }
 

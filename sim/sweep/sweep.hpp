@@ -52,6 +52,10 @@ struct SweepRow {
   double reserve_bytes = 0;  // the caching allocator's reserve at the peak
   bool fits = false;
   std::string bottleneck;
+  // Not in the CSV or the JSON lines (trainsim calibrate reads them): the summary's compute time
+  // (recompute and optimizer included), every kind's transfer time summed, the platform's GPU.
+  double compute_s = 0, comm_s = 0;
+  std::string gpu;
 
   std::string label() const;
   // What the GPU has left at the peak with the reserve (negative: short by that much).

@@ -220,6 +220,11 @@ TEST_CASE("efficiencies that are not fractions say so, not that a count is expec
     CHECK(contains(message, "from 0.01 to 1"));
     CHECK_FALSE(contains(message, "count"));
   }
+  for (const char* bad : {"0", "1.2", "80%"})
+    CHECK(contains(error_of("bandwidth.ini", valid, {std::string("comm.bandwidth_efficiency=") + bad}),
+                   "comm.bandwidth_efficiency = '" + std::string(bad) + "'"));
+  CHECK(load_scenario(test::write_temp_file("bandwidth_ok.ini", valid), {"comm.bandwidth_efficiency=0.8"})
+            .bandwidth_efficiency == 0.8);
   const std::string ratio = error_of("ratio.ini", "[model]\nname = tiny-gpt\n[platform]\ngpu = a100-80gb\n"
                                                   "topology = fat-tree\noversubscription = nan\n");
   CHECK(contains(ratio, "1 (non-blocking) to 64"));
