@@ -20,14 +20,14 @@ namespace {
 // The regression bound on mean |error| per set, over the rows of validation/published.csv of at
 // most 64 GPUs (23 rows, about 20 s on two cores; the whole table, up to 3,360 GPUs, takes far
 // longer than a test should: `trainsim validate` runs it). Each bound is the figure this version
-// of the defaults reaches on those rows (December 2026: 20.8 %, 11.5 %, 16.5 %) plus one point,
-// so that a change that makes the predictions worse fails here. It is a regression bound measured
-// on this version, not the goal: the goal is 3 % mean |error| (6 % max) on every set. The compute
+// of the defaults reaches on those rows (December 2026, with the framework profiles: 19.5 %,
+// 11.4 %, 16.1 %) plus one point, so that a change that makes the predictions worse fails here.
+// It is a regression bound measured on this version, not the goal: the goal is 3 % mean |error| (6 % max) on every set. The compute
 // model is being replaced: a change that improves the figures should lower these bounds.
 const std::map<std::string, double> mean_error_bound = {
-    {"megatron-2021-t1", 0.218},
-    {"korthikanti-2022", 0.125},
-    {"llm-foundry", 0.175},
+    {"megatron-2021-t1", 0.205},
+    {"korthikanti-2022", 0.124},
+    {"llm-foundry", 0.171},
 };
 constexpr int bounded_rows_max_gpus = 64;
 
