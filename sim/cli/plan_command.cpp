@@ -58,7 +58,7 @@ std::vector<int> gpu_counts(const std::string& text, int available) {
 
 struct PlanOptions {
   CommonOptions common;
-  std::string model_name, platform, gpus_text, precision = "bf16", fidelity = "fast", out, reserve;
+  std::string model_name, platform, gpus_text, precision = "bf16", fidelity = "fast", out, reserve, calibration;
   long long global_batch = 512, seq_len = 4096;
   std::string tokens_text = "1e9";
   double tokens = 0;               // tokens_text read
@@ -81,6 +81,8 @@ std::optional<PlanOptions> parse_plan_options(const std::vector<std::string>& ar
       "precision", po::value(&o.precision)->default_value(o.precision), "fp32 | fp16 | bf16 | fp8")(
       "simulate", po::value(&o.simulate)->default_value(o.simulate), "how many of the fitting candidates to simulate, best estimate first")(
       "fidelity", po::value(&o.fidelity)->default_value(o.fidelity), "comm.fidelity of the simulations: fast | flows")(
+      "calibration", po::value(&o.calibration),
+      "a calibration file from trainsim calibrate: every candidate takes its efficiencies (platform.calibration)")(
       "reserve", po::value(&o.reserve), "memory.reserve of every candidate, the headroom kept: the caching allocator's "
                                         "fragmentation (0 to 0.5) or a size such as 4GiB (default: memory.reserve's)")(
       "jobs,j", po::value(&o.jobs)->default_value(o.jobs), "simulations at a time")(
@@ -108,6 +110,7 @@ std::optional<PlanOptions> parse_plan_options(const std::vector<std::string>& ar
 struct PlanCluster {
   std::string platform_lines;  // the [platform] section of the base scenario
   int available = 0;           // GPUs in the cluster
+  std::string gpu_model;
 };
 
 // A cluster described by --gpu and its options; sets the request's cluster facts.
@@ -130,6 +133,7 @@ PlanCluster describe_cluster(const PlanOptions& o, PlanRequest& request) {
   for (const auto& [key, value] : given)
     described.platform_lines += key.substr(9) + " = " + value.first + "\n";
   described.available = cluster.nodes * cluster.gpus_per_node;
+  described.gpu_model = cluster.gpu.model;
   request.gpus_per_node = cluster.gpus_per_node;
   request.described_cluster = true;
   request.gpu_capacity = cluster.gpu.hbm_capacity;
@@ -157,7 +161,7 @@ PlanCluster read_platform_file(const PlanOptions& o, PlanRequest& request) {
                                                : o.precision == "fp16" ? Precision::fp16
                                                                        : Precision::bf16,
                                  true);
-  return {"file = " + fs::absolute(file).string() + "\n", static_cast<int>(gpus.size())};
+  return {"file = " + fs::absolute(file).string() + "\n", static_cast<int>(gpus.size()), gpus.front().model};
 }
 
 // What the planner searches: the model, the cluster, the batch and the base scenario every
@@ -176,11 +180,12 @@ PlanRequest plan_request(const PlanOptions& o, PlanCluster& cluster) {
   request.gpu_counts = gpu_counts(o.gpus_text.empty() ? std::to_string(available) : o.gpus_text, available);
   request.base_name = "plan-" + request.model.name;
   request.base_ini = "[model]\npath = " + fs::absolute(model_file).string() + "\n[platform]\n" + cluster.platform_lines +
+                     (o.calibration.empty() ? "" : "calibration = " + fs::absolute(o.calibration).string() + "\n") +
                      "[memory]\nprecision = " + o.precision + "\n" + (o.reserve.empty() ? "" : "reserve = " + o.reserve + "\n") +
                      "[training]\nseq_len = " + std::to_string(o.seq_len) +
                      "\nglobal_batch = " + std::to_string(o.global_batch) + "\ntokens = " + format_double(o.tokens) +
                      "\n[comm]\nfidelity = " + o.fidelity + "\n";
-  parse_scenario(request.base_ini, request.base_name + ".ini", {});
+  require_calibration_for(parse_scenario(request.base_ini, request.base_name + ".ini", {}), cluster.gpu_model);
   return request;
 }
 

@@ -962,6 +962,12 @@ std::pair<fs::path, std::string> apply_calibration(std::map<std::string, RawValu
 
 } // namespace
 
+void require_calibration_for(const Scenario& scenario, const std::string& gpu_model) {
+  if (!scenario.calibration_gpu.empty() && scenario.calibration_gpu != gpu_model)
+    throw InputError(scenario.calibration_file.string() + ": fitted on " + scenario.calibration_gpu + ", but the platform's GPUs are " +
+                     gpu_model + "; accepted: a calibration fitted on " + gpu_model + " (trainsim calibrate on such a machine)");
+}
+
 Scenario parse_scenario(const std::string& text, const fs::path& file, const std::vector<std::string>& overrides) {
   const fs::path scenario_dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
   std::map<std::string, RawValue> raw = read_values(text, file, overrides);

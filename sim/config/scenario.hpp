@@ -125,6 +125,9 @@ Scenario load_scenario(const std::filesystem::path& file, const std::vector<std:
 // The same from the file's text; `file` names it in errors and anchors relative paths.
 Scenario parse_scenario(const std::string& text, const std::filesystem::path& file,
                         const std::vector<std::string>& overrides);
+// InputError unless the scenario's platform.calibration (if any) was fitted on `gpu_model`: a
+// calibration holds one GPU's efficiencies, which on another GPU would mean nothing.
+void require_calibration_for(const Scenario& scenario, const std::string& gpu_model);
 
 // A cluster from platform.* keys given outside a scenario (trainsim platform's options):
 // `given` maps keys such as "platform.gpu" to (value, where it was given).

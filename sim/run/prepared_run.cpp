@@ -66,13 +66,6 @@ RunInfo run_info(const Scenario& scenario, const WorkloadBuild& build) {
   return run;
 }
 
-// A calibration holds one GPU's efficiencies; on another GPU they would mean nothing.
-void require_calibrated_gpu(const Scenario& scenario, const GpuInfo& gpu) {
-  if (!scenario.calibration_gpu.empty() && scenario.calibration_gpu != gpu.model)
-    throw InputError(scenario.calibration_file.string() + ": fitted on " + scenario.calibration_gpu + ", but the platform's GPUs are " +
-                     gpu.model + "; accepted: a calibration fitted on " + gpu.model + " (trainsim calibrate on such a machine)");
-}
-
 void require_fp8_support(const Scenario& scenario, const GpuInfo& gpu) {
   if (scenario.precision == Precision::fp8 && gpu.peak_fp8 <= 0)
     throw InputError(scenario.platform_file.string() + ": memory.precision = fp8 needs GPUs with a 'peak_fp8' property; " +
@@ -114,7 +107,7 @@ void build_programs(PreparedRun& prepared, std::vector<GpuInfo> platform_gpus) {
                            static_cast<std::size_t>(layout_of(scenario).world()));
   note_work("while building the programs of " + std::to_string(prepared.gpus.size()) + " ranks");
   require_fp8_support(scenario, prepared.gpus.front());
-  require_calibrated_gpu(scenario, prepared.gpus.front());
+  require_calibration_for(scenario, prepared.gpus.front().model);
   double capacity = prepared.gpus.front().hbm_capacity;
   for (const GpuInfo& gpu : prepared.gpus)
     capacity = std::min(capacity, gpu.hbm_capacity);

@@ -122,3 +122,29 @@ TEST_CASE("a calibration fitted on one GPU is refused on another") {
   CHECK(result.err.find("fitted on A100-SXM4-80GB, but the platform's GPUs are H100-SXM5-80GB") != std::string::npos);
   CHECK_FALSE(fs::exists(result.dir / "out"));
 }
+
+TEST_CASE("plan --calibration gives every candidate the calibration's efficiencies, on its GPU only") {
+  const fs::path dir = fresh_dir("calibrate_plan_file");
+  // Half the default matmul efficiency: the same candidate's step takes longer (its compute is
+  // most of a step of tiny GPT on two A100s).
+  std::ofstream(dir / "a100.ini") << "[calibration]\ngpu = A100-SXM4-80GB\n[compute]\nmodel = roofline\nmatmul_efficiency = 0.275\n";
+  const std::string plan = "plan --model tiny-gpt --gpus 2 --global-batch 8 --seq-len 512 -o out ";
+  const CliResult plain = run_trainsim("calibrate_plan_plain", plan + "--gpu a100-80gb");
+  const CliResult calibrated =
+      run_trainsim("calibrate_plan_calibrated", plan + "--gpu a100-80gb --calibration " + (dir / "a100.ini").string());
+  REQUIRE_MESSAGE(plain.status == 0, plain.err);
+  REQUIRE_MESSAGE(calibrated.status == 0, calibrated.err);
+  const json before = read_json(plain.dir / "out" / "plan.json");
+  const json after = read_json(calibrated.dir / "out" / "plan.json");
+  bool compared = false;
+  for (const json& row : after)
+    for (const json& base : before)
+      if (row["decisions"] == base["decisions"] && row["dp"] == 2 && row["micro_batch"] == 4) {
+        CHECK(row["step_time_s"].get<double>() > 1.5 * base["step_time_s"].get<double>());
+        compared = true;
+      }
+  CHECK(compared);
+  const CliResult other = run_trainsim("calibrate_plan_h100", plan + "--gpu h100-sxm --calibration " + (dir / "a100.ini").string());
+  CHECK(other.status == 2);
+  CHECK(other.err.find("fitted on A100-SXM4-80GB, but the platform's GPUs are H100-SXM5-80GB") != std::string::npos);
+}
