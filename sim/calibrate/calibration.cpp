@@ -56,6 +56,8 @@ std::string percent_change(double before, double after) { return signed_percent(
 
 } // namespace
 
+std::string steps_text(int steps) { return std::to_string(steps) + (steps == 1 ? " step" : " steps"); }
+
 std::string signed_percent(double fraction) {
   // What rounds to zero prints as +0.0, never -0.0.
   const double percent = std::fabs(fraction) < 5e-4 ? 0.0 : fraction * 100;
@@ -95,6 +97,11 @@ MeasuredStep read_profile(const std::filesystem::path& file) {
     const double start = number_field(event, "ts", NAN), duration = number_field(event, "dur", NAN);
     if (!(std::isfinite(start) && duration >= 0))
       continue;
+    // Longer than a day: no training step or kernel; the file is not what it seems.
+    constexpr double one_day = 86400e6;
+    if (duration > one_day)
+      throw InputError(file.string() + ": event '" + name + "' lasts " + format_double(duration) +
+                       " us, more than a day; expected a trace of training steps (timestamps in microseconds)");
     // The CPU's step spans; newer profilers mirror them on the GPU timeline, counted once here.
     if (name.rfind("ProfilerStep#", 0) == 0 && category != "gpu_user_annotation") {
       steps.push_back(duration);
@@ -138,17 +145,33 @@ MeasuredStep read_profile(const std::filesystem::path& file) {
   return measured;
 }
 
-Efficiencies next_efficiencies(const MeasuredStep& measured, const Efficiencies& now, const SimulatedStep& simulated) {
-  Efficiencies next = now;
-  if (measured.split()) {
-    next.matmul = now.matmul * simulated.compute_s / measured.compute_s;
-    if (measured.comm_s > 0 && simulated.comm_s > 0)
-      next.bandwidth = now.bandwidth * simulated.comm_s / measured.comm_s;
+Efficiencies next_efficiencies(const MeasuredStep& measured, const std::vector<Try>& tried) {
+  const Try& last = tried.back();
+  // One efficiency: `of` picks it, `time` the simulated time it should bring to `target`, and
+  // `scaling` the part of that time taken to scale with 1/efficiency on a first try.
+  const auto fit = [&](double Efficiencies::*of, double target, double SimulatedStep::*time, double scaling) -> double {
+    const double u = 1 / (last.first.*of), t = last.second.*time;
+    for (auto earlier = tried.rbegin() + 1; earlier != tried.rend(); ++earlier) {
+      const double u0 = 1 / (earlier->first.*of), t0 = earlier->second.*time;
+      if (u0 == u)
+        continue;
+      if (std::fabs(t - t0) <= 1e-12 * std::fabs(t))
+        return NAN;
+      const double next_u = u + (target - t) * (u - u0) / (t - t0);
+      return next_u > 0 ? 1 / next_u : INFINITY;
+    }
+    // The scaling part becomes what is wanted, the rest stays.
+    const double wanted = scaling + target - t;
+    return wanted > 0 ? (last.first.*of) * scaling / wanted : INFINITY;
+  };
+  Efficiencies next = last.first;
+  if (!measured.split()) {
+    next.matmul = fit(&Efficiencies::matmul, measured.step_s, &SimulatedStep::step_s, last.second.compute_s);
     return next;
   }
-  // Only the step time: the compute takes the whole difference, the rest of the step stays.
-  const double compute_wanted = simulated.compute_s + measured.step_s - simulated.step_s;
-  next.matmul = compute_wanted > 0 ? now.matmul * simulated.compute_s / compute_wanted : INFINITY;
+  next.matmul = fit(&Efficiencies::matmul, measured.compute_s, &SimulatedStep::compute_s, last.second.compute_s);
+  if (measured.comm_s > 0)
+    next.bandwidth = fit(&Efficiencies::bandwidth, measured.comm_s, &SimulatedStep::comm_s, last.second.comm_s);
   return next;
 }
 
@@ -170,7 +193,7 @@ std::string calibration_file_text(const CalibrationResult& result) {
   std::ostringstream out;
   out << "# trainsim calibrate " << result.scenario << " on " << result.gpu << ", against " << measured.source;
   if (measured.split())
-    out << " (" << measured.steps << " steps)";
+    out << " (" << steps_text(measured.steps) << ")";
   out << "\n# measured: step " << format_seconds(measured.step_s);
   if (measured.split())
     out << ", compute kernels " << format_seconds(measured.compute_s) << ", NCCL kernels " << format_seconds(measured.comm_s);
@@ -185,7 +208,8 @@ std::string calibration_file_text(const CalibrationResult& result) {
   out << "\n# A scenario uses it with platform.calibration = this file (its GPU must be " << result.gpu << ").\n"
       << "[calibration]\ngpu = " << result.gpu << "\n"
       << "[compute]\nmodel = roofline\nmatmul_efficiency = " << format_double(result.after.matmul) << "\n";
-  if (bandwidth_fitted)
+  // A bandwidth efficiency the scenario set is part of what the matmul efficiency was fitted with.
+  if (bandwidth_fitted || result.after.bandwidth != 1)
     out << "[comm]\nbandwidth_efficiency = " << format_double(result.after.bandwidth) << "\n";
   return out.str();
 }

@@ -5,6 +5,8 @@
 // Pure: the simulations in between are the CLI's (one per process).
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace trainsim {
 
@@ -39,12 +41,15 @@ struct SimulatedStep {
   double comm_s = 0;     // every kind's transfer time, summed
 };
 
-// The next efficiencies to simulate. Compute time falls as 1/matmul efficiency and transfer time
-// as 1/bandwidth efficiency (plus latencies and memory-bound work that do not), so each is scaled
-// by simulated/measured: a fixed-point iteration whose fixed-part share bounds its contraction.
-// With only a step time, the matmul efficiency takes the whole difference. The results are not
-// clamped: calibrate refuses a fit that leaves [0.01, 1].
-Efficiencies next_efficiencies(const MeasuredStep& measured, const Efficiencies& now, const SimulatedStep& simulated);
+// The next efficiencies to simulate, from those tried so far (oldest first, at least one).
+// Compute time is nearly linear in 1/matmul efficiency and transfer time in 1/bandwidth
+// efficiency (a part of each, latencies and memory-bound work, does not scale), so each efficiency
+// is fitted by a secant step in its inverse through the last two tries that differ in it; with
+// one try, the time is taken as all scaling. With only a step time the matmul efficiency fits the
+// step (a pipeline's bubble scales with it too). NaN where the time did not change between two
+// tries (it does not depend on that efficiency); the results are not clamped to [0.01, 1].
+using Try = std::pair<Efficiencies, SimulatedStep>;
+Efficiencies next_efficiencies(const MeasuredStep& measured, const std::vector<Try>& tried);
 
 // Relative gap between a simulation and the measurement on what is fitted (the largest of the
 // compute and communication gaps with a profile, else the step time's).
@@ -61,6 +66,8 @@ struct CalibrationResult {
 };
 std::string calibration_file_text(const CalibrationResult& result);
 
+// "1 step", "3 steps".
+std::string steps_text(int steps);
 // "+1.5 %", "-17.0 %", "+0.0 %" for a relative change.
 std::string signed_percent(double fraction);
 

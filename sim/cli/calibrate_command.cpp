@@ -1,6 +1,7 @@
 // trainsim calibrate: fits compute.matmul_efficiency (and, from a profile, comm.bandwidth_efficiency)
 // so that the scenario simulates what the user measured on their own machine; each guess is a
 // `trainsim run` in a worker process, as sweeps run them.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -21,11 +22,11 @@ namespace fs = std::filesystem;
 namespace trainsim::cli {
 namespace {
 
-// The fit stops when the fitted quantities are within 0.1 % of the measured; each round of the
-// iteration shrinks the gap by the share of time that does not scale (latencies, memory-bound
-// work), so a few rounds suffice and more mean the scenario cannot reach the measurement.
+// The fit stops when the fitted quantities are within 0.1 % of the measured. Secant steps in the
+// inverse efficiency are exact where time is linear in it, so a few suffice; more mean the time
+// hardly depends on the efficiency.
 constexpr double close_enough = 1e-3;
-constexpr int max_simulations = 12;
+constexpr int max_simulations = 16;
 
 // Four significant digits: what a calibration can claim, and a file people can read.
 double rounded(double value) {
@@ -33,16 +34,22 @@ double rounded(double value) {
   return std::round(value * scale) / scale;
 }
 
-// A fitted efficiency must stay a fraction of the peak: outside, the scenario cannot be the run.
-void require_reachable(double value, const std::string& key, const std::string& measured, const std::string& simulated) {
-  if (value > 1)
-    throw InputError("calibrate: " + key + " would need to exceed 1 to reach the measured " + measured + " (the scenario " +
-                     "simulates " + simulated + " at the current fit); accepted: a measurement of the same model, batch, " +
-                     "recompute and parallelism on this platform's hardware");
-  if (!(value >= 0.01))
+// The next value of one efficiency, kept within [0.01, 1]: a guess beyond a bound is tried at the
+// bound once; beyond a bound already tried, the scenario cannot be the run that was measured.
+double within_bounds(double next, double last, const std::string& key, const std::string& measured,
+                     const std::string& simulated) {
+  const std::string accepted = "; accepted: a measurement of the scenario's model, batch, recompute and parallelism on "
+                               "hardware like its platform's";
+  if (std::isnan(next))
+    throw InputError("calibrate: the simulated " + simulated + " does not change with " + key + ", so it cannot reach the measured " +
+                     measured + accepted);
+  if (next > 1 && last == 1)
+    throw InputError("calibrate: " + key + " would need to exceed 1 to reach the measured " + measured +
+                     " (the scenario simulates " + simulated + " at 1)" + accepted);
+  if (next < 0.01 && last == 0.01)
     throw InputError("calibrate: " + key + " would need to fall below 0.01 to reach the measured " + measured +
-                     " (the scenario simulates " + simulated + "); accepted: a measurement of the same model, batch, " +
-                     "recompute and parallelism on this platform's hardware");
+                     " (the scenario simulates " + simulated + " at 0.01)" + accepted);
+  return std::clamp(next, 0.01, 1.0);
 }
 
 } // namespace
@@ -72,7 +79,7 @@ int calibrate_command(const std::vector<std::string>& arguments) {
   if (scenario.efficiency.model == ComputeModel::kernels)
     throw InputError(scenario_file + ": compute.model = kernels: calibrate fits the roofline's "
                                      "compute.matmul_efficiency; accepted: roofline or auto");
-  if (!scenario.calibration_file.empty())
+  if (!scenario.calibration.file.empty())
     throw InputError(scenario_file + ": platform.calibration is set; calibrate starts from the scenario's own "
                                      "efficiencies: accepted: no platform.calibration");
   MeasuredStep measured;
@@ -89,6 +96,8 @@ int calibrate_command(const std::vector<std::string>& arguments) {
     measured.source = "a measured step of " + format_seconds(measured.step_s);
   }
   const fs::path out = options.out.empty() ? fs::path("results") / scenario.name / "calibration.ini" : fs::path(options.out);
+  // Made before the simulations, so that a folder that cannot be made fails first.
+  OutputDirectory out_folder(out.has_parent_path() ? out.parent_path() : fs::path("."));
 
   // Every simulation runs the scenario with the roofline, the --set overrides and the guess.
   std::vector<std::string> fixed = options.overrides;
@@ -116,36 +125,50 @@ int calibrate_command(const std::vector<std::string>& arguments) {
   const SweepRow first = simulate(result.before);
   result.gpu = first.gpu;
   result.simulated_before = step_of(first);
-  Efficiencies guess = result.before;
-  SimulatedStep simulated = result.simulated_before;
-  while (fit_gap(measured, simulated) > close_enough) {
+  // A profile's NCCL time and the scenario's communication come together or not at all: one
+  // without the other is a different run (or a trace of another rank).
+  if (measured.split() && (measured.comm_s > 0) != (first.comm_s > 0))
+    throw InputError(measured.comm_s > 0
+                         ? profile + ": " + format_seconds(measured.comm_s) + " per step in NCCL kernels, but " + scenario_file +
+                               " communicates nothing; accepted: a profile of the scenario's run (or --step-time)"
+                         : profile + ": no NCCL kernels, but " + scenario_file + " communicates " +
+                               format_seconds(first.comm_s) + " per step; accepted: a profile of the scenario's run, "
+                               "its NCCL kernels included (or --step-time)");
+  std::vector<Try> tried = {{result.before, result.simulated_before}};
+  while (fit_gap(measured, tried.back().second) > close_enough) {
+    const SimulatedStep& simulated = tried.back().second;
     if (simulations == max_simulations)
-      throw InputError("calibrate: no fit within 0.1 % after " + std::to_string(max_simulations) +
-                       " simulations (last gap " + signed_percent(fit_gap(measured, simulated)) +
-                       "); the scenario's time barely depends on the fitted efficiencies");
-    const Efficiencies next = next_efficiencies(measured, guess, simulated);
-    const std::string what = measured.split() ? "compute time " + format_seconds(measured.compute_s)
-                                              : "step time " + format_seconds(measured.step_s);
-    require_reachable(next.matmul, "compute.matmul_efficiency", what,
-                      format_seconds(measured.split() ? simulated.compute_s : simulated.step_s));
-    require_reachable(next.bandwidth, "comm.bandwidth_efficiency", "NCCL time " + format_seconds(measured.comm_s),
-                      format_seconds(simulated.comm_s));
-    guess = next;
-    simulated = step_of(simulate(guess));
+      throw InputError("calibrate: no fit within 0.1 % after " + std::to_string(max_simulations) + " simulations (last gap " +
+                       signed_percent(fit_gap(measured, simulated)) + "); the time hardly depends on the efficiencies");
+    const Efficiencies next = next_efficiencies(measured, tried);
+    const Efficiencies& last = tried.back().first;
+    Efficiencies guess;
+    guess.matmul = measured.split()
+                       ? within_bounds(next.matmul, last.matmul, "compute.matmul_efficiency",
+                                       "compute time " + format_seconds(measured.compute_s),
+                                       "compute time " + format_seconds(simulated.compute_s))
+                       : within_bounds(next.matmul, last.matmul, "compute.matmul_efficiency",
+                                       "step time " + format_seconds(measured.step_s),
+                                       "step time " + format_seconds(simulated.step_s));
+    guess.bandwidth = measured.split() && measured.comm_s > 0
+                          ? within_bounds(next.bandwidth, last.bandwidth, "comm.bandwidth_efficiency",
+                                          "NCCL time " + format_seconds(measured.comm_s),
+                                          "communication " + format_seconds(simulated.comm_s))
+                          : last.bandwidth;
+    tried.push_back({guess, step_of(simulate(guess))});
   }
+  const Efficiencies& guess = tried.back().first;
   // The file holds rounded efficiencies; the residual reported is theirs.
   result.after = {rounded(guess.matmul), rounded(guess.bandwidth)};
   result.simulated_after = step_of(simulate(result.after));
 
-  std::error_code error;
-  if (out.has_parent_path() && !fs::create_directories(out.parent_path(), error) && error)
-    throw InputError(out.parent_path().string() + ": cannot create the folder (" + error.message() + ")");
   write_file_atomically(out, calibration_file_text(result));
+  out_folder.keep();
   const auto change = [](double before, double after) {
     return format_double(before) + " -> " + format_double(after) + " (" + signed_percent(after / before - 1) + ")";
   };
   std::cout << "trainsim calibrate: " << scenario.name << " on " << result.gpu << ", against " << measured.source
-            << (measured.split() ? " (" + std::to_string(measured.steps) + " steps)" : "") << '\n'
+            << (measured.split() ? " (" + steps_text(measured.steps) + ")" : "") << '\n'
             << "  compute.matmul_efficiency  " << change(result.before.matmul, result.after.matmul) << '\n';
   if (measured.split() && measured.comm_s > 0)
     std::cout << "  comm.bandwidth_efficiency  " << change(result.before.bandwidth, result.after.bandwidth) << '\n';

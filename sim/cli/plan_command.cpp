@@ -179,6 +179,9 @@ PlanRequest plan_request(const PlanOptions& o, PlanCluster& cluster) {
   const int available = cluster.available;
   request.gpu_counts = gpu_counts(o.gpus_text.empty() ? std::to_string(available) : o.gpus_text, available);
   request.base_name = "plan-" + request.model.name;
+  std::error_code error;
+  if (!o.calibration.empty() && !fs::is_regular_file(o.calibration, error))
+    throw InputError("--calibration " + o.calibration + ": no such file; accepted: a file written by trainsim calibrate");
   request.base_ini = "[model]\npath = " + fs::absolute(model_file).string() + "\n[platform]\n" + cluster.platform_lines +
                      (o.calibration.empty() ? "" : "calibration = " + fs::absolute(o.calibration).string() + "\n") +
                      "[memory]\nprecision = " + o.precision + "\n" + (o.reserve.empty() ? "" : "reserve = " + o.reserve + "\n") +

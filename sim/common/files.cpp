@@ -47,7 +47,10 @@ void write_file_atomically(const fs::path& path, const std::string& content) {
 
 OutputDirectory::OutputDirectory(fs::path directory) : directory_(std::move(directory)) {
   std::error_code error;
-  made_ = !fs::exists(directory_, error) && fs::create_directories(directory_, error);
+  // The folders this makes, innermost first: results/run made in a fresh folder is two.
+  for (fs::path missing = directory_; !missing.empty() && !fs::exists(missing, error); missing = missing.parent_path())
+    made_.push_back(missing);
+  fs::create_directories(directory_, error);
   if (!fs::is_directory(directory_))
     throw InputError(directory_.string() + ": cannot create the output directory" +
                      (error ? " (" + error.message() + ")" : std::string()));
@@ -55,8 +58,9 @@ OutputDirectory::OutputDirectory(fs::path directory) : directory_(std::move(dire
 
 OutputDirectory::~OutputDirectory() {
   std::error_code error;
-  if (made_ && fs::is_empty(directory_, error))
-    fs::remove(directory_, error);
+  for (const fs::path& made : made_)
+    if (fs::is_empty(made, error))
+      fs::remove(made, error);
 }
 
 OutputSet::OutputSet(fs::path directory, std::vector<std::string> known)

@@ -12,7 +12,7 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 
 // An output directory made before a long run, so that one that cannot be made fails first; a
 // run that fails after that leaves no empty directory behind: destroyed before keep(), it
-// removes the directory if it made it and nothing is in it.
+// removes the directories it made (the parents too) that hold nothing.
 class OutputDirectory {
 public:
   // Throws InputError naming the directory when it cannot be made.
@@ -20,11 +20,11 @@ public:
   ~OutputDirectory();
   OutputDirectory(const OutputDirectory&) = delete;
   OutputDirectory& operator=(const OutputDirectory&) = delete;
-  void keep() { made_ = false; }
+  void keep() { made_.clear(); }
 
 private:
   std::filesystem::path directory_;
-  bool made_ = false;
+  std::vector<std::filesystem::path> made_;  // the folders it made, innermost first
 };
 
 // The files one command leaves in a directory, all from this run or none: each is written under

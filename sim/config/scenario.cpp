@@ -31,8 +31,9 @@ const std::vector<OptionSpec>& option_specs() {
       {"model.path", "", "path to any Hugging Face config.json (instead of name)"},
       {"model.vocab_multiple", "128", "pad the vocabulary to a multiple of this (Megatron: 128)"},
       {"platform.file", "", "SimGrid platform XML, a path or a file in platforms/ (or describe the cluster with gpu, nodes, ...)"},
-      {"platform.calibration", "", "a calibration file from trainsim calibrate: its fitted compute.matmul_efficiency "
-                                   "(with compute.model = roofline) and comm.bandwidth_efficiency apply, for the GPU it was fitted on"},
+      {"platform.calibration", "", "a calibration file from trainsim calibrate (relative to the scenario's folder; from --set, "
+                                   "to the working one): its fitted compute.matmul_efficiency (with compute.model = roofline) "
+                                   "and comm.bandwidth_efficiency apply, for the GPU it was fitted on"},
       {"platform.gpu", "", "a described cluster's GPU: a100-40gb | a100-80gb | h100-sxm | h100-pcie | h200 | b200 | mi300x | rtx4090 | v100-32gb"},
       {"platform.nodes", "1", "described cluster: number of nodes"},
       {"platform.gpus_per_node", "8", "described cluster: GPUs per node"},
@@ -923,48 +924,57 @@ void record_settings(const ValueReader& values, Scenario& scenario) {
                                               : format_bytes(scenario.bucket_bytes);
 }
 
-// platform.calibration: the calibration file's keys join the scenario's as if written there, and
-// one the scenario sets too is refused (which would win is not obvious). Returns the file and the
-// GPU model it was fitted on.
-std::pair<fs::path, std::string> apply_calibration(std::map<std::string, RawValue>& values, const fs::path& scenario_dir) {
+// platform.calibration: the calibration file's keys join the scenario's as if written there; one
+// the scenario sets to another value is refused (which would win is not obvious). A path in the
+// scenario file is relative to its folder, one from --set to the working directory.
+Calibration apply_calibration(std::map<std::string, RawValue>& values, const fs::path& scenario_dir) {
   const RawValue& key = values.at("platform.calibration");
+  Calibration calibration;
   if (key.value.empty())
-    return {};
+    return calibration;
   const std::string where = key.where + ": platform.calibration = '" + key.value + "'";
-  fs::path file = key.value;
+  const bool from_command_line = key.where.rfind("--set", 0) == 0;
+  calibration.file = from_command_line || fs::path(key.value).is_absolute() ? fs::path(key.value) : scenario_dir / key.value;
   std::error_code error;
-  if (!fs::is_regular_file(file, error) && key.where.rfind("--set", 0) != 0)
-    file = scenario_dir / key.value;
-  std::ifstream stream(file);
-  if (!fs::is_regular_file(file, error) || !stream)
+  std::ifstream stream(calibration.file);
+  if (!fs::is_regular_file(calibration.file, error) || !stream)
     throw InputError(where + ": no such file; accepted: a file written by trainsim calibrate");
   std::stringstream buffer;
   buffer << stream.rdbuf();
-  std::string gpu;
-  for (const IniLine& line : read_ini(buffer.str(), file)) {
-    const std::string at = file.string() + ":" + std::to_string(line.line);
-    if (line.key == "calibration.gpu") {
-      gpu = line.value;
-      continue;
-    }
-    if (line.key != "compute.model" && line.key != "compute.matmul_efficiency" && line.key != "comm.bandwidth_efficiency")
+  std::map<std::string, std::string> seen;
+  for (const IniLine& line : read_ini(buffer.str(), calibration.file)) {
+    const std::string at = calibration.file.string() + ":" + std::to_string(line.line);
+    if (line.key != "calibration.gpu" && line.key != "compute.model" && line.key != "compute.matmul_efficiency" &&
+        line.key != "comm.bandwidth_efficiency")
       throw InputError(at + ": '" + line.key + "' is not a calibration key; accepted: calibration.gpu, compute.model, "
                             "compute.matmul_efficiency, comm.bandwidth_efficiency");
-    if (values.at(line.key).given)
-      throw InputError(at + ": " + line.key + " is also set at " + values.at(line.key).where +
-                       "; accepted: one of them (the calibration's, or the scenario's without platform.calibration)");
+    if (!seen.emplace(line.key, at).second)
+      throw InputError(at + ": '" + line.key + "' is set twice (first at " + seen.at(line.key) + ")");
+    if (line.key == "calibration.gpu") {
+      calibration.gpu = line.value;
+      continue;
+    }
+    // The efficiencies a calibration holds are the roofline's.
+    if (line.key == "compute.model" && line.value != "roofline")
+      throw InputError(at + ": compute.model = '" + line.value + "'; accepted: roofline (calibrate fits the roofline)");
+    const RawValue& scenario_value = values.at(line.key);
+    if (scenario_value.given && scenario_value.value != line.value)
+      throw InputError(at + ": " + line.key + " = " + line.value + ", but " + scenario_value.where + " sets " +
+                       scenario_value.value + "; accepted: one of them (the calibration's, or the scenario's without "
+                       "platform.calibration)");
     values[line.key] = {line.value, at};
+    calibration.keys.push_back(line.key);
   }
-  if (gpu.empty())
-    throw InputError(file.string() + ": no [calibration] gpu; accepted: a file written by trainsim calibrate");
-  return {file, gpu};
+  if (calibration.gpu.empty())
+    throw InputError(calibration.file.string() + ": no [calibration] gpu; accepted: a file written by trainsim calibrate");
+  return calibration;
 }
 
 } // namespace
 
 void require_calibration_for(const Scenario& scenario, const std::string& gpu_model) {
-  if (!scenario.calibration_gpu.empty() && scenario.calibration_gpu != gpu_model)
-    throw InputError(scenario.calibration_file.string() + ": fitted on " + scenario.calibration_gpu + ", but the platform's GPUs are " +
+  if (!scenario.calibration.gpu.empty() && scenario.calibration.gpu != gpu_model)
+    throw InputError(scenario.calibration.file.string() + ": fitted on " + scenario.calibration.gpu + ", but the platform's GPUs are " +
                      gpu_model + "; accepted: a calibration fitted on " + gpu_model + " (trainsim calibrate on such a machine)");
 }
 
@@ -972,7 +982,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   const fs::path scenario_dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
   std::map<std::string, RawValue> raw = read_values(text, file, overrides);
   Scenario scenario;
-  std::tie(scenario.calibration_file, scenario.calibration_gpu) = apply_calibration(raw, scenario_dir);
+  scenario.calibration = apply_calibration(raw, scenario_dir);
   const ValueReader values(std::move(raw));
   scenario.file = file;
   scenario.name = file.stem().string();

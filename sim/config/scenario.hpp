@@ -26,6 +26,14 @@ enum class OffloadTier { none, cpu, nvme };
 // and reduced and how model states are kept (scenario.cpp cites each).
 enum class Framework { ddp, megatron, deepspeed, fsdp2 };
 
+// platform.calibration: the file a scenario took efficiencies from, the GPU model it was fitted
+// on (the platform's must be the same) and the keys it set; empty without one.
+struct Calibration {
+  std::filesystem::path file;
+  std::string gpu;
+  std::vector<std::string> keys;
+};
+
 // compute.comm_slowdown's default, where scenario.cpp cites it; trace replays share it.
 constexpr const char* default_comm_slowdown = "0.189";
 
@@ -54,10 +62,7 @@ struct Scenario {
   long long vocab_multiple = 128;     // vocabulary padded to a multiple of this (Megatron's default)
 
   std::filesystem::path platform_file;  // a platform XML, or empty when the cluster is described
-  // platform.calibration: the file whose efficiencies the scenario took, and the GPU model it was
-  // fitted on (the platform's must be the same); empty without one.
-  std::filesystem::path calibration_file;
-  std::string calibration_gpu;
+  Calibration calibration;  // platform.calibration
   std::optional<ClusterSpec> cluster;   // platform.gpu and friends: the platform is generated
 
   int dp = 1;

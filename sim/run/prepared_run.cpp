@@ -52,10 +52,11 @@ RunInfo run_info(const Scenario& scenario, const WorkloadBuild& build) {
   run.settings = scenario.settings;
   run.layout = layout_label(scenario, build.states);
   run.framework = framework_label(scenario);
-  if (!scenario.calibration_file.empty())
-    run.calibration = scenario.calibration_file.string() + " (fitted on " + scenario.calibration_gpu +
-                      "): compute.matmul_efficiency " + format_double(scenario.efficiency.matmul) +
-                      ", comm.bandwidth_efficiency " + format_double(scenario.bandwidth_efficiency);
+  if (!scenario.calibration.file.empty()) {
+    run.calibration = scenario.calibration.file.string() + " (fitted on " + scenario.calibration.gpu + ")";
+    for (const std::string& key : scenario.calibration.keys)
+      run.calibration += (key == scenario.calibration.keys.front() ? ": " : ", ") + key + " " + scenario.settings.at(key);
+  }
   run.coords = build.coords;
   run.micro_batch = scenario.micro_batch;
   run.grad_accum = scenario.grad_accum;

@@ -110,6 +110,30 @@ TEST_CASE("calibrate refuses a measurement no efficiency reaches, and bad option
   refused("calibrate_kernels", "--step-time 1s --set compute.model=kernels", "calibrate fits the roofline's");
   refused("calibrate_bad_time", "--step-time fast", "--step-time fast");
   refused("calibrate_no_profile", "--profile missing.json", "missing.json: no such file");
+  // A profile without NCCL kernels for a scenario that communicates is another run.
+  const fs::path trace = scenario.parent_path() / "no-nccl.json";
+  std::ofstream(trace) << profile_trace(1e-3, 5e-4, 0);
+  refused("calibrate_no_nccl", "--profile " + trace.string(), "no NCCL kernels, but");
+}
+
+TEST_CASE("calibrate fits the step of a pipeline, whose bubble grows with its compute") {
+  // Four stages of tiny GPT and one micro-batch: the step is mostly bubble, which scales with the
+  // compute, so a step-time fit must move the efficiency less than the compute alone suggests.
+  const fs::path dir = fresh_dir("calibrate_pipeline_scenario");
+  std::ofstream(dir / "pp.ini") << "[model]\nname = tiny-gpt\n[platform]\nfile = dgx-a100.xml\n[parallel]\npp = 4\n"
+                                   "[training]\nseq_len = 512\nmicro_batch = 1\nglobal_batch = 1\n";
+  const json base = run_summary("calibrate_pipeline_base", (dir / "pp.ini").string() + " --no-report");
+  const double measured = base["step_time_s"].get<double>() * 1.3;
+  std::ostringstream step;
+  step.precision(17);
+  step << measured;
+  const CliResult fitted = run_trainsim("calibrate_pipeline", "calibrate " + (dir / "pp.ini").string() + " --step-time " +
+                                                                  step.str() + "s -o fit.ini");
+  REQUIRE_MESSAGE(fitted.status == 0, fitted.err);
+  const json calibrated = run_summary("calibrate_pipeline_run", (dir / "pp.ini").string() +
+                                                                     " --no-report --set platform.calibration=" +
+                                                                     (fitted.dir / "fit.ini").string());
+  CHECK(calibrated["step_time_s"].get<double>() == doctest::Approx(measured).epsilon(2e-3));
 }
 
 TEST_CASE("a calibration fitted on one GPU is refused on another") {
@@ -147,4 +171,7 @@ TEST_CASE("plan --calibration gives every candidate the calibration's efficienci
   const CliResult other = run_trainsim("calibrate_plan_h100", plan + "--gpu h100-sxm --calibration " + (dir / "a100.ini").string());
   CHECK(other.status == 2);
   CHECK(other.err.find("fitted on A100-SXM4-80GB, but the platform's GPUs are H100-SXM5-80GB") != std::string::npos);
+  const CliResult missing = run_trainsim("calibrate_plan_missing", plan + "--gpu a100-80gb --calibration nope.ini");
+  CHECK(missing.status == 2);
+  CHECK(missing.err.find("--calibration nope.ini: no such file") != std::string::npos);
 }

@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "calibrate/calibration.hpp"
 #include "common/error.hpp"
@@ -71,7 +73,7 @@ TEST_CASE("each efficiency is scaled by simulated over measured time, and a step
   profile.comm_s = 2;
   // The simulation computed twice as long as measured (too slow: efficiency 0.5 -> 1.0) and
   // communicated half as long (too fast: bandwidth 1 -> 0.5).
-  const Efficiencies next = next_efficiencies(profile, {0.5, 1.0}, {4, 2, 1});
+  const Efficiencies next = next_efficiencies(profile, {{{0.5, 1.0}, {4, 2, 1}}});
   CHECK(next.matmul == doctest::Approx(1.0));
   CHECK(next.bandwidth == doctest::Approx(0.5));
   CHECK(fit_gap(profile, {4, 2, 1}) == doctest::Approx(1.0));  // compute 100 % off, comm 50 %
@@ -79,13 +81,37 @@ TEST_CASE("each efficiency is scaled by simulated over measured time, and a step
   MeasuredStep step_only;
   step_only.step_s = 12;
   // Simulated 10 s of which 8 compute: the 2 s missing go to compute, 10 s at 0.5 x 8 / 10.
-  const Efficiencies slower = next_efficiencies(step_only, {0.5, 0.9}, {10, 8, 1});
+  const Efficiencies slower = next_efficiencies(step_only, {{{0.5, 0.9}, {10, 8, 1}}});
   CHECK(slower.matmul == doctest::Approx(0.4));
   CHECK(slower.bandwidth == 0.9);
   CHECK(fit_gap(step_only, {10, 8, 1}) == doctest::Approx(1.0 / 6));
   // Measured 1 s: the 2 s outside compute already exceed it, no efficiency reaches it.
   step_only.step_s = 1;
-  CHECK(std::isinf(next_efficiencies(step_only, {0.5, 1}, {10, 8, 1}).matmul));
+  CHECK(std::isinf(next_efficiencies(step_only, {{{0.5, 1}, {10, 8, 1}}}).matmul));
+}
+
+TEST_CASE("with two tries an efficiency takes the secant step in its inverse, exact where time is linear in it") {
+  // A step of 2 + 4 u seconds for u = 1 / efficiency (a pipeline: the bubble grows with compute,
+  // so the step moves more than the compute the first guess assumed): at 0.5 (u = 2) 10 s, at 0.25
+  // (u = 4) 18 s. Measured 12 s: u = 2.5, efficiency 0.4, in one step.
+  MeasuredStep step_only;
+  step_only.step_s = 12;
+  const std::vector<Try> tried = {{{0.5, 1}, {10, 3, 0}}, {{0.25, 1}, {18, 6, 0}}};
+  CHECK(next_efficiencies(step_only, tried).matmul == doctest::Approx(0.4));
+  // The same time at two efficiencies (memory-bound work): no step can reach the measurement.
+  const std::vector<Try> flat = {{{0.5, 1}, {10, 3, 0}}, {{0.25, 1}, {10, 3, 0}}};
+  CHECK(std::isnan(next_efficiencies(step_only, flat).matmul));
+  // Each efficiency uses the last try that differs in it: here bandwidth only moved last, so
+  // compute goes back to the first try. Compute 1 + 2 u: 5 s at u = 2, 9 s at u = 4; measured 7 s:
+  // u = 3. Communication 0.5 + 1 u: 1.5 s at u = 1, 2.5 s at u = 2; measured 2 s: u = 1.5.
+  MeasuredStep profile;
+  profile.step_s = 10;
+  profile.compute_s = 7;
+  profile.comm_s = 2;
+  const std::vector<Try> both = {{{0.5, 1}, {9, 5, 1.5}}, {{0.25, 1}, {12, 9, 1.5}}, {{0.25, 0.5}, {13, 9, 2.5}}};
+  const Efficiencies next = next_efficiencies(profile, both);
+  CHECK(next.matmul == doctest::Approx(1.0 / 3));
+  CHECK(next.bandwidth == doctest::Approx(1.0 / 1.5));
 }
 
 TEST_CASE("a scenario takes a calibration file's efficiencies and refuses one it also sets") {
@@ -107,7 +133,12 @@ TEST_CASE("a scenario takes a calibration file's efficiencies and refuses one it
   CHECK(scenario.efficiency.matmul == 0.4321);
   CHECK(scenario.bandwidth_efficiency == 0.85);
   CHECK(scenario.efficiency.model == ComputeModel::roofline);
-  CHECK(scenario.calibration_gpu == "A100-SXM4-80GB");
+  CHECK(scenario.calibration.gpu == "A100-SXM4-80GB");
+  CHECK(scenario.calibration.keys ==
+        std::vector<std::string>{"compute.model", "compute.matmul_efficiency", "comm.bandwidth_efficiency"});
+  // The scenario may say what the calibration says.
+  CHECK(load_scenario(scenario_file, {"compute.model=roofline", "platform.calibration=" + file.string()})
+            .efficiency.matmul == 0.4321);
   CHECK(contains(text, "compute.matmul_efficiency 0.55 -> 0.4321 (-21.4 %)"));
 
   const auto refused = [&](const std::vector<std::string>& overrides) {
@@ -120,10 +151,24 @@ TEST_CASE("a scenario takes a calibration file's efficiencies and refuses one it
     return std::string();
   };
   CHECK(contains(refused({"platform.calibration=" + file.string(), "compute.matmul_efficiency=0.5"}),
-                 "compute.matmul_efficiency is also set at --set compute.matmul_efficiency=0.5"));
+                 "compute.matmul_efficiency = 0.4321, but --set compute.matmul_efficiency=0.5 sets 0.5"));
+  const auto kernels = test::write_temp_file("kernels.ini", "[calibration]\ngpu = A100-SXM4-80GB\n[compute]\nmodel = kernels\n");
+  CHECK(contains(refused({"platform.calibration=" + kernels.string()}), "accepted: roofline"));
+  const auto twice =
+      test::write_temp_file("twice.ini", "[calibration]\ngpu = A100-SXM4-80GB\ngpu = H100-SXM5-80GB\n");
+  CHECK(contains(refused({"platform.calibration=" + twice.string()}), "'calibration.gpu' is set twice"));
   const auto stray = test::write_temp_file("stray.ini", "[calibration]\ngpu = A100-SXM4-80GB\n[parallel]\ndp = 2\n");
   CHECK(contains(refused({"platform.calibration=" + stray.string()}), "'parallel.dp' is not a calibration key"));
   const auto no_gpu = test::write_temp_file("nogpu.ini", "[compute]\nmatmul_efficiency = 0.5\n");
   CHECK(contains(refused({"platform.calibration=" + no_gpu.string()}), "no [calibration] gpu"));
   CHECK(contains(refused({"platform.calibration=missing.ini"}), "platform.calibration = 'missing.ini': no such file"));
+}
+
+TEST_CASE("a calibration named in a scenario file is found beside it, whatever the working directory") {
+  const auto dir = test::fresh_dir("calibrated_folder");
+  std::ofstream(dir / "fit.ini") << "[calibration]\ngpu = A100-SXM4-80GB\n[compute]\nmatmul_efficiency = 0.33\n";
+  std::ofstream(dir / "scenario.ini") << test::tiny_scenario_ini << "[platform]\ncalibration = fit.ini\n";
+  const Scenario scenario = load_scenario(dir / "scenario.ini", {});
+  CHECK(scenario.efficiency.matmul == 0.33);
+  CHECK(scenario.calibration.file == dir / "fit.ini");
 }
