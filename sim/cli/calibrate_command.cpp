@@ -36,13 +36,17 @@ double rounded(double value) {
 
 // The next value of one efficiency, kept within [0.01, 1]: a guess beyond a bound is tried at the
 // bound once; beyond a bound already tried, the scenario cannot be the run that was measured.
-double within_bounds(double next, double last, const std::string& key, const std::string& measured,
+// Where the time did not change between two tries (memory-bound pieces ignore the matmul
+// efficiency until it is low enough), the efficiency is halved or doubled towards the measurement.
+double within_bounds(double next, double last, bool simulated_faster, const std::string& key, const std::string& measured,
                      const std::string& simulated) {
   const std::string accepted = "; accepted: a measurement of the scenario's model, batch, recompute and parallelism on "
                                "hardware like its platform's";
+  if (std::isnan(next) && (simulated_faster ? last > 0.01 : last < 1))
+    next = simulated_faster ? last / 2 : last * 2;
   if (std::isnan(next))
-    throw InputError("calibrate: the simulated " + simulated + " does not change with " + key + ", so it cannot reach the measured " +
-                     measured + accepted);
+    throw InputError("calibrate: the simulated " + simulated + " does not change with " + key + " down to " +
+                     format_double(last) + ", so it cannot reach the measured " + measured + accepted);
   if (next > 1 && last == 1)
     throw InputError("calibrate: " + key + " would need to exceed 1 to reach the measured " + measured +
                      " (the scenario simulates " + simulated + " at 1)" + accepted);
@@ -144,14 +148,15 @@ int calibrate_command(const std::vector<std::string>& arguments) {
     const Efficiencies& last = tried.back().first;
     Efficiencies guess;
     guess.matmul = measured.split()
-                       ? within_bounds(next.matmul, last.matmul, "compute.matmul_efficiency",
-                                       "compute time " + format_seconds(measured.compute_s),
+                       ? within_bounds(next.matmul, last.matmul, simulated.compute_s < measured.compute_s,
+                                       "compute.matmul_efficiency", "compute time " + format_seconds(measured.compute_s),
                                        "compute time " + format_seconds(simulated.compute_s))
-                       : within_bounds(next.matmul, last.matmul, "compute.matmul_efficiency",
-                                       "step time " + format_seconds(measured.step_s),
+                       : within_bounds(next.matmul, last.matmul, simulated.step_s < measured.step_s,
+                                       "compute.matmul_efficiency", "step time " + format_seconds(measured.step_s),
                                        "step time " + format_seconds(simulated.step_s));
     guess.bandwidth = measured.split() && measured.comm_s > 0
-                          ? within_bounds(next.bandwidth, last.bandwidth, "comm.bandwidth_efficiency",
+                          ? within_bounds(next.bandwidth, last.bandwidth, simulated.comm_s < measured.comm_s,
+                                          "comm.bandwidth_efficiency",
                                           "NCCL time " + format_seconds(measured.comm_s),
                                           "communication " + format_seconds(simulated.comm_s))
                           : last.bandwidth;

@@ -175,3 +175,23 @@ TEST_CASE("plan --calibration gives every candidate the calibration's efficienci
   CHECK(missing.status == 2);
   CHECK(missing.err.find("--calibration nope.ini: no such file") != std::string::npos);
 }
+
+TEST_CASE("calibrate reaches a step time through a range where memory-bound pieces ignore the matmul efficiency") {
+  // One GPU with slow memory: the step is memory-bound until the matmul efficiency falls far
+  // enough, so the first guesses change nothing and the fit has to search further down.
+  const fs::path dir = fresh_dir("calibrate_memory_bound_scenario");
+  std::ofstream(dir / "solo.ini") << "[model]\nname = tiny-gpt\n[platform]\nfile = dgx-a100.xml\n[compute]\n"
+                                     "memory_efficiency = 0.3\n[training]\nseq_len = 512\nmicro_batch = 2\nglobal_batch = 2\n";
+  const json base = run_summary("calibrate_memory_bound_base", (dir / "solo.ini").string() + " --no-report");
+  const double measured = base["step_time_s"].get<double>() * 1.07;
+  std::ostringstream step;
+  step.precision(17);
+  step << measured;
+  const CliResult fitted = run_trainsim("calibrate_memory_bound", "calibrate " + (dir / "solo.ini").string() + " --step-time " +
+                                                                      step.str() + "s -o fit.ini");
+  REQUIRE_MESSAGE(fitted.status == 0, fitted.err);
+  const json calibrated = run_summary("calibrate_memory_bound_run", (dir / "solo.ini").string() +
+                                                                         " --no-report --set platform.calibration=" +
+                                                                         (fitted.dir / "fit.ini").string());
+  CHECK(calibrated["step_time_s"].get<double>() == doctest::Approx(measured).epsilon(2e-3));
+}
