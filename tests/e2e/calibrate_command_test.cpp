@@ -50,30 +50,41 @@ std::string profile_trace(double step, double compute, double nccl) {
   return out.str();
 }
 
+// Simulates `scenario` with the defaults, calibrates it to a step `factor` times as long, and
+// simulates it again with the calibration file (`out`, relative to calibrate's folder; empty: its
+// default place).
+struct StepFit {
+  double measured = 0;
+  json calibrated;   // the summary with the calibration
+  CliResult fitted;  // calibrate's run
+};
+StepFit fit_step(const std::string& name, const fs::path& scenario, double factor, const std::string& out = "fit.ini") {
+  StepFit fit;
+  fit.measured = run_summary(name + "_base", scenario.string() + " --no-report")["step_time_s"].get<double>() * factor;
+  std::ostringstream step;
+  step.precision(17);
+  step << fit.measured;
+  fit.fitted = run_trainsim(name, "calibrate " + scenario.string() + " --step-time " + step.str() + "s" +
+                                      (out.empty() ? "" : " -o " + out));
+  REQUIRE_MESSAGE(fit.fitted.status == 0, fit.fitted.err);
+  const fs::path file = fit.fitted.dir / (out.empty() ? fs::path("results") / scenario.stem() / "calibration.ini" : fs::path(out));
+  fit.calibrated = run_summary(name + "_run", scenario.string() + " --no-report --set platform.calibration=" + file.string());
+  return fit;
+}
+
 } // namespace
 
 TEST_CASE("calibrate fits the matmul efficiency to a measured step time, and a run with the file simulates it") {
-  const fs::path scenario = write_scenario("calibrate_step_scenario");
-  const json base = run_summary("calibrate_step_base", scenario.string() + " --no-report");
   // A step 20 % longer than simulated with the defaults.
-  const double measured = base["step_time_s"].get<double>() * 1.2;
-  std::ostringstream step;
-  step.precision(17);
-  step << measured;
-  const CliResult fitted = run_trainsim("calibrate_step", "calibrate " + scenario.string() + " --step-time " + step.str() + "s");
-  REQUIRE_MESSAGE(fitted.status == 0, fitted.err);
-  const fs::path file = fitted.dir / "results" / "tiny" / "calibration.ini";
-  REQUIRE(fs::exists(file));
+  const StepFit fit = fit_step("calibrate_step", write_scenario("calibrate_step_scenario"), 1.2, "");
+  const fs::path file = fit.fitted.dir / "results" / "tiny" / "calibration.ini";  // the default place
   const std::string text = read_file(file);
   CHECK(text.find("[calibration]\ngpu = A100-SXM4-80GB\n") != std::string::npos);
   CHECK(text.find("bandwidth_efficiency =") == std::string::npos);  // a step time cannot split it
-  CHECK(fitted.out.find("compute.matmul_efficiency  0.55 -> ") != std::string::npos);
-
-  const json calibrated = run_summary("calibrate_step_run", scenario.string() + " --no-report --set platform.calibration=" +
-                                                                 file.string());
+  CHECK(fit.fitted.out.find("compute.matmul_efficiency  0.55 -> ") != std::string::npos);
   // Four significant digits of the efficiency leave at most 0.05 % of the compute off.
-  CHECK(calibrated["step_time_s"].get<double>() == doctest::Approx(measured).epsilon(2e-3));
-  CHECK(calibrated["settings"]["platform.calibration"] == file.string());
+  CHECK(fit.calibrated["step_time_s"].get<double>() == doctest::Approx(fit.measured).epsilon(2e-3));
+  CHECK(fit.calibrated["settings"]["platform.calibration"] == file.string());
 }
 
 TEST_CASE("calibrate fits compute and bandwidth separately to a profiler trace's kernels") {
@@ -122,18 +133,8 @@ TEST_CASE("calibrate fits the step of a pipeline, whose bubble grows with its co
   const fs::path dir = fresh_dir("calibrate_pipeline_scenario");
   std::ofstream(dir / "pp.ini") << "[model]\nname = tiny-gpt\n[platform]\nfile = dgx-a100.xml\n[parallel]\npp = 4\n"
                                    "[training]\nseq_len = 512\nmicro_batch = 1\nglobal_batch = 1\n";
-  const json base = run_summary("calibrate_pipeline_base", (dir / "pp.ini").string() + " --no-report");
-  const double measured = base["step_time_s"].get<double>() * 1.3;
-  std::ostringstream step;
-  step.precision(17);
-  step << measured;
-  const CliResult fitted = run_trainsim("calibrate_pipeline", "calibrate " + (dir / "pp.ini").string() + " --step-time " +
-                                                                  step.str() + "s -o fit.ini");
-  REQUIRE_MESSAGE(fitted.status == 0, fitted.err);
-  const json calibrated = run_summary("calibrate_pipeline_run", (dir / "pp.ini").string() +
-                                                                     " --no-report --set platform.calibration=" +
-                                                                     (fitted.dir / "fit.ini").string());
-  CHECK(calibrated["step_time_s"].get<double>() == doctest::Approx(measured).epsilon(2e-3));
+  const StepFit fit = fit_step("calibrate_pipeline", dir / "pp.ini", 1.3);
+  CHECK(fit.calibrated["step_time_s"].get<double>() == doctest::Approx(fit.measured).epsilon(2e-3));
 }
 
 TEST_CASE("a calibration fitted on one GPU is refused on another") {
@@ -182,16 +183,6 @@ TEST_CASE("calibrate reaches a step time through a range where memory-bound piec
   const fs::path dir = fresh_dir("calibrate_memory_bound_scenario");
   std::ofstream(dir / "solo.ini") << "[model]\nname = tiny-gpt\n[platform]\nfile = dgx-a100.xml\n[compute]\n"
                                      "memory_efficiency = 0.3\n[training]\nseq_len = 512\nmicro_batch = 2\nglobal_batch = 2\n";
-  const json base = run_summary("calibrate_memory_bound_base", (dir / "solo.ini").string() + " --no-report");
-  const double measured = base["step_time_s"].get<double>() * 1.07;
-  std::ostringstream step;
-  step.precision(17);
-  step << measured;
-  const CliResult fitted = run_trainsim("calibrate_memory_bound", "calibrate " + (dir / "solo.ini").string() + " --step-time " +
-                                                                      step.str() + "s -o fit.ini");
-  REQUIRE_MESSAGE(fitted.status == 0, fitted.err);
-  const json calibrated = run_summary("calibrate_memory_bound_run", (dir / "solo.ini").string() +
-                                                                         " --no-report --set platform.calibration=" +
-                                                                         (fitted.dir / "fit.ini").string());
-  CHECK(calibrated["step_time_s"].get<double>() == doctest::Approx(measured).epsilon(2e-3));
+  const StepFit fit = fit_step("calibrate_memory_bound", dir / "solo.ini", 1.07);
+  CHECK(fit.calibrated["step_time_s"].get<double>() == doctest::Approx(fit.measured).epsilon(2e-3));
 }
