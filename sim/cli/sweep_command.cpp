@@ -194,6 +194,22 @@ std::string reason_from(const fs::path& err_file) {
   return error.empty() ? last : error;
 }
 
+// A varied key that the scenario's calibration file sets would make every row invalid. The base
+// scenario alone may be invalid where every configuration changes it: then the rows say why.
+void refuse_calibrated_keys(const std::string& scenario, const std::vector<std::string>& overrides,
+                            const std::vector<std::string>& keys) {
+  Calibration calibration;
+  try {
+    calibration = load_scenario(scenario, overrides).calibration;
+  } catch (const InputError&) {
+    return;
+  }
+  for (const std::string& key : keys)
+    if (std::find(calibration.keys.begin(), calibration.keys.end(), key) != calibration.keys.end())
+      throw InputError("--vary " + key + ": set by platform.calibration (" + calibration.file.string() +
+                       "); accepted: keys the calibration does not set, or the sweep without platform.calibration");
+}
+
 SweepRow finish(const Worker& worker, int status) {
   SweepRow row;
   row.index = worker.config.index;
@@ -416,6 +432,7 @@ int sweep_command(const std::vector<std::string>& arguments) {
     require_scenario_key(key, "--vary " + key);
   for (const std::string& assignment : options.overrides)
     parse_setting(assignment);
+  refuse_calibrated_keys(scenario, options.overrides, keys);
   std::vector<SweepConfig> configs = expand(variations);
 
   std::vector<SweepRow> rows;

@@ -225,6 +225,15 @@ TEST_CASE("a varied key that is not a scenario key is refused before anything ru
   CHECK(fixed.status == 2);
   CHECK(fixed.err.rfind("trainsim: error: --set memory.foo=1: unknown key 'memory.foo'", 0) == 0);
   CHECK_FALSE(fs::exists(fixed.dir / "out"));
+  // So is a varied key the scenario's calibration file sets: no row could take it.
+  const fs::path dir = fresh_dir("sweep_calibrated_key_files");
+  std::ofstream(dir / "fit.ini") << "[calibration]\ngpu = A100-SXM4-80GB\n[compute]\nmatmul_efficiency = 0.5\n";
+  const CliResult calibrated =
+      run_trainsim("sweep_calibrated_key", "sweep " + tiny + " --set platform.calibration=" + (dir / "fit.ini").string() +
+                                               " --vary compute.matmul_efficiency=0.4,0.6 -o out/s.csv");
+  CHECK(calibrated.status == 2);
+  CHECK(calibrated.err.find("--vary compute.matmul_efficiency: set by platform.calibration") != std::string::npos);
+  CHECK_FALSE(fs::exists(calibrated.dir / "out"));
 }
 
 TEST_CASE("resuming with other --vary values is refused and leaves the results as they were") {
