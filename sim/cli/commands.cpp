@@ -135,6 +135,7 @@ int simulate_and_report(SimulationContext& context, const PreparedRun& prepared,
   const std::vector<GpuInfo>& gpus = prepared.gpus;
   RunInfo run = prepared.run;
   run.fidelity = settings.fast_intra_node_collectives ? "fast" : "flows";
+  run.collectives = describe(settings.tuning);
   std::vector<int> stage_of_rank;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
     stage_of_rank.push_back(run.coords.empty() ? 0 : run.coords[rank].pp);
@@ -203,6 +204,8 @@ void print_usage(std::ostream& out) {
                "  validate [TABLE]   simulate published measurements (validation/published.csv), print the errors\n"
                "  calibrate SCENARIO fit the efficiencies to a run measured on your machine (--step-time T | --profile\n"
                "                     TRACE.json) and write a calibration file for platform.calibration\n"
+               "  collectives        nccl-tests on a simulated platform (--platform FILE): time and bus bandwidth of a\n"
+               "                     collective per size, with the algorithm and protocol NCCL would choose\n"
                "  help [COMMAND]     this text, or a command's options (the same as COMMAND --help)\n\n"
                "Examples:\n"
                "  trainsim run scenarios/default.ini\n"
@@ -355,6 +358,8 @@ int replay_command(const std::vector<std::string>& arguments) {
       "flows | fast: collectives inside a node timed from their ring instead of simulated")(
       "comm-slowdown", po::value(&slowdown_text)->default_value(slowdown_text),
       "how much longer kernels take while a collective or send runs beside them, 0 to 1 (as compute.comm_slowdown)");
+  CollectiveOptions collectives;
+  visible.add(collective_options(collectives));
   visible.add(report_options(options));
   visible.add(common_options(options));
   po::options_description all = visible;
@@ -364,16 +369,7 @@ int replay_command(const std::vector<std::string>& arguments) {
   if (!parse_arguments("replay", arguments, visible, all, positional, "trainsim replay DIR --platform FILE [options]", options,
                        false))
     return 0;
-  int channels = 0;
-  if (channels_text != "auto") {
-    try {
-      channels = std::stoi(channels_text);
-    } catch (const std::exception&) {
-      channels = -1;
-    }
-    if (channels < 1 || channels > 64)
-      throw InputError("--channels " + channels_text + ": accepted: auto or 1 to 64");
-  }
+  const int channels = channels_text == "auto" ? 0 : count_option("--channels", channels_text, 1, 64);
   const double tokens = tokens_option(tokens_text);
   char* end = nullptr;
   const double comm_slowdown = std::strtod(slowdown_text.c_str(), &end);
@@ -392,6 +388,7 @@ int replay_command(const std::vector<std::string>& arguments) {
   settings.channels = channels;
   settings.fast_intra_node_collectives = fidelity == "fast";
   settings.comm_slowdown = comm_slowdown;
+  settings.tuning = comm_tuning_option(collectives);
   return simulate_and_report(context, prepared, settings, out, options);
 }
 

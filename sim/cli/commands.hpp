@@ -17,6 +17,7 @@ int sweep_command(const std::vector<std::string>& arguments);
 int plan_command(const std::vector<std::string>& arguments);
 int validate_command(const std::vector<std::string>& arguments);
 int calibrate_command(const std::vector<std::string>& arguments);
+int collectives_command(const std::vector<std::string>& arguments);
 void print_usage(std::ostream& out);
 
 } // namespace trainsim::cli

@@ -70,7 +70,9 @@ int main(int argc, char** argv) {
       return cli::validate_command(rest);
     if (command == "calibrate")
       return cli::calibrate_command(rest);
-    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, validate, calibrate, help\n";
+    if (command == "collectives")
+      return cli::collectives_command(rest);
+    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, validate, calibrate, collectives, help\n";
     return 2;
   } catch (const InputError& error) {
     std::cerr << "trainsim: error: " << error.what() << '\n';

@@ -73,6 +73,57 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
   return true;
 }
 
+po::options_description collective_options(CollectiveOptions& options) {
+  po::options_description collectives("Collectives");
+  collectives.add_options()("collectives", po::value(&options.collectives)->default_value(options.collectives),
+                            "nccl: NCCL's algorithm and protocol per call | ideal: full link bandwidth, route "
+                            "latency (as comm.collectives)")(
+      "algorithm", po::value(&options.algorithm)->default_value(options.algorithm),
+      "auto | ring | nvls (as comm.algorithm)")(
+      "protocol", po::value(&options.protocol)->default_value(options.protocol),
+      "auto | ll | ll128 | simple (as comm.protocol)");
+  return collectives;
+}
+
+namespace {
+template <typename Value>
+Value named_option(const std::string& option, const std::string& text,
+                   const std::vector<std::pair<std::string, Value>>& names) {
+  std::string accepted;
+  for (const auto& [name, value] : names) {
+    if (name == text)
+      return value;
+    accepted += (accepted.empty() ? "" : ", ") + name;
+  }
+  throw InputError(option + " " + text + ": accepted: " + accepted);
+}
+} // namespace
+
+CommTuning comm_tuning_option(const CollectiveOptions& options) {
+  CommTuning tuning;
+  tuning.ideal = named_option("--collectives", options.collectives, comm_collectives_names());
+  tuning.algorithm = named_option("--algorithm", options.algorithm, comm_algorithm_names());
+  tuning.protocol = named_option("--protocol", options.protocol, comm_protocol_names());
+  const auto [key, problem] = comm_tuning_conflict(tuning, options.algorithm != "auto" || options.protocol != "auto");
+  if (!key.empty())
+    throw InputError("--" + key.substr(key.find('.') + 1) + ": " + problem);
+  return tuning;
+}
+
+int count_option(const std::string& option, const std::string& text, int low, int high) {
+  std::size_t used = 0;
+  long value = -1;
+  try {
+    value = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < low || value > high)
+    throw InputError(option + " " + text + ": accepted: a whole number from " + std::to_string(low) + " to " +
+                     std::to_string(high));
+  return static_cast<int>(value);
+}
+
 double tokens_option(const std::string& text) {
   try {
     return parse_tokens(text);

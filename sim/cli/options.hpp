@@ -8,6 +8,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "config/comm_tuning.hpp"
 #include "platform/simulation_context.hpp"
 
 namespace trainsim::cli {
@@ -34,6 +35,17 @@ bool parse_arguments(const std::string& command, const std::vector<std::string>&
                      const boost::program_options::positional_options_description& positional,
                      const std::string& usage, CommonOptions& common, bool show_scenario_keys);
 
+
+// --collectives, --algorithm, --protocol: the comm.collectives, comm.algorithm and comm.protocol
+// of commands without a scenario.
+struct CollectiveOptions {
+  std::string collectives = "nccl", algorithm = "auto", protocol = "auto";
+};
+boost::program_options::options_description collective_options(CollectiveOptions& options);
+CommTuning comm_tuning_option(const CollectiveOptions& options);
+
+// A whole number option from `low` to `high`: InputError naming it otherwise.
+int count_option(const std::string& option, const std::string& text, int low, int high);
 
 // --tokens as the scenario key reads it (1e9, 300B, 2T), refused out of range.
 double tokens_option(const std::string& text);

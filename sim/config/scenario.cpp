@@ -99,6 +99,12 @@ const std::vector<OptionSpec>& option_specs() {
                                    "overlapping, else all gradients at once; fsdp2 each layer's gradients)"},
       {"comm.bandwidth_efficiency", "1", "fraction of the links' bandwidth collectives and pipeline transfers reach, "
                                          "0.01 to 1 (1: the full bandwidth; trainsim calibrate fits it to a measured run)"},
+      {"comm.collectives", "nccl", "nccl: each collective runs with the algorithm and protocol NCCL would choose for its "
+                                   "size and group, at the latency and bandwidth published nccl-tests curves show | ideal: "
+                                   "every link at full bandwidth, route latency per ring step"},
+      {"comm.algorithm", "auto", "auto: NCCL's choice per call | ring | nvls: all-reduces inside one NVSwitch node with "
+                                 "NVLink SHARP (Hopper and later; other calls run as rings)"},
+      {"comm.protocol", "auto", "auto: NCCL's choice per call | ll | ll128 | simple (NVLS runs Simple)"},
       {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
       {"comm.fidelity", "flows", "flows: every collective simulated as flows | fast: collectives inside a node timed from their ring (faster at scale)"},
       {"comm.overlap_grad_reduce", "auto", "gradient buckets are reduced while backward goes on: true | false (the "
@@ -851,6 +857,17 @@ void read_compute_keys(const ValueReader& values, Scenario& scenario) {
                  "memory.precision = fp32 (16-bit and fp8 matmuls do not use TF32)");
 }
 
+// comm.collectives, comm.algorithm and comm.protocol: what NCCL's tuner may choose.
+void read_comm_tuning(const ValueReader& values, CommTuning& tuning) {
+  tuning.ideal = values.choice("comm.collectives", comm_collectives_names());
+  tuning.algorithm = values.choice("comm.algorithm", comm_algorithm_names());
+  tuning.protocol = values.choice("comm.protocol", comm_protocol_names());
+  const auto [key, problem] =
+      comm_tuning_conflict(tuning, values.given("comm.algorithm") || values.given("comm.protocol"));
+  if (!key.empty())
+    values.fail(key, problem);
+}
+
 // [comm]: buckets, rings, fidelity and when gradients are reduced.
 void read_comm_keys(const ValueReader& values, Scenario& scenario) {
   // DeepSpeed's overlap_comm defaults to true for ZeRO-3 only (DeepSpeedZeroConfig's overlap_comm
@@ -893,6 +910,7 @@ void read_comm_keys(const ValueReader& values, Scenario& scenario) {
   scenario.channels = values.text("comm.channels") == "auto" ? 0 : static_cast<int>(values.integer("comm.channels", 1, 64));
   scenario.fast_collectives =
       values.choice<bool>("comm.fidelity", {{"flows", false}, {"fast", true}});
+  read_comm_tuning(values, scenario.comm_tuning);
   if (values.text("comm.grad_sync") == "auto")
     scenario.grad_sync = scenario.zero >= 2 ? GradSync::every : GradSync::last;
   else

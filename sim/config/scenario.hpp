@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config/comm_tuning.hpp"
 #include "cluster/cluster.hpp"
 #include "common/precision.hpp"
 #include "config/schedule.hpp"
@@ -114,6 +115,7 @@ struct Scenario {
   int channels = 0;                   // 0: one ring per GPU of a node (as NCCL does)
   GradSync grad_sync = GradSync::last;
   bool fast_collectives = false;      // comm.fidelity = fast: intra-node collectives timed, not simulated
+  CommTuning comm_tuning;             // comm.collectives, comm.algorithm, comm.protocol
   // Pipeline transfers under tp without SP: each tp rank sends 1/tp of the boundary tensor and the
   // receiving stage all-gathers it over tp (Narayanan et al. 2021, section 4.1).
   bool pp_scatter_gather = false;

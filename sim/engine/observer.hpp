@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "platform/resources.hpp"
+#include "program/nccl_model.hpp"
 #include "program/program.hpp"
 
 namespace trainsim {
@@ -35,6 +36,8 @@ public:
   // as work is handed to a resource (for ops a rank settles ahead of the clock, before their
   // op_started).
   virtual void resources_bound(const PlatformResources& /*resources*/) {}
+  // How a collective call runs (algorithm, protocol), told when the rank starts moving its data.
+  virtual void collective_chosen(int /*rank*/, OpId /*op*/, const CommChoice& /*choice*/) {}
   // `links` (indices into PlatformResources::links) each carry `bytes` more.
   virtual void link_carried(const std::vector<int>& /*links*/, double /*bytes*/) {}
   // A CPU given `seconds` of work at full speed that touches `bytes` of its memory.

@@ -41,10 +41,12 @@ namespace sg4 = simgrid::s4u;
 //   FLOPs on the GPU host, so concurrent kernels share it; on the node's CPU an execution placed
 //   there (Host::exec_async runs on the caller's host in SimGrid 3.32, hence set_host), lasting
 //   max(flops / speed, bytes / dram_bandwidth) and shared with the node's other ranks' work;
-// - collective: rings (ring_model). Each phase (all-reduce: reduce-scatter then all-gather) is one
-//   concurrent flow per ring edge of (n - 1) / n of the ring's share, O(channels x n) activities
-//   instead of the O(n^2) of step-by-step rings, with the link sharing left to SimGrid; the other
-//   n - 2 ring steps each add a route latency (a timer). Flows go through mailboxes per (group,
+// - collective: rings, run as NCCL would choose for the call (program/nccl_model.hpp: algorithm,
+//   protocol, latency, link efficiency). Each phase (all-reduce: reduce-scatter then all-gather)
+//   is one concurrent flow per ring edge of (n - 1) / n of the ring's share, O(channels x n)
+//   activities instead of the O(n^2) of step-by-step rings, with the link sharing left to
+//   SimGrid; a flow carries its bytes over the choice's efficiency for its edge's kind, and a
+//   timer adds the rest of the phase's latency beyond the flow's route. Flows go through mailboxes per (group,
 //   ring, member), each with one sender, so consecutive collectives match in order; a rank runs
 //   one collective per group at a time, as NCCL runs one operation per communicator stream. The
 //   transfer starts when the last member arrives (Arrivals). All-to-all: one flow per pair;
@@ -83,9 +85,6 @@ struct GroupPlan {
   int members = 0;
   std::vector<std::vector<sg4::Mailbox*>> inbox;  // [channel][member]
   std::vector<sg4::Mailbox*> all_to_all;          // [from * members + to], made on first use
-  AnalyticRing ring(double bandwidth_efficiency) const {
-    return {members, bound->edge_bandwidth * bandwidth_efficiency, bound->step_latency};
-  }
 };
 
 // Per distinct program: its dependency graph and which ops the rank can time on its own.
@@ -125,6 +124,7 @@ struct SharedState {
   bool settle_ahead = true;
   double comm_slowdown = 0;
   double bandwidth_efficiency = 1;  // ReplaySettings::bandwidth_efficiency
+  CommTuning tuning;                // ReplaySettings::tuning
   std::vector<GroupPlan> groups;
   std::vector<std::unordered_map<std::uint64_t, Arrivals>> arrivals;  // per group, per call
   std::map<const Program*, ProgramPlan> plans;
@@ -299,6 +299,7 @@ private:
     }
   };
   struct CollectiveState {
+    CommChoice choice;       // NCCL's algorithm and protocol for this call
     int phase = 0;
     int outstanding = 0;
     std::uint64_t call = 0;  // which call on its group this is (see Arrivals)
@@ -322,7 +323,7 @@ private:
         continue;
       }
       tell(Told::started, id, ready);
-      const double end = ready + local_duration(program_.ops[id]);
+      const double end = ready + local_duration(id);
       if (program_.ops[id].kind == OpKind::collective)
         transferred(id, {ready, end});
       complete(id, end);
@@ -360,26 +361,45 @@ private:
     return shared_.compute->seconds(op, static_cast<std::size_t>(rank_));
   }
 
-  double local_duration(const Op& op) const {
+  double local_duration(OpId id) const {
+    const Op& op = program_.ops[id];
     if (op.kind == OpKind::compute)
       return gpu_kernel_seconds(op);
-    if (op.kind == OpKind::collective)
-      return analytic_collective(op, 0);
+    if (op.kind == OpKind::collective) {
+      const CommChoice choice = choose(op);
+      observer_.collective_chosen(rank_, id, choice);
+      return analytic_collective(op, choice, 0);
+    }
     return 0.0;
+  }
+
+  // How NCCL would run this collective on its group.
+  CommChoice choose(const Op& op) const {
+    const BoundGroup& bound = *shared_.groups[group(op)].bound;
+    return choose_collective(*bound.nccl, bound.shape, op.collective, op.bytes, shared_.tuning);
   }
 
   // A collective timed by the ring model; what its phases carry over this rank's ring edge is
   // told as they are timed.
-  double analytic_collective(const Op& op, int from_phase) const {
+  double analytic_collective(const Op& op, const CommChoice& choice, int from_phase) const {
     const GroupPlan& plan = shared_.groups[group(op)];
-    const AnalyticCollective timed = time_analytically(plan.ring(shared_.bandwidth_efficiency), op.collective, op.bytes, from_phase);
+    const AnalyticCollective timed =
+        time_analytically(plan.bound->shape, choice, shared_.bandwidth_efficiency, op.collective, op.bytes, from_phase);
     if (plan.members > 1)
       carry(plan.bound->edge_route[0][plan.bound->member_of_rank.at(rank_)], timed.edge_bytes);
     return timed.seconds;
   }
 
-  // What a collective's or send's `bytes` weigh on the wire (the observer hears the bytes themselves).
-  uint64_t wire_bytes(double bytes) const { return static_cast<uint64_t>(bytes / shared_.bandwidth_efficiency); }
+  // What a collective's or send's `bytes` weigh on the wire at `efficiency` of the links (the
+  // observer hears the bytes themselves).
+  uint64_t wire_bytes(double bytes, double efficiency) const {
+    return static_cast<uint64_t>(bytes / (efficiency * shared_.bandwidth_efficiency));
+  }
+  // A send's or all-to-all flow's, NCCL's point-to-point.
+  uint64_t point_to_point_bytes(double bytes, int route) const {
+    const NcclProfile& profile = nccl_profile((*shared_.gpus)[rank_].architecture);
+    return wire_bytes(bytes, point_to_point_efficiency(profile, binding_.route(route).kind, shared_.tuning));
+  }
 
   void carry(int route, double bytes) const { observer_.link_carried(binding_.route(route).links, bytes); }
 
@@ -443,10 +463,12 @@ private:
     case OpKind::collective:
       arrive(id);
       return start_collective_phase(id, 0);
-    case OpKind::send:
-      carry(binding_.peer_route(rank_, op.peer), op.bytes);
-      track(binding_.mailbox(rank_, id)->put_async(&payload_token, wire_bytes(op.bytes)), id);
+    case OpKind::send: {
+      const int route = binding_.peer_route(rank_, op.peer);
+      carry(route, op.bytes);
+      track(binding_.mailbox(rank_, id)->put_async(&payload_token, point_to_point_bytes(op.bytes, route)), id);
       return;
+    }
     case OpKind::recv:
       track(binding_.mailbox(rank_, id)->get_async<void>(&received_payload), id);
       return;
@@ -506,13 +528,17 @@ private:
     if (phase >= phases.phases)
       return finish(id);
     CollectiveState& state = collectives_[id];
+    if (phase == 0) {
+      state.choice = choose(op);
+      observer_.collective_chosen(rank_, id, state.choice);
+    }
     state.phase = phase;
     state.outstanding = 0;
     if (bound.analytic && op.collective != Collective::all_to_all) {
       // All phases at once (this group is shared by several streams, so not settled locally).
       const double now = sg4::Engine::get_clock();
       state.phase = phases.phases - 1;
-      timers_.push({now + analytic_collective(op, phase), sequence_++, id});
+      timers_.push({now + analytic_collective(op, state.choice, phase), sequence_++, id});
       return;
     }
     const int me = bound.member_of_rank.at(rank_);
@@ -522,23 +548,26 @@ private:
       for (int other = 0; other < members; ++other) {
         if (other == me)
           continue;
-        carry(binding_.route_between(host_, binding_.host(ranks[other])), static_cast<double>(share));
-        track(all_to_all_mailbox(plan, group(op), me, other)->put_async(&payload_token, wire_bytes(share)), id);
+        const int route = binding_.route_between(host_, binding_.host(ranks[other]));
+        carry(route, static_cast<double>(share));
+        track(all_to_all_mailbox(plan, group(op), me, other)->put_async(&payload_token, point_to_point_bytes(share, route)), id);
         track(all_to_all_mailbox(plan, group(op), other, me)->get_async<void>(&received_payload), id);
         state.outstanding += 2;
       }
       return;
     }
     const int channels = static_cast<int>(bound.next.size());
-    const auto flow = static_cast<uint64_t>(phases.bytes_per_phase / channels);
+    const auto flow = static_cast<uint64_t>(phases.bytes_per_phase * state.choice.byte_scale / channels);
     const bool broadcast = op.collective == Collective::broadcast;
     for (int c = 0; c < channels; ++c) {
       const int next = bound.next[c][me];
       // A broadcast flows from member 0 around the ring: the member before it neither
       // sends on, nor does member 0 receive.
       if (!broadcast || next != 0) {
-        track(plan.inbox[c][next]->put_async(&payload_token, wire_bytes(flow)), id);
-        carry(bound.edge_route[c][me], static_cast<double>(flow));
+        const int route = bound.edge_route[c][me];
+        const double efficiency = state.choice.efficiency[static_cast<int>(binding_.route(route).kind)];
+        track(plan.inbox[c][next]->put_async(&payload_token, wire_bytes(flow, efficiency)), id);
+        carry(route, static_cast<double>(flow));
         ++state.outstanding;
       }
       if (!broadcast || me != 0) {
@@ -561,10 +590,10 @@ private:
     CollectiveState& state = collectives_[id];
     if (--state.outstanding > 0)
       return;
-    // One flow per ring edge carries a phase; the ring's other n-2 steps each add a latency.
-    const GroupPlan& plan = shared_.groups[group(op)];
+    // One flow per ring edge carries a phase and pays its route's latency; the rest of the
+    // phase's latency (the ring's other steps, the protocol's costs) is a timer.
     const double extra_latency =
-        op.collective == Collective::all_to_all ? 0.0 : std::max(0, plan.members - 2) * plan.bound->step_latency;
+        state.choice.phase_latency - shared_.groups[group(op)].bound->shape.route_latency;
     if (extra_latency > 0) {
       timers_.push({sg4::Engine::get_clock() + extra_latency, sequence_++, id});
       return;
@@ -739,6 +768,11 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   std::unique_ptr<ComputeTimer> compute;
   std::unique_ptr<PlatformBinding> binding;
   try {
+    if (settings.tuning.algorithm == CommAlgorithm::nvls)
+      for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+        if (nccl_profile(gpus[rank].architecture).nvls_latency <= 0)
+          throw InputError("comm.algorithm = nvls: the platform's " + gpus[rank].model +
+                           " GPUs have no NVLink SHARP (Hopper and later have it); accepted: auto, ring");
     compute = std::make_unique<ComputeTimer>(workload, gpus);
     binding = std::make_unique<PlatformBinding>(workload, gpus,
                                                 BindSettings{settings.channels, settings.fast_intra_node_collectives});
@@ -754,6 +788,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   shared.settle_ahead = settings.settle_ahead;
   shared.comm_slowdown = settings.comm_slowdown;
   shared.bandwidth_efficiency = settings.bandwidth_efficiency;
+  shared.tuning = settings.tuning;
   shared.observer = &observer;
   shared.rank_finish.assign(workload.ranks(), 0.0);
   shared.ops_done.assign(workload.ranks(), 0);

@@ -12,6 +12,7 @@
 #include "engine/observer.hpp"
 #include "cluster/gpu.hpp"
 #include "platform/simulation_context.hpp"
+#include "program/nccl_model.hpp"
 #include "program/program.hpp"
 
 namespace trainsim {
@@ -33,6 +34,9 @@ struct ReplaySettings {
   // analytically see the same fraction of their edge bandwidth. Offload copies and I/O are not
   // NCCL's and keep the links' full bandwidth.
   double bandwidth_efficiency = 1;
+  // NCCL's algorithm and protocol, chosen per call unless forced, or ideal collectives
+  // (program/nccl_model.hpp).
+  CommTuning tuning;
 };
 
 struct ReplayOutcome {

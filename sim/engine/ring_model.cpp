@@ -1,14 +1,17 @@
 #include "engine/ring_model.hpp"
 
+
 #include "program/collective_plan.hpp"
 
 namespace trainsim {
 
-AnalyticCollective time_analytically(const AnalyticRing& ring, Collective collective, double bytes, int from_phase) {
+AnalyticCollective time_analytically(const RingShape& ring, const CommChoice& choice, double bandwidth_efficiency,
+                                     Collective collective, double bytes, int from_phase) {
   const RingPhases phases = ring_phases(collective, bytes, ring.members);
   const int remaining = phases.phases - from_phase;
-  return {remaining * (phases.bytes_per_phase / ring.edge_bandwidth + (ring.members - 1) * ring.step_latency),
-          remaining * phases.bytes_per_phase};
+  const double edge_bytes = phases.bytes_per_phase * choice.byte_scale;
+  const double transfer = transfer_seconds(ring, choice.efficiency, edge_bytes) / bandwidth_efficiency;
+  return {remaining * (transfer + choice.phase_latency), remaining * edge_bytes};
 }
 
 } // namespace trainsim

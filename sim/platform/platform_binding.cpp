@@ -123,11 +123,16 @@ public:
     from->route_to(to, links, &route.latency);
     if (probe_)
       probe_->found(!links.empty() || from == to);
+    bool nvlink = false, network = false;
     for (const sg4::Link* link : links) {
       route.bandwidth = std::min(route.bandwidth, link->get_bandwidth());
       if (const auto indexed = index_.find(link); indexed != index_.end())  // not a host's own loopback
         route.links.push_back(indexed->second);
+      const LinkClass kind = link_class(link->get_name());
+      nvlink = nvlink || kind == LinkClass::nvlink;
+      network = network || kind == LinkClass::nic || kind == LinkClass::network;
     }
+    route.kind = nvlink && !network ? EdgeKind::nvlink : EdgeKind::network;
     routes_.push_back(std::move(route));
     return found->second;
   }
@@ -159,7 +164,7 @@ sg4::Mailbox* p2p_mailbox(int from, int to, int tag) {
 // of each ring edge.
 BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, const std::vector<GpuInfo>& gpus,
                       const BindSettings& settings, PlatformBinding::RouteTable& table,
-                      const std::vector<BoundRoute>& routes) {
+                      const std::vector<BoundRoute>& routes, const std::vector<PlatformResources::Link>& links) {
   BoundGroup bound;
   std::map<std::string, int> node_ids;
   std::vector<int> node_of_member;
@@ -172,6 +177,12 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
   bound.analytic = settings.fast_intra_node_collectives && node_ids.size() == 1;
   const auto rings = build_rings(node_of_member, ring_count);
   const std::size_t members = group.ranks.size();
+  bound.shape.members = static_cast<int>(members);
+  bound.shape.nodes = static_cast<int>(node_ids.size());
+  bool nvlink_only = true;
+  // Each ring edge carries 1/channels of a member's phase: what each link carries per byte of it,
+  // by the kind of the edges crossing it.
+  std::unordered_map<int, double> load[edge_kinds];
   bound.next.assign(rings.size(), std::vector<int>(members));
   bound.edge_route.assign(rings.size(), std::vector<int>(members, -1));
   for (std::size_t c = 0; c < rings.size(); ++c) {
@@ -182,10 +193,18 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
         continue;
       const int route = table.route(hosts[group.ranks[from]], hosts[group.ranks[to]]);
       bound.edge_route[c][from] = route;
-      bound.step_latency = std::max(bound.step_latency, routes[route].latency);
-      bound.edge_bandwidth = std::min(bound.edge_bandwidth, routes[route].bandwidth);
+      const BoundRoute& edge = routes[route];
+      for (int link : edge.links)
+        load[static_cast<int>(edge.kind)][link] += 1.0 / static_cast<double>(rings.size());
+      bound.shape.route_latency = std::max(bound.shape.route_latency, edge.latency);
+      nvlink_only = nvlink_only && edge.kind == EdgeKind::nvlink;
     }
   }
+  for (int kind = 0; kind < edge_kinds; ++kind)
+    for (const auto& [link, share] : load[kind])
+      bound.shape.seconds_per_byte[kind] = std::max(bound.shape.seconds_per_byte[kind], share / links[link].bandwidth);
+  bound.shape.nvlink_only = nvlink_only && members > 1;
+  bound.nccl = &nccl_profile(gpus[group.ranks.front()].architecture);
   return bound;
 }
 
@@ -283,7 +302,7 @@ void PlatformBinding::take_routes(const Workload& workload, const std::vector<Gp
                                   const BindSettings& settings, RouteTable& table) {
   groups_.clear();
   for (const Group& group : workload.groups)
-    groups_.push_back(bind_group(group, hosts_, gpus, settings, table, routes_));
+    groups_.push_back(bind_group(group, hosts_, gpus, settings, table, routes_, resources_.links));
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     sg4::Host* gpu = hosts_[rank];
     for (const ProgramSlots::RouteNeed& need : ranks_[rank].slots->routes) {

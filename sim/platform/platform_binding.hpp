@@ -15,6 +15,7 @@
 
 #include "cluster/gpu.hpp"
 #include "platform/resources.hpp"
+#include "program/nccl_model.hpp"
 #include "program/program.hpp"
 
 // Handles only: SimGrid's headers stay out of ours (docs/architecture.md).
@@ -31,6 +32,7 @@ struct BoundRoute {
   std::vector<int> links;  // indices into PlatformResources::links (a host's own loopback left out)
   double latency = 0;
   double bandwidth = std::numeric_limits<double>::infinity();  // its narrowest link
+  EdgeKind kind = EdgeKind::network;  // nvlink when it crosses NVLink and no NIC or network link
 };
 
 // What a copy, a CPU op, a read or a write names, resolved for one rank.
@@ -56,8 +58,8 @@ struct BoundGroup {
   std::vector<std::vector<int>> next;        // [channel][member] -> member to send to
   std::vector<std::vector<int>> edge_route;  // [channel][member] -> route to that member; -1 in a group of one
   std::unordered_map<int, int> member_of_rank;
-  double step_latency = 0;  // the longest ring edge's route latency
-  double edge_bandwidth = std::numeric_limits<double>::infinity();  // the narrowest link of any ring edge
+  RingShape shape;                   // what NCCL's choice of algorithm and protocol depends on
+  const NcclProfile* nccl = nullptr;  // the calibration of its GPUs' generation
   // Fast fidelity inside one node: timed analytically instead of simulated as flows.
   bool analytic = false;
 };

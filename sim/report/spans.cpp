@@ -19,8 +19,20 @@ void SpanRecorder::op_started(int rank, OpId op, double time) {
 
 void SpanRecorder::op_finished(int rank, OpId op, double time) {
   const int slot = slot_of_rank_[rank];
+  if (slot < 0)
+    return;
+  Span span{op, started_[slot][op], time};
+  if (const auto chosen = chosen_.find({slot, op}); chosen != chosen_.end()) {
+    std::tie(span.algorithm, span.protocol) = chosen->second;
+    chosen_.erase(chosen);
+  }
+  spans_[slot].push_back(span);
+}
+
+void SpanRecorder::collective_chosen(int rank, OpId op, const CommChoice& choice) {
+  const int slot = slot_of_rank_[rank];
   if (slot >= 0)
-    spans_[slot].push_back({op, started_[slot][op], time});
+    chosen_[{slot, op}] = {choice.algorithm, choice.protocol};
 }
 
 void SpanRecorder::op_transferred(int rank, OpId op, const Transfer& transfer) {
@@ -48,6 +60,11 @@ void ObserverFanout::op_transferred(int rank, OpId op, const Transfer& transfer)
 void ObserverFanout::resources_bound(const PlatformResources& resources) {
   for (ReplayObserver* observer : observers_)
     observer->resources_bound(resources);
+}
+
+void ObserverFanout::collective_chosen(int rank, OpId op, const CommChoice& choice) {
+  for (ReplayObserver* observer : observers_)
+    observer->collective_chosen(rank, op, choice);
 }
 
 void ObserverFanout::link_carried(const std::vector<int>& links, double bytes) {

@@ -100,6 +100,9 @@ std::string chrome_trace(const Workload& workload, const std::vector<GpuInfo>& g
         args += ",\"micro_batch\":" + std::to_string(op.place.micro_batch);
       if (op.place.chunk != OpPlace::none)
         args += ",\"chunk\":" + std::to_string(op.place.chunk);
+      if (span.algorithm != CommAlgorithm::automatic)
+        args += std::string(",\"algorithm\":\"") + to_string(span.algorithm) + "\",\"protocol\":\"" +
+                to_string(span.protocol) + "\"";
       event("\"ph\":\"X\",\"name\":\"" + json_text(op.name.empty() ? to_string(op.kind) : op.name) + "\",\"cat\":\"" +
             json_text(slice_category(op, workload, rank)) + "\",\"pid\":" + pid + ",\"tid\":" + std::to_string(tid) +
             ",\"ts\":" + micros(span.start) + ",\"dur\":" + micros(span.end - span.start) + ",\"args\":{" + args + "}");

@@ -132,6 +132,7 @@ json run_json(const Workload& workload, const std::vector<GpuInfo>& gpus, const 
           {"platform", {{"file", run.platform}, {"gpus_used", workload.ranks()}, {"gpu", gpus.front().model}}},
           {"layout", run.layout},
           {"fidelity", run.fidelity},
+          {"collectives", run.collectives},
           {"compute_model", compute_model_description(workload, gpus)},
           {"placement", placement},
           {"tokens_per_step", workload.step.tokens_per_step},
@@ -205,6 +206,8 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
     out << line("  %-16s %s\n", "fidelity",
                 run.fidelity == "fast" ? "fast: collectives inside a node timed from their ring, the rest simulated as flows"
                                        : "flows: every collective simulated as flows");
+  if (!run.collectives.empty())
+    out << line("  %-16s %s\n", "collectives", run.collectives.c_str());
   out << line("  %-16s %s\n", "compute model", compute_model_description(workload, gpus).c_str());
   if (!run.calibration.empty())
     out << line("  %-16s %s\n", "calibration", run.calibration.c_str());

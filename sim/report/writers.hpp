@@ -27,6 +27,7 @@ struct RunInfo {
   std::map<std::string, std::string> settings;   // effective scenario keys (empty for a replayed trace)
   std::string layout;                            // e.g. "dp=16"
   std::string fidelity;                          // comm.fidelity the replay used: flows or fast
+  std::string collectives;                       // how collectives ran (describe(CommTuning))
   std::string framework;                         // the framework imitated and its overlap (empty for a trace)
   std::string calibration;                       // the calibration file and what it set; empty without one
   long long micro_batch = 0;                     // 0 when unknown

@@ -64,6 +64,7 @@ ReplaySettings replay_settings(const Scenario& scenario) {
   settings.fast_intra_node_collectives = scenario.fast_collectives;
   settings.comm_slowdown = scenario.comm_slowdown;
   settings.bandwidth_efficiency = scenario.bandwidth_efficiency;
+  settings.tuning = scenario.comm_tuning;
   return settings;
 }
 

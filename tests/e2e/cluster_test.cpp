@@ -40,7 +40,8 @@ fs::path transfers(const std::string& name, int ranks, const std::vector<std::pa
 
 double replay_time(const std::string& name, const fs::path& trace, const fs::path& platform) {
   const CliResult result =
-      run_trainsim(name, "replay " + trace.string() + " --platform " + platform.string() + " --out out --no-report");
+      run_trainsim(name, "replay " + trace.string() + " --platform " + platform.string() +
+                                   " --collectives ideal --out out --no-report");
   REQUIRE_MESSAGE(result.status == 0, result.err);
   return read_json(result.dir / "out/summary.json")["step_time_s"].get<double>();
 }
@@ -136,7 +137,8 @@ namespace {
 
 json replay_summary(const std::string& name, const fs::path& trace, const fs::path& platform) {
   const CliResult result =
-      run_trainsim(name, "replay " + trace.string() + " --platform " + platform.string() + " --out out --no-report");
+      run_trainsim(name, "replay " + trace.string() + " --platform " + platform.string() +
+                                   " --collectives ideal --out out --no-report");
   REQUIRE_MESSAGE(result.status == 0, result.err);
   return read_json(result.dir / "out/summary.json");
 }

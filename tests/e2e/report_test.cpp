@@ -107,6 +107,34 @@ TEST_CASE("trace.json follows the trace-event format: slices, counters and paire
   CHECK(starts.size() == 3 * 8 * 2);
 }
 
+TEST_CASE("trace.json names the algorithm and protocol of every collective, which ideal collectives have not") {
+  // tiny-ddp: its gradients all-reduced over data parallelism, on the dp-comm stream (tid 3).
+  const std::string scenario = project_file("tests/fixtures/tiny-ddp.ini");
+  for (const bool ideal : {false, true}) {
+    CAPTURE(ideal);
+    const CliResult result = run_trainsim(ideal ? "trace_ideal" : "trace_nccl",
+                                          "run " + scenario + " --out out" + (ideal ? " --set comm.collectives=ideal" : ""));
+    REQUIRE_MESSAGE(result.status == 0, result.err);
+    const std::string collectives = read_json(result.dir / "out/summary.json")["collectives"];
+    CHECK(collectives.rfind(ideal ? "ideal:" : "nccl:", 0) == 0);
+    int collective_slices = 0;
+    const json trace = read_json(result.dir / "out/trace.json");
+    for (const json& event : trace["traceEvents"]) {
+      if (event["ph"] != "X" || event["tid"] != 3)
+        continue;
+      ++collective_slices;
+      const json& args = event["args"];
+      CHECK(args.contains("algorithm") == !ideal);
+      if (!ideal) {
+        CHECK(args["algorithm"] == "ring");
+        const std::string protocol = args["protocol"];
+        CHECK((protocol == "ll" || protocol == "ll128" || protocol == "simple"));
+      }
+    }
+    CHECK(collective_slices > 0);
+  }
+}
+
 TEST_CASE("the memory plot reaches each rank's peak and ends at the step time") {
   const CliResult result = run_trainsim("report_memory", "run " + pipeline + " --out out");
   REQUIRE_MESSAGE(result.status == 0, result.err);

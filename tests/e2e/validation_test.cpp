@@ -1,5 +1,8 @@
 // Simulated times checked against hand derivations from the platform files'
-// bandwidths and latencies: the engine must reproduce what the hardware numbers imply.
+// bandwidths and latencies: the engine must reproduce what the hardware numbers imply. The
+// collectives here are ideal (comm.collectives = ideal: links at full speed, route latency per
+// ring step), so that the derivations need nothing but the platform file; NCCL's algorithms and
+// protocols are checked in nccl_test.cpp.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -25,13 +28,14 @@ fs::path write_trace(const std::string& name, int ranks, const std::string& prog
 
 json replay(const std::string& name, const fs::path& trace, const std::string& platform, const std::string& extra = "") {
   const CliResult result =
-      run_trainsim(name, "replay " + trace.string() + " --platform " + platform + " --out out " + extra);
+      run_trainsim(name, "replay " + trace.string() + " --platform " + platform + " --collectives ideal --out out " + extra);
   REQUIRE_MESSAGE(result.status == 0, result.err);
   return read_json(result.dir / "out/summary.json");
 }
 
 json run(const std::string& name, const std::string& arguments) {
-  const CliResult result = run_trainsim(name, "run " + project_file("tests/fixtures/tiny-ddp.ini") + " --out out " + arguments);
+  const CliResult result = run_trainsim(name, "run " + project_file("tests/fixtures/tiny-ddp.ini") +
+                                                  " --set comm.collectives=ideal --out out " + arguments);
   REQUIRE_MESSAGE(result.status == 0, result.err);
   return read_json(result.dir / "out/summary.json");
 }
@@ -174,7 +178,8 @@ TEST_CASE("every gradient bucket pays the ring's latency, so tiny buckets cost t
   // 0.5 us + NIC 1 us + fabric 0.5 us + NIC 1 us + PCIe 0.5 us = 3.5 us) and the ring's other 14
   // steps add 14 x 3.5 us: 105 us per all-reduce. The bytes are the same, so the time with dp
   // transfers in flight differs by the extra latencies: (4,715 - 189) x 105 us = 475.2 ms.
-  const std::string scenario = project_file("scenarios/default.ini") + " --no-report --set training.global_batch=32 ";
+  const std::string scenario =
+      project_file("scenarios/default.ini") + " --no-report --set training.global_batch=32 --set comm.collectives=ideal ";
   const json tiny = run_summary("buckets_1mib", scenario + "--set comm.bucket_size=1MiB");
   const json usual = run_summary("buckets_25mib", scenario + "--set comm.bucket_size=25MiB");
   const double tiny_dp = tiny["time"]["comm"]["dp"]["total_s"].get<double>();

@@ -4,23 +4,54 @@
 
 using namespace trainsim;
 
+namespace {
+
+// Ideal collectives on `members` GPUs of one node, each port 100 GB/s, 1 us per route.
+RingShape ideal_ring(int members) {
+  RingShape ring;
+  ring.members = members;
+  ring.nodes = 1;
+  ring.seconds_per_byte[static_cast<int>(EdgeKind::nvlink)] = 1 / 1e11;
+  ring.route_latency = 1e-6;
+  return ring;
+}
+
+AnalyticCollective ideal(const RingShape& ring, Collective collective, double bytes, int from_phase) {
+  CommTuning tuning;
+  tuning.ideal = true;
+  const CommChoice choice = choose_collective(nccl_profile(GpuArchitecture::ampere), ring, collective, bytes, tuning);
+  return time_analytically(ring, choice, 1, collective, bytes, from_phase);
+}
+
+} // namespace
+
 TEST_CASE("the ring model times each phase from the slowest edge plus a latency step per other member") {
   // 4 members, 100 GB/s, 1 us: an all-reduce of 8 MB is 2 phases of 8 MB * 3/4 = 6 MB each;
   // a phase takes 6e6 / 1e11 = 60 us plus 3 steps of 1 us: 63 us, so 126 us and 12 MB per edge.
-  const AnalyticRing ring{4, 1e11, 1e-6};
-  const AnalyticCollective all_reduce = time_analytically(ring, Collective::all_reduce, 8e6, 0);
+  const RingShape ring = ideal_ring(4);
+  const AnalyticCollective all_reduce = ideal(ring, Collective::all_reduce, 8e6, 0);
   CHECK(all_reduce.seconds == doctest::Approx(126e-6));
   CHECK(all_reduce.edge_bytes == doctest::Approx(12e6));
   // From the second phase on: only the all-gather half is left.
-  const AnalyticCollective second_half = time_analytically(ring, Collective::all_reduce, 8e6, 1);
+  const AnalyticCollective second_half = ideal(ring, Collective::all_reduce, 8e6, 1);
   CHECK(second_half.seconds == doctest::Approx(63e-6));
   CHECK(second_half.edge_bytes == doctest::Approx(6e6));
   // A broadcast pipelines all 8 MB along the ring in one phase: 80 us + 3 us.
-  CHECK(time_analytically(ring, Collective::broadcast, 8e6, 0).seconds == doctest::Approx(83e-6));
+  CHECK(ideal(ring, Collective::broadcast, 8e6, 0).seconds == doctest::Approx(83e-6));
 }
 
 TEST_CASE("the ring model gives a group of one no time and no traffic") {
-  const AnalyticCollective alone = time_analytically(AnalyticRing{1, 1e11, 1e-6}, Collective::all_reduce, 8e6, 0);
+  const AnalyticCollective alone = ideal(ideal_ring(1), Collective::all_reduce, 8e6, 0);
   CHECK(alone.seconds == 0);
   CHECK(alone.edge_bytes == 0);
+}
+
+TEST_CASE("the ring model takes the choice's latency and efficiency and the scenario's bandwidth efficiency") {
+  // A chosen Simple ring with .5 of the links and 10 us per phase, at a further .8: each phase
+  // of an 8 MB all-reduce on 4 members moves 6 MB at 100 GB/s x .5 x .8 = 40 GB/s: 150 us + 10 us.
+  CommChoice choice;
+  choice.efficiency[static_cast<int>(EdgeKind::nvlink)] = 0.5;
+  choice.phase_latency = 10e-6;
+  CHECK(time_analytically(ideal_ring(4), choice, 0.8, Collective::all_reduce, 8e6, 0).seconds ==
+        doctest::Approx(2 * 160e-6));
 }
