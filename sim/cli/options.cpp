@@ -79,7 +79,7 @@ po::options_description collective_options(CollectiveOptions& options) {
                             "nccl: NCCL's algorithm and protocol per call | ideal: full link bandwidth, route "
                             "latency (as comm.collectives)")(
       "algorithm", po::value(&options.algorithm)->default_value(options.algorithm),
-      "auto | ring | nvls (as comm.algorithm)")(
+      "auto | ring | tree | nvls (as comm.algorithm)")(
       "protocol", po::value(&options.protocol)->default_value(options.protocol),
       "auto | ll | ll128 | simple (as comm.protocol)");
   return collectives;

@@ -9,7 +9,8 @@ const std::vector<std::pair<std::string, bool>>& comm_collectives_names() {
 
 const std::vector<std::pair<std::string, CommAlgorithm>>& comm_algorithm_names() {
   static const std::vector<std::pair<std::string, CommAlgorithm>> names = {
-      {"auto", CommAlgorithm::automatic}, {"ring", CommAlgorithm::ring}, {"nvls", CommAlgorithm::nvls}};
+      {"auto", CommAlgorithm::automatic}, {"ring", CommAlgorithm::ring}, {"tree", CommAlgorithm::tree},
+      {"nvls", CommAlgorithm::nvls}};
   return names;
 }
 
@@ -40,7 +41,7 @@ std::pair<std::string, std::string> comm_tuning_conflict(const CommTuning& tunin
                                 "comm.algorithm and comm.protocol at auto"};
   if (tuning.algorithm == CommAlgorithm::nvls && tuning.protocol != CommProtocol::automatic &&
       tuning.protocol != CommProtocol::simple)
-    return {"comm.protocol", "NVLS runs the Simple protocol only; accepted: auto, simple, or comm.algorithm = ring"};
+    return {"comm.protocol", "NVLS runs the Simple protocol only; accepted: auto, simple, or comm.algorithm = ring or tree"};
   return {};
 }
 

@@ -8,7 +8,7 @@
 
 namespace trainsim {
 
-enum class CommAlgorithm : std::uint8_t { automatic, ring, nvls };
+enum class CommAlgorithm : std::uint8_t { automatic, ring, tree, nvls };
 enum class CommProtocol : std::uint8_t { automatic, ll, ll128, simple };
 
 struct CommTuning {

@@ -102,8 +102,9 @@ const std::vector<OptionSpec>& option_specs() {
       {"comm.collectives", "nccl", "nccl: each collective runs with the algorithm and protocol NCCL would choose for its "
                                    "size and group, at the latency and bandwidth published nccl-tests curves show | ideal: "
                                    "every link at full bandwidth, route latency per ring step"},
-      {"comm.algorithm", "auto", "auto: NCCL's choice per call | ring | nvls: all-reduces inside one NVSwitch node with "
-                                 "NVLink SHARP (Hopper and later; other calls run as rings)"},
+      {"comm.algorithm", "auto", "auto: NCCL's choice per call | ring | tree: all-reduces across nodes (other calls run "
+                                 "as rings) | nvls: all-reduces inside one NVSwitch node with NVLink SHARP (Hopper and "
+                                 "later; other calls run as rings)"},
       {"comm.protocol", "auto", "auto: NCCL's choice per call | ll | ll128 | simple (NVLS runs Simple)"},
       {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
       {"comm.fidelity", "flows", "flows: every collective simulated as flows | fast: collectives inside a node timed from their ring (faster at scale)"},

@@ -557,7 +557,7 @@ private:
       return;
     }
     const int channels = static_cast<int>(bound.next.size());
-    const auto flow = static_cast<uint64_t>(phases.bytes_per_phase * state.choice.byte_scale / channels);
+    const double flow_share = phases.bytes_per_phase / channels;
     const bool broadcast = op.collective == Collective::broadcast;
     for (int c = 0; c < channels; ++c) {
       const int next = bound.next[c][me];
@@ -565,9 +565,10 @@ private:
       // sends on, nor does member 0 receive.
       if (!broadcast || next != 0) {
         const int route = bound.edge_route[c][me];
-        const double efficiency = state.choice.efficiency[static_cast<int>(binding_.route(route).kind)];
-        track(plan.inbox[c][next]->put_async(&payload_token, wire_bytes(flow, efficiency)), id);
-        carry(route, static_cast<double>(flow));
+        const int kind = static_cast<int>(binding_.route(route).kind);
+        const double flow = flow_share * state.choice.byte_scale[kind];
+        track(plan.inbox[c][next]->put_async(&payload_token, wire_bytes(flow, state.choice.efficiency[kind])), id);
+        carry(route, flow);
         ++state.outstanding;
       }
       if (!broadcast || me != 0) {

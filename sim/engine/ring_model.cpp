@@ -9,8 +9,10 @@ AnalyticCollective time_analytically(const RingShape& ring, const CommChoice& ch
                                      Collective collective, double bytes, int from_phase) {
   const RingPhases phases = ring_phases(collective, bytes, ring.members);
   const int remaining = phases.phases - from_phase;
-  const double edge_bytes = phases.bytes_per_phase * choice.byte_scale;
-  const double transfer = transfer_seconds(ring, choice.efficiency, edge_bytes) / bandwidth_efficiency;
+  // A node's ring has edges of one kind: NVLink, or PCIe (costed as the network).
+  const EdgeKind kind = ring.seconds_per_byte[static_cast<int>(EdgeKind::nvlink)] > 0 ? EdgeKind::nvlink : EdgeKind::network;
+  const double edge_bytes = phases.bytes_per_phase * choice.byte_scale[static_cast<int>(kind)];
+  const double transfer = transfer_seconds(ring, choice, phases.bytes_per_phase) / bandwidth_efficiency;
   return {remaining * (transfer + choice.phase_latency), remaining * edge_bytes};
 }
 

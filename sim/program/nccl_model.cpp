@@ -112,7 +112,7 @@ CommChoice ring_choice(const NcclProfile& profile, const RingShape& ring, Collec
   for (int kind = 0; kind < edge_kinds; ++kind)
     choice.efficiency[kind] = profile.efficiency[kind][protocol];
   choice.phase_latency = latency / phases.phases;
-  choice.seconds = latency + transfer_seconds(ring, choice.efficiency, phases.phases * phases.bytes_per_phase);
+  choice.seconds = latency + transfer_seconds(ring, choice, phases.phases * phases.bytes_per_phase);
   return choice;
 }
 
@@ -122,17 +122,66 @@ CommChoice nvls_choice(const NcclProfile& profile, const RingShape& ring, double
   choice.protocol = CommProtocol::simple;
   const double n = ring.members;
   const RingPhases phases = ring_phases(Collective::all_reduce, bytes, ring.members);
-  choice.byte_scale = (n + 1) / (2 * (n - 1));
+  choice.byte_scale[nvlink] = (n + 1) / (2 * (n - 1));
   choice.efficiency[nvlink] = profile.nvls_efficiency;
   choice.phase_latency = profile.nvls_latency / phases.phases;
   choice.seconds = profile.nvls_latency +
-                   transfer_seconds(ring, choice.efficiency, phases.phases * phases.bytes_per_phase * choice.byte_scale);
+                   transfer_seconds(ring, choice, phases.phases * phases.bytes_per_phase);
+  return choice;
+}
+
+// [tuning]'s treeCorrectionFactor: how much of its modelled bandwidth NCCL's tree reaches, by
+// protocol and log2(bytes / 64) from 64 B to 256 MB (1 beyond), its own measured correction.
+double tree_correction(int protocol, double bytes) {
+  static const double factors[protocols][23] = {
+      {1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1},
+      {1, 1, 1, 1, 1, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1, 1},
+      {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+  const int index = static_cast<int>(std::floor(std::log2(std::max(bytes / 64, 1.0))));
+  return index < 23 ? factors[protocol][index] : 1.0;
+}
+
+// NCCL's tree all-reduce across nodes: a chain through each node's GPUs and a double binary tree
+// over the nodes, reducing up and broadcasting down. Each GPU's links carry 2 S per direction
+// (the whole buffer up the chain, then down), each node's NICs 2 S (N - 1) / N on average (every
+// node but a tree's root sends its half up once, and receives it once coming down), against a
+// ring's 2 S (n - 1) / n for both: the ring's flows carry the tree's bytes (half a ring's across
+// two nodes, why trees shine there). Its latency is logarithmic in the nodes ([tuning]: base + 2 x
+// ((GPUs per node - 1) intra-node hops + log2(nodes) network hops)), and its bandwidth that of
+// [tuning]'s tree model: .92 of the busBw for Simple, 120/128 for LL128, 1/3.8 for LL (against
+// the ring's .92 and 1/4), times its size correction.
+CommChoice tree_choice(const NcclProfile& profile, const RingShape& ring, double bytes, int protocol) {
+  static const double base_latency[protocols] = {6.8 * us, 14 * us, 0};
+  static const double relative_to_ring[protocols] = {4 / 3.8, (120.0 / 128) / 0.92, 0.92};
+  CommChoice choice;
+  choice.algorithm = CommAlgorithm::tree;
+  choice.protocol = static_cast<CommProtocol>(protocol + 1);
+  const RingPhases phases = ring_phases(Collective::all_reduce, bytes, ring.members);
+  const double per_node = std::ceil(static_cast<double>(ring.members) / ring.nodes);
+  const int inside = ring.seconds_per_byte[nvlink] > 0 ? nvlink : network;
+  const double latency =
+      base_latency[protocol] + 2 * ((per_node - 1) * profile.step_latency[inside][protocol] +
+                                    std::floor(std::log2(ring.nodes)) * profile.step_latency[network][protocol]);
+  const double correction = tree_correction(protocol, bytes);
+  for (int kind = 0; kind < edge_kinds; ++kind)
+    choice.efficiency[kind] = profile.efficiency[kind][protocol] * relative_to_ring[protocol] * correction;
+  const double n = ring.members, nodes = ring.nodes;
+  choice.byte_scale[nvlink] = n / (n - 1);
+  choice.byte_scale[network] = (nodes - 1) / nodes * n / (n - 1);
+  choice.phase_latency = latency / phases.phases;
+  choice.seconds = latency + transfer_seconds(ring, choice, phases.phases * phases.bytes_per_phase);
   return choice;
 }
 
 bool nvls_runs(const NcclProfile& profile, const RingShape& ring, Collective collective) {
   return profile.nvls_latency > 0 && ring.nvlink_only && ring.nodes == 1 && ring.members > 1 &&
          collective == Collective::all_reduce;
+}
+
+// NCCL's trees run all-reduces; across nodes is where their logarithmic latency matters (inside
+// one node a chain is no shorter than a ring).
+bool tree_runs(const RingShape& ring, Collective collective) {
+  return collective == Collective::all_reduce && ring.nodes > 1;
 }
 
 } // namespace
@@ -162,7 +211,7 @@ CommChoice choose_collective(const NcclProfile& profile, const RingShape& ring, 
     const RingPhases phases = ring_phases(collective, bytes, ring.members);
     choice.phase_latency = (ring.members - 1) * ring.route_latency;
     choice.seconds = phases.phases * choice.phase_latency +
-                     transfer_seconds(ring, choice.efficiency, phases.phases * phases.bytes_per_phase);
+                     transfer_seconds(ring, choice, phases.phases * phases.bytes_per_phase);
     return choice;
   }
   bool chosen = false;
@@ -171,23 +220,32 @@ CommChoice choose_collective(const NcclProfile& profile, const RingShape& ring, 
       choice = candidate;
     chosen = true;
   };
-  const bool nvls = nvls_runs(profile, ring, collective) && tuning.algorithm != CommAlgorithm::ring &&
-                    (tuning.protocol == CommProtocol::automatic || tuning.protocol == CommProtocol::simple);
-  if (nvls)
+  const auto allowed = [&](int protocol) {
+    return tuning.protocol == CommProtocol::automatic || static_cast<int>(tuning.protocol) == protocol + 1;
+  };
+  const auto wanted = [&](CommAlgorithm algorithm) {
+    return tuning.algorithm == CommAlgorithm::automatic || tuning.algorithm == algorithm;
+  };
+  if (nvls_runs(profile, ring, collective) && wanted(CommAlgorithm::nvls) && allowed(simple))
     consider(nvls_choice(profile, ring, bytes));
-  // A forced NVLS leaves rings to the calls it cannot run.
-  if (!nvls || tuning.algorithm != CommAlgorithm::nvls)
+  if (tree_runs(ring, collective) && wanted(CommAlgorithm::tree))
     for (int protocol = ll; protocol <= simple; ++protocol)
-      if (tuning.protocol == CommProtocol::automatic || static_cast<int>(tuning.protocol) == protocol + 1)
+      if (allowed(protocol))
+        consider(tree_choice(profile, ring, bytes, protocol));
+  // A forced NVLS or tree leaves rings to the calls it cannot run.
+  if (!chosen || tuning.algorithm == CommAlgorithm::automatic || tuning.algorithm == CommAlgorithm::ring)
+    for (int protocol = ll; protocol <= simple; ++protocol)
+      if (allowed(protocol))
         consider(ring_choice(profile, ring, collective, bytes, protocol));
   return choice;
 }
 
-double transfer_seconds(const RingShape& ring, const double (&efficiency)[edge_kinds], double bytes) {
+double transfer_seconds(const RingShape& ring, const CommChoice& choice, double bytes) {
   double seconds_per_byte = 0;
   for (int kind = 0; kind < edge_kinds; ++kind)
     if (ring.seconds_per_byte[kind] > 0)
-      seconds_per_byte = std::max(seconds_per_byte, ring.seconds_per_byte[kind] / efficiency[kind]);
+      seconds_per_byte =
+          std::max(seconds_per_byte, ring.seconds_per_byte[kind] * choice.byte_scale[kind] / choice.efficiency[kind]);
   return bytes * seconds_per_byte;
 }
 
@@ -196,6 +254,7 @@ std::string describe(const CommTuning& tuning) {
     return "ideal: every link at full bandwidth, a route latency per ring step";
   const std::string algorithm = tuning.algorithm == CommAlgorithm::automatic ? "algorithm"
                                 : tuning.algorithm == CommAlgorithm::ring   ? "rings"
+                                : tuning.algorithm == CommAlgorithm::tree   ? "trees where they run, else rings"
                                                                             : "NVLS where it runs, else rings";
   const std::string protocol = tuning.protocol == CommProtocol::automatic ? "protocol" : to_string(tuning.protocol);
   const bool both_chosen = tuning.algorithm == CommAlgorithm::automatic && tuning.protocol == CommProtocol::automatic;

@@ -1,8 +1,9 @@
 #pragma once
-// How NCCL runs a collective, as the replay times it: the algorithm (ring, or NVLink SHARP for an
-// all-reduce inside an NVSwitch node of a generation that has it) and the protocol (LL, LL128,
-// Simple) are chosen per call by message size and topology the way NCCL's tuner does (the
-// candidate with the least predicted time), and the choice sets two things the simulation uses:
+// How NCCL runs a collective, as the replay times it: the algorithm (ring; tree for an all-reduce
+// across nodes; NVLink SHARP for an all-reduce inside an NVSwitch node of a generation that has
+// it) and the protocol (LL, LL128, Simple) are chosen per call by message size and topology the
+// way NCCL's tuner does (the candidate with the least predicted time), and the choice sets two
+// things the simulation uses:
 // - the latency: NCCL's structure, a fixed cost per protocol plus one hop latency per ring step,
 //   network steps costing more than NVLink steps (src/graph/tuning.cc);
 // - the bandwidth: the fraction of each link a ring edge reaches with that protocol. The flows
@@ -11,8 +12,8 @@
 // The figures are one calibration per GPU generation, fitted to published nccl-tests curves and
 // cited in nccl_model.cpp; end-to-end step times are never used. `ideal` collectives (every link
 // at full speed, route latency only) are kept for hand derivations and for comparison.
-// Not modelled yet: the tree algorithms (NCCL's Tree and NVLS-Tree for all-reduce across nodes;
-// those run as rings here) and CollNet.
+// Not modelled yet: NVLS-Tree (NVLink SHARP inside nodes, a tree across them: such all-reduces run
+// as trees or rings here) and CollNet (in-network reduction).
 #include <cstdint>
 #include <string>
 
@@ -60,22 +61,25 @@ struct CommChoice {
   // Latency per ring phase, s, of which each flow pays route_latency itself.
   double phase_latency = 0;
   double efficiency[edge_kinds] = {1, 1};  // bandwidth fraction per edge kind
-  // NVLS moves (n + 1) / n of the data through each GPU's links (its share up to be reduced in
-  // the switch, the whole result down, multicast) where a ring moves 2 (n - 1) / n: the ring's
-  // flows carry this many times their bytes, so each link carries exactly NVLS's traffic.
-  double byte_scale = 1;
+  // What the ring's flows over each edge kind carry, in times a ring's bytes, so that each link
+  // carries the algorithm's traffic: NVLS moves (n + 1) / n of the data through each GPU's
+  // links (its share up to be reduced in the switch, the whole result down, multicast) where a
+  // ring moves 2 (n - 1) / n; a tree 2 S through each GPU's links and 2 S (N - 1) / N through
+  // each of N nodes' NICs.
+  double byte_scale[edge_kinds] = {1, 1};
   double seconds = 0;  // predicted alone on the platform: latency + bytes over the slowest edge
 };
 
-// The candidate with the least predicted time (ring with each protocol; NVLS for an all-reduce
-// on an NVSwitch node of a generation that has it), within what `tuning` forces. All-to-all is
+// The candidate with the least predicted time (ring with each protocol; tree with each for an
+// all-reduce across nodes; NVLS for an all-reduce on an NVSwitch node of a generation that has
+// it), within what `tuning` forces; a forced algorithm that cannot run a call leaves it to rings. All-to-all is
 // not a ring: its flows go directly, with Simple's efficiency and no ring latency.
 CommChoice choose_collective(const NcclProfile& profile, const RingShape& ring, Collective collective, double bytes,
                              const CommTuning& tuning);
 
-// How long `bytes` of each member's phase take over the rings' bottleneck, each edge kind at its
-// efficiency.
-double transfer_seconds(const RingShape& ring, const double (&efficiency)[edge_kinds], double bytes);
+// How long `bytes` of each member's ring phases take over the rings' bottleneck, each edge kind
+// at the choice's byte scale and efficiency.
+double transfer_seconds(const RingShape& ring, const CommChoice& choice, double bytes);
 
 // One line on how collectives run under `tuning`, for the summary.
 std::string describe(const CommTuning& tuning);

@@ -101,11 +101,56 @@ TEST_CASE("collectives: all_reduce on 8 H100s runs NVLink SHARP at the bus bandw
   CHECK(ring.at(4294967296).busbw == doctest::Approx(370).epsilon(0.06));
 }
 
-TEST_CASE("collectives: all_reduce across two DGX A100s follows a measured InfiniBand curve") {
+TEST_CASE("collectives: all_reduce across two DGX A100s follows Oracle's all_reduce_perf from 8 B to 8 GB") {
+  // oracle-quickstart/oci-hpc-oke README: all_reduce_perf -b 8 -e 8G on 2 x 8 A100-SXM4-40GB,
+  // 16 x 100 GbE RoCE per node (the aggregate of 8 x 200 Gb/s), out-of-place time in us. Its
+  // 8 GB bus bandwidth (238 GB/s) is above the NICs' 200: a tree across two nodes moves half a
+  // ring's bytes through them. Small messages take the tree's logarithmic latency.
+  const auto rows = collectives("a100_2n_oci", "--platform dgx-a100-2n.xml -b 8B -e 8GiB -f 2");
+  check_curve(rows,
+              {{8, 36.47},
+               {1024, 41.97},
+               {8192, 48.16},
+               {65536, 51.69},
+               {1048576, 85.58},
+               {4194304, 127.0},
+               {16777216, 282.7},
+               {67108864, 821.7},
+               {268435456, 3042.7},
+               {1073741824, 9187.8},
+               {4294967296, 34176},
+               {8589934592, 67689}},
+              0.25, 0.12);
+  CHECK(rows.at(8).algorithm == "tree");
+  CHECK(rows.at(8589934592).algorithm == "tree");
+}
+
+TEST_CASE("collectives: all_reduce across four H100 nodes follows NVIDIA/nccl-tests issue 309") {
+  // 4 x 8 H100 with 8 x 400 Gb/s InfiniBand per node, NCCL 2.26 (its default across nodes is
+  // NVLS-Tree, which trainsim runs as a tree), out-of-place time in us. The generated cluster
+  // has the same NICs.
+  const CliResult platform = run_trainsim("h100_4n_platform", "platform --gpu h100-sxm --nodes 4 -o h100-4n.xml");
+  REQUIRE_MESSAGE(platform.status == 0, platform.err);
+  const auto rows = collectives("h100_4n", "--platform " + (platform.dir / "h100-4n.xml").string() + " -b 16B -e 16GiB -f 4");
+  check_curve(rows,
+              {{16, 34.82},
+               {1024, 39.79},
+               {65536, 50.83},
+               {1048576, 82.17},
+               {16777216, 259.6},
+               {67108864, 579.1},
+               {268435456, 1768.0},
+               {1073741824, 5808.8},
+               {4294967296, 22890},
+               {17179869184, 90986}},
+              0.30, 0.13);
+}
+
+TEST_CASE("collectives: rings across two DGX A100s follow a measured InfiniBand curve") {
   // facebookresearch/gcm's sample all_reduce_perf output on 2 x 8 A100-SXM4-80GB over 8 x 200
-  // Gb/s InfiniBand (NCCL 2.12.12), out-of-place time in us. At 32 MB that NCCL took 16 % longer
-  // than its own tuner (and this model, which picks LL128 there) expects.
-  const auto rows = collectives("a100_2n", "--platform dgx-a100-2n.xml -b 32MiB -e 1GiB -f 2");
+  // Gb/s InfiniBand (NCCL 2.12.12), out-of-place time in us: from 32 MB up a ring's slope, so
+  // compared with rings. At 32 MB that NCCL took 16 % longer than this model's LL128 ring.
+  const auto rows = collectives("a100_2n", "--platform dgx-a100-2n.xml -b 32MiB -e 1GiB -f 2 --algorithm ring");
   check_curve(rows,
               {{33554432, 650.2},
                {67108864, 956.9},
