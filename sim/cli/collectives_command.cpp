@@ -75,8 +75,10 @@ double size_option(const std::string& option, const std::string& text) {
   } catch (const std::exception&) {  // parse_bytes says what is wrong with a unit; this says which option
     bytes = -1;
   }
-  if (!(bytes >= 1) || !std::isfinite(bytes))
-    throw InputError(option + " " + text + ": accepted: a size of at least 1 byte with its unit, such as 8B or 8GiB");
+  // Beyond a terabyte no collective of a training step; its flows' byte counts would overflow.
+  constexpr double largest = 1024.0 * 1024 * 1024 * 1024;
+  if (!(bytes >= 1) || !(bytes <= largest))
+    throw InputError(option + " " + text + ": accepted: a size from 1 byte to 1TiB with its unit, such as 8B or 8GiB");
   return bytes;
 }
 
@@ -152,11 +154,11 @@ int collectives_command(const std::vector<std::string>& arguments) {
   const fs::path platform_file = resolve_data_file(platform, "platforms", ".xml", ".", "--platform");
   SimulationContext context(options.simulation);
   const std::vector<GpuInfo> gpus = context.load_platform(platform_file);
-  const int ranks = gpus_text == "all" ? static_cast<int>(gpus.size())
-                                       : count_option("--gpus", gpus_text, 2, static_cast<int>(gpus.size()));
-  if (ranks < 2)
+  if (gpus.size() < 2)
     throw InputError(platform_file.string() + ": a collective needs at least 2 GPUs; the platform has " +
                      std::to_string(gpus.size()));
+  const int ranks = gpus_text == "all" ? static_cast<int>(gpus.size())
+                                       : count_option("--gpus", gpus_text, 2, static_cast<int>(gpus.size()));
   const Workload workload = collectives_workload(collective, ranks, sizes);
   ReplaySettings settings;
   settings.channels = channels;

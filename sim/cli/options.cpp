@@ -104,7 +104,7 @@ CommTuning comm_tuning_option(const CollectiveOptions& options) {
   tuning.ideal = named_option("--collectives", options.collectives, comm_collectives_names());
   tuning.algorithm = named_option("--algorithm", options.algorithm, comm_algorithm_names());
   tuning.protocol = named_option("--protocol", options.protocol, comm_protocol_names());
-  const auto [key, problem] = comm_tuning_conflict(tuning, options.algorithm != "auto" || options.protocol != "auto");
+  const auto [key, problem] = comm_tuning_conflict(tuning);
   if (!key.empty())
     throw InputError("--" + key.substr(key.find('.') + 1) + ": " + problem);
   return tuning;

@@ -35,10 +35,10 @@ const char* name_of(const std::vector<std::pair<std::string, Enum>>& names, Enum
 const char* to_string(CommAlgorithm algorithm) { return name_of(comm_algorithm_names(), algorithm); }
 const char* to_string(CommProtocol protocol) { return name_of(comm_protocol_names(), protocol); }
 
-std::pair<std::string, std::string> comm_tuning_conflict(const CommTuning& tuning, bool algorithm_or_protocol_given) {
-  if (tuning.ideal && algorithm_or_protocol_given)
-    return {"comm.collectives", "ideal collectives have no algorithm or protocol; accepted: nccl, or leave "
-                                "comm.algorithm and comm.protocol at auto"};
+std::pair<std::string, std::string> comm_tuning_conflict(const CommTuning& tuning) {
+  if (tuning.ideal && (tuning.algorithm != CommAlgorithm::automatic || tuning.protocol != CommProtocol::automatic))
+    return {"comm.collectives", "ideal collectives have no algorithm or protocol; accepted: nccl, or "
+                                "comm.algorithm and comm.protocol = auto"};
   if (tuning.algorithm == CommAlgorithm::nvls && tuning.protocol != CommProtocol::automatic &&
       tuning.protocol != CommProtocol::simple)
     return {"comm.protocol", "NVLS runs the Simple protocol only; accepted: auto, simple, or comm.algorithm = ring or tree"};

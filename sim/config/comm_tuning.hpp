@@ -24,8 +24,8 @@ const std::vector<std::pair<std::string, CommProtocol>>& comm_protocol_names();
 const char* to_string(CommAlgorithm algorithm);
 const char* to_string(CommProtocol protocol);
 
-// What cannot go together, as "KEY: why; accepted: ..." with the scenario's key names ("" when
-// the tuning is consistent); `algorithm_or_protocol_given` says whether either was set at all.
-std::pair<std::string, std::string> comm_tuning_conflict(const CommTuning& tuning, bool algorithm_or_protocol_given);
+// What cannot go together, as the scenario's key and "why; accepted: ..." (an empty key when the
+// tuning is consistent).
+std::pair<std::string, std::string> comm_tuning_conflict(const CommTuning& tuning);
 
 } // namespace trainsim

@@ -97,15 +97,17 @@ const std::vector<OptionSpec>& option_specs() {
       {"comm.bucket_size", "auto", "gradient reduction bucket size, e.g. 25MiB (auto, by training.framework: ddp 25 MiB; "
                                    "deepspeed 5e8 gradient elements; megatron max(4e7, 1e6 x dp x cp) elements when "
                                    "overlapping, else all gradients at once; fsdp2 each layer's gradients)"},
-      {"comm.bandwidth_efficiency", "1", "fraction of the links' bandwidth collectives and pipeline transfers reach, "
-                                         "0.01 to 1 (1: the full bandwidth; trainsim calibrate fits it to a measured run)"},
+      {"comm.bandwidth_efficiency", "1", "a further fraction of the bandwidth collectives and pipeline transfers reach, "
+                                         "0.01 to 1, on top of comm.collectives' (1: as NCCL's calibration, or the links' "
+                                         "full bandwidth with ideal collectives; trainsim calibrate fits it to a measured run)"},
       {"comm.collectives", "nccl", "nccl: each collective runs with the algorithm and protocol NCCL would choose for its "
                                    "size and group, at the latency and bandwidth published nccl-tests curves show | ideal: "
                                    "every link at full bandwidth, route latency per ring step"},
       {"comm.algorithm", "auto", "auto: NCCL's choice per call | ring | tree: all-reduces across nodes (other calls run "
                                  "as rings) | nvls: all-reduces inside one NVSwitch node with NVLink SHARP (Hopper and "
                                  "later; other calls run as rings)"},
-      {"comm.protocol", "auto", "auto: NCCL's choice per call | ll | ll128 | simple (NVLS runs Simple)"},
+      {"comm.protocol", "auto", "auto: NCCL's choice per call | ll | ll128 (where NCCL runs it: GPUs of a node on NVLink, "
+                                "one generation; else Simple) | simple (NVLS runs Simple; sends and all-to-all always do)"},
       {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
       {"comm.fidelity", "flows", "flows: every collective simulated as flows | fast: collectives inside a node timed from their ring (faster at scale)"},
       {"comm.overlap_grad_reduce", "auto", "gradient buckets are reduced while backward goes on: true | false (the "
@@ -863,8 +865,7 @@ void read_comm_tuning(const ValueReader& values, CommTuning& tuning) {
   tuning.ideal = values.choice("comm.collectives", comm_collectives_names());
   tuning.algorithm = values.choice("comm.algorithm", comm_algorithm_names());
   tuning.protocol = values.choice("comm.protocol", comm_protocol_names());
-  const auto [key, problem] =
-      comm_tuning_conflict(tuning, values.given("comm.algorithm") || values.given("comm.protocol"));
+  const auto [key, problem] = comm_tuning_conflict(tuning);
   if (!key.empty())
     values.fail(key, problem);
 }

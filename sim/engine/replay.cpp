@@ -769,11 +769,12 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   std::unique_ptr<ComputeTimer> compute;
   std::unique_ptr<PlatformBinding> binding;
   try {
-    if (settings.tuning.algorithm == CommAlgorithm::nvls)
-      for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
-        if (nccl_profile(gpus[rank].architecture).nvls_latency <= 0)
-          throw InputError("comm.algorithm = nvls: the platform's " + gpus[rank].model +
-                           " GPUs have no NVLink SHARP (Hopper and later have it); accepted: auto, ring");
+    // A forced NVLS leaves to rings the calls it cannot run, but one it can run at all.
+    if (settings.tuning.algorithm == CommAlgorithm::nvls &&
+        std::none_of(gpus.begin(), gpus.begin() + static_cast<long>(workload.ranks()),
+                     [](const GpuInfo& gpu) { return nccl_profile(gpu.architecture).nvls_latency > 0; }))
+      throw InputError("comm.algorithm = nvls: the platform's " + gpus.front().model +
+                       " GPUs have no NVLink SHARP (Hopper and later have it); accepted: auto, ring, tree");
     compute = std::make_unique<ComputeTimer>(workload, gpus);
     binding = std::make_unique<PlatformBinding>(workload, gpus,
                                                 BindSettings{settings.channels, settings.fast_intra_node_collectives});

@@ -123,7 +123,7 @@ public:
     from->route_to(to, links, &route.latency);
     if (probe_)
       probe_->found(!links.empty() || from == to);
-    bool nvlink = false, network = false;
+    bool nvlink = false, network = false, switch_ports = true;
     for (const sg4::Link* link : links) {
       route.bandwidth = std::min(route.bandwidth, link->get_bandwidth());
       if (const auto indexed = index_.find(link); indexed != index_.end())  // not a host's own loopback
@@ -131,8 +131,10 @@ public:
       const LinkClass kind = link_class(link->get_name());
       nvlink = nvlink || kind == LinkClass::nvlink;
       network = network || kind == LinkClass::nic || kind == LinkClass::network;
+      switch_ports = switch_ports && (kind != LinkClass::nvlink || nvswitch_port(link->get_name()));
     }
     route.kind = nvlink && !network ? EdgeKind::nvlink : EdgeKind::network;
+    route.nvswitch = route.kind == EdgeKind::nvlink && switch_ports;
     routes_.push_back(std::move(route));
     return found->second;
   }
@@ -179,7 +181,10 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
   const std::size_t members = group.ranks.size();
   bound.shape.members = static_cast<int>(members);
   bound.shape.nodes = static_cast<int>(node_ids.size());
-  bool nvlink_only = true;
+  bool nvswitch = true;
+  for (int rank : group.ranks)
+    bound.shape.one_generation =
+        bound.shape.one_generation && gpus[rank].architecture == gpus[group.ranks.front()].architecture;
   // Each ring edge carries 1/channels of a member's phase: what each link carries per byte of it,
   // by the kind of the edges crossing it.
   std::unordered_map<int, double> load[edge_kinds];
@@ -197,13 +202,16 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
       for (int link : edge.links)
         load[static_cast<int>(edge.kind)][link] += 1.0 / static_cast<double>(rings.size());
       bound.shape.route_latency = std::max(bound.shape.route_latency, edge.latency);
-      nvlink_only = nvlink_only && edge.kind == EdgeKind::nvlink;
+      nvswitch = nvswitch && edge.nvswitch;
+      // Two GPUs of a node joined by PCIe (or anything but NVLink).
+      bound.shape.pcie_inside =
+          bound.shape.pcie_inside || (node_of_member[from] == node_of_member[to] && edge.kind != EdgeKind::nvlink);
     }
   }
   for (int kind = 0; kind < edge_kinds; ++kind)
     for (const auto& [link, share] : load[kind])
       bound.shape.seconds_per_byte[kind] = std::max(bound.shape.seconds_per_byte[kind], share / links[link].bandwidth);
-  bound.shape.nvlink_only = nvlink_only && members > 1;
+  bound.shape.nvswitch = nvswitch && members > 1;
   bound.nccl = &nccl_profile(gpus[group.ranks.front()].architecture);
   return bound;
 }

@@ -33,6 +33,7 @@ struct BoundRoute {
   double latency = 0;
   double bandwidth = std::numeric_limits<double>::infinity();  // its narrowest link
   EdgeKind kind = EdgeKind::network;  // nvlink when it crosses NVLink and no NIC or network link
+  bool nvswitch = false;              // nvlink through NVSwitch ports only (resources.hpp)
 };
 
 // What a copy, a CPU op, a read or a write names, resolved for one rank.

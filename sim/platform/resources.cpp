@@ -19,6 +19,11 @@ LinkClass link_class(const std::string& link_name) {
   return LinkClass::network;
 }
 
+bool nvswitch_port(const std::string& link_name) {
+  const auto has = [&](const char* part) { return link_name.find(part) != std::string::npos; };
+  return link_class(link_name) == LinkClass::nvlink && !has("bridge") && !has("mesh");
+}
+
 const char* to_string(LinkClass link_class) {
   switch (link_class) {
   case LinkClass::loopback: return "";

@@ -16,6 +16,10 @@ enum class LinkClass : std::uint8_t { loopback, nvlink, pcie_nvme, pcie_uplink, 
 // from a host to itself.
 LinkClass link_class(const std::string& link_name);
 
+// An NVLink link that is a port of an NVSwitch (named nvlink or nvswitch), not a bridge between
+// two GPUs or a mesh link: what NVLink SHARP needs.
+bool nvswitch_port(const std::string& link_name);
+
 // The reports' name of a class: "nvlink", "pcie-nvme", ...; "" for loopback, which is not reported.
 const char* to_string(LinkClass link_class);
 

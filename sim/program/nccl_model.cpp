@@ -55,6 +55,12 @@ constexpr NcclProfile ampere_profile() {
   p.step_latency[network][ll] = 16.7 * 2.7 / 14 * us;
   p.step_latency[network][ll128] = 16.7 * 4.0 / 14 * us;
   p.step_latency[network][simple] = 16.7 * us;
+  // PCIe between a node's GPUs: [tuning]'s PCI hops (1.0 / 2.5 / 5.7 us) scaled as the NVLink
+  // hops were by their fit (LL and LL128 by 1.81 / .6, Simple by 8.26 / 3.4): no published PCIe
+  // curve used. (NCCL runs no LL128 there.)
+  p.pcie_step_latency[ll] = 1.0 * 1.81 / 0.6 * us;
+  p.pcie_step_latency[ll128] = 2.5 * 1.81 / 0.6 * us;
+  p.pcie_step_latency[simple] = 5.7 * 8.26 / 3.4 * us;
   const double simple_efficiency[edge_kinds] = {0.734, 0.94};
   for (int kind = 0; kind < edge_kinds; ++kind) {
     p.efficiency[kind][simple] = simple_efficiency[kind];
@@ -86,16 +92,31 @@ constexpr NcclProfile hopper_profile() {
 constexpr NcclProfile ampere = ampere_profile();
 constexpr NcclProfile hopper = hopper_profile();
 
+// [tuning]: 2 (n - 1) for an all-reduce, n for a broadcast (pipelined along the ring), n - 1 else.
 double ring_steps(Collective collective, int members) {
-  return collective == Collective::all_reduce ? 2.0 * (members - 1) : members - 1.0;
+  return collective == Collective::all_reduce ? 2.0 * (members - 1)
+         : collective == Collective::broadcast ? members
+                                               : members - 1.0;
 }
 
-// Steps whose hop crosses the network ([tuning]: 2 x nodes for an all-reduce, nodes - 1 else).
+// Steps whose hop crosses the network ([tuning]: 2 x nodes for an all-reduce, nodes for a
+// broadcast, nodes - 1 else).
 double network_steps(Collective collective, int nodes, double steps) {
   if (nodes <= 1)
     return 0;
-  return std::min(steps, collective == Collective::all_reduce ? 2.0 * nodes : nodes - 1.0);
+  const double across = collective == Collective::all_reduce ? 2.0 * nodes
+                        : collective == Collective::broadcast ? nodes
+                                                              : nodes - 1.0;
+  return std::min(steps, across);
 }
+
+// A hop between two GPUs of a node.
+double intra_node_hop(const NcclProfile& profile, const RingShape& ring, int protocol) {
+  return ring.pcie_inside ? profile.pcie_step_latency[protocol] : profile.step_latency[nvlink][protocol];
+}
+
+// NCCL enables LL128 only where a node's GPUs talk over NVLink, all of one generation.
+bool ll128_runs(const RingShape& ring) { return !ring.pcie_inside && ring.one_generation; }
 
 CommChoice ring_choice(const NcclProfile& profile, const RingShape& ring, Collective collective, double bytes,
                        int protocol) {
@@ -105,9 +126,7 @@ CommChoice ring_choice(const NcclProfile& profile, const RingShape& ring, Collec
   const RingPhases phases = ring_phases(collective, bytes, ring.members);
   const double steps = ring_steps(collective, ring.members);
   const double across = network_steps(collective, ring.nodes, steps);
-  // A node's GPUs without NVLink reach each other over PCIe, costed like the network.
-  const int inside = ring.seconds_per_byte[nvlink] > 0 ? nvlink : network;
-  const double latency = profile.base_latency[protocol] + (steps - across) * profile.step_latency[inside][protocol] +
+  const double latency = profile.base_latency[protocol] + (steps - across) * intra_node_hop(profile, ring, protocol) +
                          across * profile.step_latency[network][protocol];
   for (int kind = 0; kind < edge_kinds; ++kind)
     choice.efficiency[kind] = profile.efficiency[kind][protocol];
@@ -147,20 +166,21 @@ double tree_correction(int protocol, double bytes) {
 // node but a tree's root sends its half up once, and receives it once coming down), against a
 // ring's 2 S (n - 1) / n for both: the ring's flows carry the tree's bytes (half a ring's across
 // two nodes, why trees shine there). Its latency is logarithmic in the nodes ([tuning]: base + 2 x
-// ((GPUs per node - 1) intra-node hops + log2(nodes) network hops)), and its bandwidth that of
-// [tuning]'s tree model: .92 of the busBw for Simple, 120/128 for LL128, 1/3.8 for LL (against
-// the ring's .92 and 1/4), times its size correction.
+// ((GPUs per node - 1) intra-node hops + log2(nodes) network hops), with the ring's calibrated
+// hops: NCCL's own tree rows, scaled alike, would put two nodes' 8-byte all-reduce at 44 us against
+// Oracle's 36.5), and its bandwidth that of [tuning]'s tree model, times its size correction.
 CommChoice tree_choice(const NcclProfile& profile, const RingShape& ring, double bytes, int protocol) {
   static const double base_latency[protocols] = {6.8 * us, 14 * us, 0};
-  static const double relative_to_ring[protocols] = {4 / 3.8, (120.0 / 128) / 0.92, 0.92};
+  // Tree busBw: .92 of the links' for every protocol, then 1/3.8 for LL and 120/128 for LL128
+  // across nodes; the ring's LL is 1/4 and LL128 .92 of Simple's.
+  static const double relative_to_ring[protocols] = {0.92 / 3.8 / 0.25, 0.92 * (120.0 / 128) / 0.92, 0.92};
   CommChoice choice;
   choice.algorithm = CommAlgorithm::tree;
   choice.protocol = static_cast<CommProtocol>(protocol + 1);
   const RingPhases phases = ring_phases(Collective::all_reduce, bytes, ring.members);
   const double per_node = std::ceil(static_cast<double>(ring.members) / ring.nodes);
-  const int inside = ring.seconds_per_byte[nvlink] > 0 ? nvlink : network;
   const double latency =
-      base_latency[protocol] + 2 * ((per_node - 1) * profile.step_latency[inside][protocol] +
+      base_latency[protocol] + 2 * ((per_node - 1) * intra_node_hop(profile, ring, protocol) +
                                     std::floor(std::log2(ring.nodes)) * profile.step_latency[network][protocol]);
   const double correction = tree_correction(protocol, bytes);
   for (int kind = 0; kind < edge_kinds; ++kind)
@@ -174,7 +194,7 @@ CommChoice tree_choice(const NcclProfile& profile, const RingShape& ring, double
 }
 
 bool nvls_runs(const NcclProfile& profile, const RingShape& ring, Collective collective) {
-  return profile.nvls_latency > 0 && ring.nvlink_only && ring.nodes == 1 && ring.members > 1 &&
+  return profile.nvls_latency > 0 && ring.nvswitch && ring.one_generation && ring.nodes == 1 && ring.members > 1 &&
          collective == Collective::all_reduce;
 }
 
@@ -221,6 +241,8 @@ CommChoice choose_collective(const NcclProfile& profile, const RingShape& ring, 
     chosen = true;
   };
   const auto allowed = [&](int protocol) {
+    if (protocol == ll128 && !ll128_runs(ring))
+      return false;
     return tuning.protocol == CommProtocol::automatic || static_cast<int>(tuning.protocol) == protocol + 1;
   };
   const auto wanted = [&](CommAlgorithm algorithm) {
@@ -237,6 +259,9 @@ CommChoice choose_collective(const NcclProfile& profile, const RingShape& ring, 
     for (int protocol = ll; protocol <= simple; ++protocol)
       if (allowed(protocol))
         consider(ring_choice(profile, ring, collective, bytes, protocol));
+  // A forced LL128 where NCCL turns it off: Simple, as NCCL falls back.
+  if (!chosen)
+    consider(ring_choice(profile, ring, collective, bytes, simple));
   return choice;
 }
 

@@ -35,6 +35,7 @@ struct NcclProfile {
   const char* source = "";                 // which generation's measurements these are
   double base_latency[protocols] = {};     // s per collective
   double step_latency[edge_kinds][protocols] = {};  // s per ring step over an edge of that kind
+  double pcie_step_latency[protocols] = {};          // s per step between GPUs of a node without NVLink
   double efficiency[edge_kinds][protocols] = {};    // fraction of the edge's bandwidth a ring reaches
   double nvls_latency = 0;                 // s per all-reduce; 0: the generation has no NVLink SHARP
   double nvls_efficiency = 0;              // fraction of each GPU's NVLink bandwidth NVLS reaches
@@ -49,8 +50,12 @@ struct RingShape {
   // cross, all channels together (0: no edge of that kind): the rings' bottleneck at full speed.
   double seconds_per_byte[edge_kinds] = {0, 0};
   double route_latency = 0;  // the longest edge's route latency, which each simulated flow pays itself
-  // Every edge is NVLink inside one node (GPUs on an NVSwitch): NVLink SHARP may run.
-  bool nvlink_only = false;
+  // Every edge crosses NVSwitch ports inside one node: NVLink SHARP may run.
+  bool nvswitch = false;
+  // Some GPUs of a node reach each other over PCIe, not NVLink: NCCL turns LL128 off.
+  bool pcie_inside = false;
+  // Every member's GPU is of one generation (NCCL turns LL128 and NVLS off otherwise).
+  bool one_generation = true;
 };
 
 // How one collective call runs.

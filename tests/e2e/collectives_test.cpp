@@ -96,7 +96,8 @@ TEST_CASE("collectives: all_reduce on 8 H100s runs NVLink SHARP at the bus bandw
   // at .664 x 450 GB/s, after NVLS's 66 us.
   CHECK(rows.at(1073741824).microseconds ==
         doctest::Approx(66 + 9.0 / 8 * 1073741824 / (0.664 * 450e9) * 1e6).epsilon(1e-3));
-  // Without NVLS, rings: about 370 GB/s (NVIDIA/nccl-tests issue 212).
+  // Without NVLS, rings: about 370 GB/s (NVIDIA/nccl-tests issue 212), the calibration's own
+  // figure: the simulated flows reproduce it.
   const auto ring = collectives("h100_ring", "--platform dgx-h100.xml -b 4GiB -e 4GiB --algorithm ring");
   CHECK(ring.at(4294967296).busbw == doctest::Approx(370).epsilon(0.06));
 }
@@ -122,7 +123,9 @@ TEST_CASE("collectives: all_reduce across two DGX A100s follows Oracle's all_red
                {8589934592, 67689}},
               0.25, 0.12);
   CHECK(rows.at(8).algorithm == "tree");
+  CHECK(rows.at(8).protocol == "ll");
   CHECK(rows.at(8589934592).algorithm == "tree");
+  CHECK(rows.at(8589934592).protocol == "simple");  // a tree's LL128 reaches 120/128 of its Simple
 }
 
 TEST_CASE("collectives: all_reduce across four H100 nodes follows NVIDIA/nccl-tests issue 309") {
@@ -173,11 +176,13 @@ TEST_CASE("collectives: bad options get one line and status 2") {
   const std::pair<std::string, std::string> cases[] = {
       {"--platform dgx-a100.xml --collective allreduce", "--collective allreduce: accepted: all_reduce"},
       {"--platform dgx-a100.xml -b 1GiB -e 1MiB", "--max-bytes 1MiB: accepted: at least --min-bytes"},
-      {"--platform dgx-a100.xml -b 8", "--min-bytes 8: accepted: a size of at least 1 byte with its unit"},
+      {"--platform dgx-a100.xml -b 8", "--min-bytes 8: accepted: a size from 1 byte to 1TiB with its unit"},
+      {"--platform dgx-a100.xml -e 1e30B", "--max-bytes 1e30B: accepted: a size from 1 byte to 1TiB"},
       {"--platform dgx-a100.xml --gpus 9", "--gpus 9: accepted: a whole number from 2 to 8"},
       {"--platform dgx-a100.xml --algorithm nvls", "comm.algorithm = nvls: the platform's A100-SXM4-80GB GPUs have no NVLink SHARP"},
       {"--platform dgx-h100.xml --algorithm nvls --protocol ll", "--protocol: NVLS runs the Simple protocol only"},
       {"--platform dgx-a100.xml --collectives ideal --protocol ll", "--collectives: ideal collectives have no algorithm"},
+      {"--platform workstation-4x-rtx4090.xml --algorithm nvls", "GPUs have no NVLink SHARP"},
   };
   for (const auto& [arguments, message] : cases) {
     CAPTURE(arguments);

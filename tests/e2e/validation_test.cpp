@@ -2,7 +2,7 @@
 // bandwidths and latencies: the engine must reproduce what the hardware numbers imply. The
 // collectives here are ideal (comm.collectives = ideal: links at full speed, route latency per
 // ring step), so that the derivations need nothing but the platform file; NCCL's algorithms and
-// protocols are checked in nccl_test.cpp.
+// protocols are checked in nccl_model_test.cpp and collectives_test.cpp.
 #include <doctest/doctest.h>
 
 #include <fstream>

@@ -23,7 +23,7 @@ RingShape one_node(int n, double port) {
   ring.nodes = 1;
   ring.seconds_per_byte[nvlink] = 1 / port;
   ring.route_latency = 2 * us;
-  ring.nvlink_only = true;
+  ring.nvswitch = true;
   return ring;
 }
 
@@ -217,6 +217,32 @@ TEST_CASE("sends and all-to-all flows run NCCL's Simple protocol over their link
   CHECK(all_to_all.efficiency[network] == doctest::Approx(0.94));
   // No ring latency: each flow pays its route's own.
   CHECK(all_to_all.phase_latency == doctest::Approx(3.5 * us));
+}
+
+TEST_CASE("GPUs of a node joined by PCIe: no LL128, and PCIe hops") {
+  // Four GPUs on PCIe: LL's hop is NCCL's PCI 1.0 us scaled by the NVLink fit (1.81 / .6):
+  // 6.6 + 6 steps x 3.017 = 24.7 us. NCCL runs no LL128 without NVLink: a forced LL128 runs Simple.
+  RingShape pcie;
+  pcie.members = 4;
+  pcie.nodes = 1;
+  pcie.seconds_per_byte[network] = 1 / 25e9;
+  pcie.pcie_inside = true;
+  const CommChoice small = choose(GpuArchitecture::ada, pcie, Collective::all_reduce, 8);
+  CHECK(small.protocol == CommProtocol::ll);
+  CHECK(small.seconds == doctest::Approx((6.6 + 6 * 1.81 / 0.6) * us).epsilon(1e-3));
+  for (const double bytes : {64 * 1024.0, 8 * MiB, GiB}) {
+    CAPTURE(bytes);
+    CHECK(choose(GpuArchitecture::ada, pcie, Collective::all_reduce, bytes).protocol != CommProtocol::ll128);
+  }
+  CommTuning ll128;
+  ll128.protocol = CommProtocol::ll128;
+  CHECK(choose(GpuArchitecture::ada, pcie, Collective::all_reduce, 8 * MiB, ll128).protocol == CommProtocol::simple);
+  // Nor with GPUs of two generations, which also rules NVLS out.
+  RingShape mixed = one_node(8, 450e9);
+  mixed.one_generation = false;
+  const CommChoice choice = choose(GpuArchitecture::hopper, mixed, Collective::all_reduce, 16 * MiB);
+  CHECK(choice.algorithm == CommAlgorithm::ring);
+  CHECK(choice.protocol != CommProtocol::ll128);
 }
 
 TEST_CASE("a group of one moves nothing") {
