@@ -15,26 +15,13 @@
 #include "common/units.hpp"
 #include "config/scenario.hpp"
 #include "engine/replay.hpp"
+#include "program/collective_plan.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 namespace trainsim::cli {
 namespace {
-
-// What nccl-tests multiplies the algorithm bandwidth by to get the bus bandwidth: the share of
-// the data each rank's busiest link carries in an ideal ring.
-double bus_factor(Collective collective, int ranks) {
-  const double n = ranks;
-  switch (collective) {
-  case Collective::all_reduce: return 2 * (n - 1) / n;
-  case Collective::all_gather:
-  case Collective::reduce_scatter:
-  case Collective::all_to_all: return (n - 1) / n;
-  case Collective::broadcast: return 1;
-  }
-  return 1;
-}
 
 // The first rank's calls: when each one's data moved and how it ran.
 class CallRecorder : public ReplayObserver {
@@ -179,7 +166,9 @@ int collectives_command(const std::vector<std::string>& arguments) {
     const double seconds = call.transfer.end - call.transfer.start;
     const double algbw = seconds > 0 ? sizes[i] / seconds / 1e9 : 0;
     rows.push_back({fixed(sizes[i], 0), fixed(seconds * 1e6, 1), fixed(algbw, 2),
-               fixed(algbw * bus_factor(collective, ranks), 2),
+               // nccl-tests' bus bandwidth: the algorithm bandwidth times the share of the data each rank
+               // sends in an ideal ring.
+               fixed(algbw * bytes_sent_per_rank(collective, 1.0, ranks), 2),
                shown(to_string(call.choice.algorithm)), shown(to_string(call.choice.protocol))});
   }
   std::cout << aligned_columns(rows, {true, true, true, true, false, false});
