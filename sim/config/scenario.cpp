@@ -113,6 +113,10 @@ const std::vector<OptionSpec>& option_specs() {
       {"comm.overlap_grad_reduce", "auto", "gradient buckets are reduced while backward goes on: true | false (the "
                                            "compute waits for each bucket; Megatron reduces after backward) (auto, by "
                                            "training.framework: ddp, fsdp2 true; deepspeed true with ZeRO-3 only; megatron false)"},
+      {"comm.overlap_param_gather", "auto", "Megatron-Core's distributed optimizer all-gathers the updated parameters bucket "
+                                            "by bucket during the next forward, each layer waiting for its bucket, instead of "
+                                            "at the end of the step: true | false (auto: false, Megatron-Core's default; needs "
+                                            "training.framework = megatron, memory.zero = 1 and comm.overlap_grad_reduce = true)"},
       {"comm.grad_sync", "auto", "gradient reduction under accumulation: last | every micro-batch (auto: every for ZeRO-2/3, as DeepSpeed)"},
       {"comm.pp_scatter_gather", "false", "pipelines with tp but no sp: each tp rank sends 1/tp of a stage's output and the next "
                                           "stage all-gathers it over tp (Megatron-LM 2021's scatter/gather; Megatron-Core sends it whole): true | false"},
@@ -870,6 +874,23 @@ void read_comm_tuning(const ValueReader& values, CommTuning& tuning) {
     values.fail(key, problem);
 }
 
+// comm.overlap_param_gather: Megatron-Core's --overlap-param-gather, off unless asked for; its
+// arguments refuse it without the distributed optimizer or without --overlap-grad-reduce.
+void read_param_gather_key(const ValueReader& values, Scenario& scenario) {
+  scenario.overlap_param_gather = values.text("comm.overlap_param_gather") != "auto" &&
+                                  values.boolean("comm.overlap_param_gather");
+  if (!scenario.overlap_param_gather)
+    return;
+  if (scenario.framework != Framework::megatron)
+    values.fail("comm.overlap_param_gather", std::string("is Megatron-Core's; with training.framework = ") +
+                                                 to_string(scenario.framework) + " accepted: false or auto");
+  if (scenario.zero != 1 || scenario.dp * scenario.cp < 2)
+    values.fail("comm.overlap_param_gather", "needs parameters to gather: the distributed optimizer (memory.zero = 1) "
+                                             "over more than one data-parallel rank");
+  if (!scenario.overlap_grad_reduce)
+    values.fail("comm.overlap_param_gather", "Megatron-Core needs comm.overlap_grad_reduce = true with it");
+}
+
 // [comm]: buckets, rings, fidelity and when gradients are reduced.
 void read_comm_keys(const ValueReader& values, Scenario& scenario) {
   // DeepSpeed's overlap_comm defaults to true for ZeRO-3 only (DeepSpeedZeroConfig's overlap_comm
@@ -880,6 +901,7 @@ void read_comm_keys(const ValueReader& values, Scenario& scenario) {
                                                                                : scenario.framework != Framework::megatron;
   else
     scenario.overlap_grad_reduce = values.boolean("comm.overlap_grad_reduce");
+  read_param_gather_key(values, scenario);
   const double element = bytes_per_element(scenario.grad_precision);
   if (values.text("comm.bucket_size") == "auto") {
     // PyTorch DDP's bucket_cap_mb (25); DeepSpeed's reduce_bucket_size (5e8 elements); Megatron-Core's
@@ -938,6 +960,7 @@ void record_settings(const ValueReader& values, Scenario& scenario) {
   scenario.settings["parallel.schedule"] = to_string(scenario.schedule);
   scenario.settings["training.framework"] = to_string(scenario.framework);
   scenario.settings["comm.overlap_grad_reduce"] = scenario.overlap_grad_reduce ? "true" : "false";
+  scenario.settings["comm.overlap_param_gather"] = scenario.overlap_param_gather ? "true" : "false";
   scenario.settings["comm.bucket_size"] = scenario.bucket_per_layer ? "each layer"
                                           : scenario.bucket_bytes == std::numeric_limits<double>::max()
                                               ? "all gradients"

@@ -109,6 +109,10 @@ struct Scenario {
   // Gradient buckets are reduced while backward goes on; false: the compute stream waits for each
   // reduction (DeepSpeed without overlap_comm), or the reduction waits for backward's end (Megatron).
   bool overlap_grad_reduce = true;
+  // The distributed optimizer's updated parameters are all-gathered during the next forward, each
+  // piece of the model waiting for its bucket (Megatron-Core's overlap_param_gather), instead of
+  // at the end of the step.
+  bool overlap_param_gather = false;
   // How much longer compute kernels take while a communication kernel runs on the same GPU.
   double comm_slowdown = 0.189;     // compute.comm_slowdown
   double bandwidth_efficiency = 1;    // comm.bandwidth_efficiency

@@ -60,6 +60,7 @@ public:
     allocate_runtime_memory(*this, runtime_);
     allocate_model_states();
     plan_fetches();
+    gather_parameters_during_forward();
     // A delayed update applies the previous step's gradients while this step runs.
     if (s_.delayed_update)
       optimizer_step();
@@ -96,6 +97,30 @@ private:
     }
     optimizer_params_ = trainsim::allocate_model_states(static_cast<ProgramWriter&>(*this), s_, states_, weight_params,
                                                         parameters_, offloaded_);
+  }
+
+  // ---- the distributed optimizer's parameter all-gathers -----------------------------------
+
+  // Gradient buckets in parameters: the all-gathers of the updated parameters use the same buckets.
+  double bucket_parameters() const { return s_.bucket_bytes / states_.gradient_element_bytes; }
+
+  // Under overlap_param_gather the previous step's update arrives during the first forward.
+  void gather_parameters_during_forward() {
+    if (!s_.overlap_param_gather || !states_.gathers_after_step)
+      return;
+    std::vector<double> pieces = {costs_.embedding_parameters};
+    pieces.insert(pieces.end(), static_cast<std::size_t>(model_.layers), costs_.layer.parameters);
+    pieces.push_back(head_gradient_parameters_);
+    updated_parameters_ = parameter_gathers(plan_parameter_gathers(pieces, bucket_parameters()), gradient_group_,
+                                            states_.parameter_element_bytes, "param-allgather");
+  }
+
+  // What forward piece `piece` (0: the embedding, then the layers, then the head) waits for besides
+  // the ops before it: its bucket's all-gather, in the first micro-batch.
+  std::vector<OpId> updated(std::size_t piece, std::vector<OpId> deps) const {
+    if (micro_batch_ == 0 && !updated_parameters_.empty())
+      deps.push_back(updated_parameters_.at(piece));
+    return deps;
   }
 
   // ---- ZeRO-3 parameter gathering ----------------------------------------------------------
@@ -252,7 +277,7 @@ private:
     const std::string mb = mb_suffix();
     auto gathered = acquire();
     alloc("embedding.act" + mb, MemCategory::activations, costs_.embedding_activations);
-    chain_ = ops_.embedding_forward("embedding.fwd" + mb, gathered);
+    chain_ = ops_.embedding_forward("embedding.fwd" + mb, updated(0, gathered));
     release_use();
     const LayerActivations& act = costs_.layer.activations;
     for (const RecomputeSegment& segment : plan_.segments) {
@@ -267,7 +292,8 @@ private:
         if (segment.policy != LayerPolicy::checkpoint)
           alloc(layer_tensor(l, "act"), MemCategory::activations,
                 segment.policy == LayerPolicy::keep ? act.total : act.total - act.attention_core);
-        chain_ = ops_.forward(layer_tensor(l, "fwd"), after_chain(gathered), Phase::forward);
+        chain_ = ops_.forward(layer_tensor(l, "fwd"), updated(static_cast<std::size_t>(l + 1), after_chain(gathered)),
+                              Phase::forward);
         // The GPU copy of the input goes once it is in host memory; freeing it after the segment
         // leaves the copy a segment's forward to finish before the compute stream waits for it.
         if (saved && l + 1 == segment.first + segment.count)
@@ -277,7 +303,8 @@ private:
     }
     gathered = acquire();
     alloc("head.act" + mb, MemCategory::activations, costs_.head_activations);
-    chain_ = ops_.head_forward("head.fwd" + mb, after_chain(gathered));
+    chain_ = ops_.head_forward("head.fwd" + mb,
+                               updated(static_cast<std::size_t>(model_.layers + 1), after_chain(gathered)));
     release_use();
   }
 
@@ -429,7 +456,7 @@ private:
       return cpu_optimizer_step();
     const Work work = optimizer_step_work(optimizer_params_, s_.precision, s_.grad_precision);
     const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
-    if (states_.gathers_after_step)  // each rank updated its shard: all-gather the new parameters
+    if (states_.gathers_after_step && updated_parameters_.empty())  // each rank updated its shard
       gather_updated_parameters(step);
   }
 
@@ -451,7 +478,8 @@ private:
 
   void gather_updated_parameters(OpId updated) {
     bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
-                        parameters_ * states_.parameter_element_bytes, s_.bucket_bytes, "param-allgather", {updated});
+                        parameters_ * states_.parameter_element_bytes,
+                        bucket_parameters() * states_.parameter_element_bytes, "param-allgather", {updated});
   }
 
   const Scenario& s_;
@@ -469,6 +497,7 @@ private:
   long long micro_batch_ = 0;
   bool sync_now_ = false;
   std::optional<OpId> chain_;  // the op that ends the previous piece of the model
+  std::vector<OpId> updated_parameters_;  // overlap_param_gather: per forward piece, its all-gather
   // ZeRO-3 gathering
   std::vector<FetchEvent> per_micro_batch_;
   long long next_gather_ = 0;

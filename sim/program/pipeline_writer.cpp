@@ -53,6 +53,7 @@ public:
   Program build() {
     allocate_runtime_memory(*this, runtime_);
     allocate_model_states();
+    gather_parameters_during_forward();
     // A delayed update applies the previous step's gradients while this step runs.
     if (s_.delayed_update)
       optimizer_step();
@@ -128,11 +129,48 @@ private:
       if (first_virtual_stage(c))
         parameters += costs_.embedding_parameters;
       if (last_virtual_stage(c))
-        parameters += costs_.head_parameters + (model_.tied_embeddings
-                                                    ? static_cast<double>(count_parameters(model_).embedding) / s_.tp
-                                                    : 0.0);
+        parameters += costs_.head_parameters + tied_embedding_parameters();
     }
     return parameters;
+  }
+
+  // The parameters of a chunk's pieces in forward order: the embedding on the first virtual
+  // stage, the layers, the head (with the tied embedding's copy) on the last.
+  std::vector<double> chunk_pieces(int chunk) const {
+    std::vector<double> pieces;
+    if (first_virtual_stage(chunk))
+      pieces.push_back(costs_.embedding_parameters);
+    pieces.insert(pieces.end(), static_cast<std::size_t>(chunk_layers(chunk)), costs_.layer.parameters);
+    if (last_virtual_stage(chunk))
+      pieces.push_back(costs_.head_parameters + tied_embedding_parameters());
+    return pieces;
+  }
+  double tied_embedding_parameters() const {
+    return model_.tied_embeddings ? static_cast<double>(count_parameters(model_).embedding) / s_.tp : 0.0;
+  }
+
+  // Gradient buckets in parameters: the all-gathers of the updated parameters use the same buckets.
+  double bucket_parameters() const { return s_.bucket_bytes / states_.gradient_element_bytes; }
+
+  // Under overlap_param_gather the previous step's update arrives during each chunk's first
+  // forward; each model chunk has its own buckets (Megatron-Core wraps each in its own DDP).
+  void gather_parameters_during_forward() {
+    if (!s_.overlap_param_gather || !states_.gathers_after_step)
+      return;
+    for (int c = 0; c < v_; ++c) {
+      const PlacedAt in_chunk(*this, {OpPlace::none, OpPlace::none, static_cast<std::int16_t>(v_ > 1 ? c : OpPlace::none)});
+      updated_parameters_.push_back(parameter_gathers(plan_parameter_gathers(chunk_pieces(c), bucket_parameters()),
+                                                      gradient_slot, states_.parameter_element_bytes,
+                                                      "param-allgather.c" + std::to_string(c)));
+    }
+  }
+
+  // What piece `piece` of a step's chunk (in forward order) waits for besides `deps`: its bucket's
+  // all-gather, in the first micro-batch.
+  std::vector<OpId> updated(const PipelineStep& step, std::size_t piece, std::vector<OpId> deps) const {
+    if (step.micro_batch == 0 && !updated_parameters_.empty())
+      deps.push_back(updated_parameters_.at(static_cast<std::size_t>(step.chunk)).at(piece));
+    return deps;
   }
 
   // Pipelines keep their stage's weights and gradients whole (ZeRO-2/3 are refused with them).
@@ -155,9 +193,10 @@ private:
                                      "recv.act" + sfx));
     StepOps track(started);
     OpId& last = track.last;
+    std::size_t piece = 0;
     if (first_virtual_stage(step.chunk)) {
       alloc("embedding.act" + sfx, MemCategory::activations, costs_.embedding_activations);
-      track(ops_.embedding_forward("embedding.fwd" + sfx, deps));
+      track(ops_.embedding_forward("embedding.fwd" + sfx, updated(step, piece++, deps)));
       deps = {last};
     }
     const RecomputePlan& plan = plans_[step.chunk];
@@ -170,13 +209,13 @@ private:
         if (segment.policy != LayerPolicy::checkpoint)
           alloc(layer_name(step.chunk, l) + ".act" + sfx, MemCategory::activations,
                 segment.policy == LayerPolicy::keep ? act.total : act.total - act.attention_core);
-        track(ops_.forward(layer_name(step.chunk, l) + ".fwd" + sfx, deps, Phase::forward));
+        track(ops_.forward(layer_name(step.chunk, l) + ".fwd" + sfx, updated(step, piece++, deps), Phase::forward));
         deps = {last};
       }
     }
     if (last_virtual_stage(step.chunk)) {
       alloc("head.act" + sfx, MemCategory::activations, costs_.head_activations);
-      track(ops_.head_forward("head.fwd" + sfx, deps));
+      track(ops_.head_forward("head.fwd" + sfx, updated(step, piece, deps)));
     } else {
       send(Stream::pp_comm, next_stage_slot, tag(step.micro_batch, vs + 1, 0), boundary_bytes(),
            "send.act" + sfx, {last});
@@ -296,9 +335,10 @@ private:
       const Work work = optimizer_step_work(optimizer_parameters_, s_.precision, s_.grad_precision);
       updated = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
     }
-    if (states_.gathers_after_step)
+    if (states_.gathers_after_step && updated_parameters_.empty())
       bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_slot,
-                          parameters_ * states_.parameter_element_bytes, s_.bucket_bytes, "param-allgather", {updated});
+                          parameters_ * states_.parameter_element_bytes,
+                          bucket_parameters() * states_.parameter_element_bytes, "param-allgather", {updated});
   }
 
   const Scenario& s_;
@@ -316,6 +356,7 @@ private:
   double parameters_ = 0;
   double optimizer_parameters_ = 0;
   std::vector<OpId> sync_ops_;
+  std::vector<std::vector<OpId>> updated_parameters_;  // overlap_param_gather: per chunk, per forward piece
   std::optional<OffloadedOptimizer> offloaded_;  // when the optimizer runs on the CPU
 };
 

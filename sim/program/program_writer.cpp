@@ -93,6 +93,18 @@ std::vector<OpId> ProgramWriter::bucketed_collective(Stream stream, Collective k
   return issued;
 }
 
+std::vector<OpId> ProgramWriter::parameter_gathers(const ParameterGatherPlan& plan, int group, double element_bytes,
+                                                   const std::string& name) {
+  std::vector<OpId> gathers;
+  for (const double parameters : plan.bucket_parameters)
+    gathers.push_back(collective(Stream::dp_comm, Collective::all_gather, group, parameters * element_bytes,
+                                 name + ".bucket" + std::to_string(gathers.size()), {}));
+  std::vector<OpId> waits;
+  for (const std::size_t bucket : plan.waits_for)
+    waits.push_back(gathers.at(bucket));
+  return waits;
+}
+
 std::vector<double> bucket_sizes(double bytes, double bucket) {
   std::vector<double> sizes;
   for (; bytes > 0; bytes -= sizes.back())
@@ -102,6 +114,26 @@ std::vector<double> bucket_sizes(double bytes, double bucket) {
 
 // Byte counts are sums of parameter counts times element sizes: compared with a relative tolerance.
 constexpr double bucket_tolerance = 1e-12;
+
+ParameterGatherPlan plan_parameter_gathers(const std::vector<double>& piece_parameters, double bucket_parameters) {
+  ParameterGatherPlan plan;
+  double total = 0;
+  for (const double parameters : piece_parameters)
+    total += parameters;
+  std::vector<double> backward_order = bucket_sizes(total, bucket_parameters);
+  plan.bucket_parameters.assign(backward_order.rbegin(), backward_order.rend());
+  const auto buckets = static_cast<long long>(backward_order.size());
+  // A piece ending `end` parameters into the forward starts total - end into the backward, in
+  // backward bucket floor((total - end) / bucket): the furthest forward bucket it needs.
+  double end = 0;
+  for (const double parameters : piece_parameters) {
+    end += parameters;
+    const double into_backward = std::max(0.0, total - end) * (1 + bucket_tolerance);
+    const auto backward_bucket = std::min(buckets - 1, static_cast<long long>(std::floor(into_backward / bucket_parameters)));
+    plan.waits_for.push_back(static_cast<std::size_t>(buckets - 1 - backward_bucket));
+  }
+  return plan;
+}
 
 double BucketFiller::size_of(long long bucket) const {
   return std::min(bucket_, total_ - static_cast<double>(bucket) * bucket_);

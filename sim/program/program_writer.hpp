@@ -12,6 +12,18 @@
 
 namespace trainsim {
 
+// Megatron-Core's overlap_param_gather. The buckets of a model chunk are cut from its parameters
+// in backward order (as gradients fill them), so the forward needs them last bucket first. The
+// forward pre-hook of the first piece in a bucket waits for its all-gather and dispatches the
+// next bucket's; the host runs ahead of the GPU, so the dispatches follow each other at once and
+// the all-gathers run back to back from the step's start, each piece waiting for its own.
+struct ParameterGatherPlan {
+  std::vector<double> bucket_parameters;  // in the order the forward needs them
+  std::vector<std::size_t> waits_for;     // per piece, in forward order: the last bucket it needs
+};
+// `piece_parameters`: the chunk's pieces (embedding, layers, head) in forward order.
+ParameterGatherPlan plan_parameter_gathers(const std::vector<double>& piece_parameters, double bucket_parameters);
+
 class ProgramWriter {
 public:
   OpId compute(const std::string& name, const Work& work, Phase phase, std::vector<OpId> deps = {});
@@ -24,6 +36,10 @@ public:
   // One collective per bucket of at most `bucket` bytes (bucket_sizes), all after `deps`; returns them.
   std::vector<OpId> bucketed_collective(Stream stream, Collective kind, int group, double bytes, double bucket,
                                         const std::string& name, const std::vector<OpId>& deps);
+  // The all-gathers of `plan` over `group`, on the dp-comm stream with no deps (the step's first
+  // comm); returns, per piece of the plan, the all-gather it waits for.
+  std::vector<OpId> parameter_gathers(const ParameterGatherPlan& plan, int group, double element_bytes,
+                                      const std::string& name);
   OpId send(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
   OpId recv(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
   // Host memory to this GPU (inbound, on the copy stream) or back (on copy-out).

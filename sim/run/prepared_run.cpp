@@ -40,6 +40,8 @@ std::string framework_label(const Scenario& scenario) {
     label += " after the pipeline schedule's last backward";
   else
     label += all_at_once ? " after backward" : ", the compute stream waiting for each";
+  if (scenario.overlap_param_gather)
+    label += "; updated parameters gathered during the next forward";
   char slowdown[64];
   std::snprintf(slowdown, sizeof slowdown, "; kernels %.1f%% slower beside communication", 100 * scenario.comm_slowdown);
   return label + slowdown;

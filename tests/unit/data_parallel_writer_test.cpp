@@ -8,6 +8,7 @@
 #include "memory/memory_tracker.hpp"
 #include "model/costs.hpp"
 #include "program/collective_plan.hpp"
+#include "program/program_writer.hpp"
 #include "program/workload_builder.hpp"
 #include "test_support.hpp"
 
@@ -347,4 +348,67 @@ TEST_CASE("the default bucket is PyTorch DDP's 25 MiB without ZeRO and DeepSpeed
   // fp16 gradients: 2 bytes per element; bf16 training keeps fp32 gradients: 4.
   CHECK(zero_scenario(2, 8).bucket_bytes == 1e9);
   CHECK(zero_scenario(1, 8, {"memory.precision=bf16"}).bucket_bytes == 2e9);
+}
+
+TEST_CASE("overlapped parameter all-gathers run from the step's start, each forward piece waiting for its bucket") {
+  // Buckets are cut in backward order (as gradients fill them): 120 parameters in buckets of 50
+  // are [0, 50), [50, 100) and [100, 120) from the end of the forward, so the forward gathers 20,
+  // 50, 50. Pieces of 10, 30, 30, 30, 20 end 110, 80, 50, 20 and 0 parameters before the end of the
+  // model: in backward buckets 2, 1, 1, 0, 0, which the forward gathers 0th, 1st, 1st, 2nd, 2nd.
+  const ParameterGatherPlan plan = plan_parameter_gathers({10, 30, 30, 30, 20}, 50);
+  CHECK(plan.bucket_parameters == std::vector<double>{20, 50, 50});
+  CHECK(plan.waits_for == std::vector<std::size_t>{0, 1, 1, 2, 2});
+  CHECK(plan_parameter_gathers({10, 30}, 1e300).waits_for == std::vector<std::size_t>{0, 0});
+
+  // tiny-llama in fp16 (2-byte parameters and gradients), 1 MB buckets = 500,000 parameters. In
+  // forward order: the embedding (262,144 parameters), four layers of 692,736, the head (262,400);
+  // 3,295,488 in all. Backward buckets: six of 500,000, then 295,488, gathered last first. The
+  // pieces end 3,033,344, 2,340,608, 1,647,872, 955,136, 262,400 and 0 parameters before the
+  // model's end: backward buckets 6, 4, 3, 1, 0, 0, gathered 0th, 2nd, 3rd, 5th, 6th, 6th.
+  const std::vector<std::string> megatron = {"training.framework=megatron", "comm.overlap_grad_reduce=true",
+                                             "comm.bucket_size=1MB"};
+  std::vector<std::string> overlapped = megatron;
+  overlapped.push_back("comm.overlap_param_gather=true");
+  const Scenario scenario = zero_scenario(1, 8, overlapped);
+  const Program program = build_workload(scenario, tiny_model(scenario), 0).workload.program(0);
+  std::vector<OpId> gathers;
+  std::vector<double> bytes;
+  for (OpId id = 0; id < program.ops.size(); ++id)
+    if (program.ops[id].name.find("param-allgather") == 0) {
+      gathers.push_back(id);
+      bytes.push_back(program.ops[id].bytes);
+      CHECK(program.ops[id].deps.empty());
+    }
+  CHECK(bytes == std::vector<double>{590'976, 1e6, 1e6, 1e6, 1e6, 1e6, 1e6});
+  const auto waits_for = [&](const std::string& name) {
+    for (const Op& op : program.ops)
+      if (op.name == name)
+        for (std::size_t b = 0; b < gathers.size(); ++b)
+          if (std::find(op.deps.begin(), op.deps.end(), gathers[b]) != op.deps.end())
+            return static_cast<int>(b);
+    return -1;
+  };
+  CHECK(waits_for("embedding.fwd.mb0") == 0);
+  CHECK(waits_for("L0.fwd.mb0") == 2);
+  CHECK(waits_for("L1.fwd.mb0") == 3);
+  CHECK(waits_for("L2.fwd.mb0") == 5);
+  CHECK(waits_for("L3.fwd.mb0") == 6);
+  CHECK(waits_for("head.fwd.mb0") == 6);
+  for (const OpId gather : gathers)  // issued before the first kernel
+    for (OpId id = 0; id < gather; ++id)
+      CHECK(program.ops[id].kind != OpKind::compute);
+
+  // Without the overlap the same buckets are gathered after the optimizer step, last bucket first.
+  const Scenario blocking = zero_scenario(1, 8, megatron);
+  const Program after_step = build_workload(blocking, tiny_model(blocking), 0).workload.program(0);
+  std::vector<double> after;
+  bool stepped = false;
+  for (const Op& op : after_step.ops) {
+    stepped = stepped || op.name == "optimizer.step";
+    if (op.name.find("param-allgather") == 0) {
+      CHECK(stepped);
+      after.push_back(op.bytes);
+    }
+  }
+  CHECK(after == std::vector<double>{1e6, 1e6, 1e6, 1e6, 1e6, 1e6, 590'976});
 }

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <string>
 #include <utility>
@@ -320,6 +321,56 @@ TEST_CASE("each chunk's gradients are reduced over data parallelism once its las
             doctest::Approx(zero == 1 ? 2 * (chunk_parameters[stage][0] + chunk_parameters[stage][1]) : 0.0));
     }
   }
+}
+
+TEST_CASE("overlapped parameter all-gathers are cut per chunk and waited for by the chunk's first forward") {
+  // Interleaved, p = 2, v = 2, dp = 2, ZeRO-1 with Megatron's overlap_param_gather, buckets of
+  // 200,000 bytes of fp32 gradients = 50,000 parameters. Stage 1 holds virtual stage 1 (layers 2
+  // and 3, 49,984 parameters each: 99,968) and virtual stage 3 (layers 6 and 7, then the head's
+  // 2h + V h = 8,320: 108,288). Cut in backward order, chunk 0's buckets are gathered as 49,968
+  // then 50,000 parameters, chunk 1's as 8,288, 50,000, 50,000, in bf16 (2 bytes each). Layer 2
+  // ends 49,984 parameters into the chunk, past the first bucket gathered (49,968): it waits for
+  // chunk 0's second; layer 6 ends 58,304 before chunk 1's end, in its backward bucket 1 (gathered
+  // second); layer 7 and the head end in backward bucket 0, gathered third.
+  Scenario scenario = pipeline_scenario(Schedule::interleaved, 2, 2, 4);
+  scenario.dp = 2;
+  scenario.zero = 1;
+  scenario.overlap_grad_reduce = true;
+  scenario.overlap_param_gather = true;
+  scenario.bucket_bytes = 200'000;
+  const Program program = stage_program(scenario, 1);
+  std::map<std::string, std::vector<OpId>> gathers;  // by chunk
+  std::map<std::string, std::vector<double>> bytes;
+  for (OpId id = 0; id < program.ops.size(); ++id) {
+    const Op& op = program.ops[id];
+    if (op.kind != OpKind::collective || op.collective != Collective::all_gather)
+      continue;
+    CHECK(op.deps.empty());  // from the step's start, not after the optimizer
+    const std::string chunk = op.name.substr(std::string("param-allgather.").size(), 2);
+    gathers[chunk].push_back(id);
+    bytes[chunk].push_back(op.bytes);
+  }
+  CHECK(bytes["c0"] == std::vector<double>{2 * 49'968, 2 * 50'000});
+  CHECK(bytes["c1"] == std::vector<double>{2 * 8'288, 2 * 50'000, 2 * 50'000});
+  const auto deps_of = [&](const std::string& name) {
+    for (const Op& op : program.ops)
+      if (op.name == name)
+        return op.deps;
+    FAIL("no op " << name);
+    return std::vector<OpId>{};
+  };
+  const auto waits = [&](const std::string& name, OpId gather) {
+    const std::vector<OpId> deps = deps_of(name);
+    return std::find(deps.begin(), deps.end(), gather) != deps.end();
+  };
+  CHECK(waits("L2.fwd.mb0.c0", gathers["c0"][1]));
+  CHECK(waits("L3.fwd.mb0.c0", gathers["c0"][1]));
+  CHECK(waits("L6.fwd.mb0.c1", gathers["c1"][1]));
+  CHECK(waits("L7.fwd.mb0.c1", gathers["c1"][2]));
+  CHECK(waits("head.fwd.mb0.c1", gathers["c1"][2]));
+  // Later micro-batches find the parameters there.
+  for (const OpId gather : gathers["c1"])
+    CHECK_FALSE(waits("L6.fwd.mb1.c1", gather));
 }
 
 TEST_CASE("with scatter/gather each tp rank sends 1/tp of a boundary and the receiving stage all-gathers it over tp") {

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "common/error.hpp"
 #include "config/scenario.hpp"
 #include "config/scenario_options.hpp"
@@ -310,6 +312,23 @@ TEST_CASE("a framework refuses the strategies it does not have, and the settings
   CHECK(contains(error_of("megatron_bucket.ini", valid, {"parallel.tp=2", "parallel.dp=2", "comm.bucket_size=25MiB"}),
                  "overlap_grad_reduce = true"));
   CHECK(contains(error_of("unknown_framework.ini", valid, {"training.framework=jax"}), "megatron"));
+  // overlap_param_gather is Megatron-Core's, for its distributed optimizer, with overlap_grad_reduce.
+  const std::vector<std::string> distributed = {"training.framework=megatron", "memory.zero=1", "parallel.dp=2",
+                                                "comm.overlap_grad_reduce=true", "comm.overlap_param_gather=true"};
+  const Scenario overlapped = load_scenario(test::write_temp_file("param_gather.ini", valid), distributed);
+  CHECK(overlapped.overlap_param_gather);
+  CHECK(overlapped.settings.at("comm.overlap_param_gather") == "true");
+  const auto without = [&](const std::string& setting, const std::string& instead) {
+    std::vector<std::string> changed = distributed;
+    std::replace(changed.begin(), changed.end(), setting, instead);
+    return error_of("param_gather_" + instead.substr(0, instead.find('=')) + ".ini", valid, changed);
+  };
+  CHECK(contains(without("training.framework=megatron", "training.framework=deepspeed"), "Megatron-Core's"));
+  CHECK(contains(without("memory.zero=1", "memory.zero=0"), "distributed optimizer"));
+  CHECK(contains(without("parallel.dp=2", "parallel.dp=1"), "more than one data-parallel rank"));
+  CHECK(contains(without("comm.overlap_grad_reduce=true", "comm.overlap_grad_reduce=false"),
+                 "comm.overlap_grad_reduce = true"));
+  CHECK_FALSE(load_scenario(test::write_temp_file("param_gather_default.ini", valid), {}).overlap_param_gather);
   CHECK(contains(error_of("slowdown.ini", valid, {"compute.comm_slowdown=1.5"}), "0 to 1"));
   CHECK(load_scenario(test::write_temp_file("no_slowdown.ini", valid), {"compute.comm_slowdown=0"}).comm_slowdown == 0);
 }
