@@ -117,6 +117,10 @@ const std::vector<OptionSpec>& option_specs() {
                                             "by bucket during the next forward, each layer waiting for its bucket, instead of "
                                             "at the end of the step: true | false (auto: false, Megatron-Core's default; needs "
                                             "training.framework = megatron, memory.zero = 1 and comm.overlap_grad_reduce = true)"},
+      {"comm.tp_comm_overlap", "auto", "Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers): each tensor-"
+                                       "parallel all-gather and reduce-scatter runs in chunks beside the GEMM it feeds or "
+                                       "follows: true | false (auto: false, Megatron-Core's default; needs parallel.sp = true, "
+                                       "training.framework = megatron, parallel.cp = 1)"},
       {"comm.grad_sync", "auto", "gradient reduction under accumulation: last | every micro-batch (auto: every for ZeRO-2/3, as DeepSpeed)"},
       {"comm.pp_scatter_gather", "false", "pipelines with tp but no sp: each tp rank sends 1/tp of a stage's output and the next "
                                           "stage all-gathers it over tp (Megatron-LM 2021's scatter/gather; Megatron-Core sends it whole): true | false"},
@@ -891,6 +895,22 @@ void read_param_gather_key(const ValueReader& values, Scenario& scenario) {
     values.fail("comm.overlap_param_gather", "Megatron-Core needs comm.overlap_grad_reduce = true with it");
 }
 
+// comm.tp_comm_overlap: Megatron-Core's --tp-comm-overlap, off unless asked for; its arguments
+// refuse it without sequence parallelism.
+void read_tp_overlap_key(const ValueReader& values, Scenario& scenario) {
+  scenario.tp_comm_overlap = values.text("comm.tp_comm_overlap") != "auto" && values.boolean("comm.tp_comm_overlap");
+  if (!scenario.tp_comm_overlap)
+    return;
+  if (!scenario.sp)
+    values.fail("comm.tp_comm_overlap", "Megatron-Core overlaps tensor-parallel communication only under sequence "
+                                        "parallelism; accepted with parallel.sp = true");
+  if (scenario.framework != Framework::megatron)
+    values.fail("comm.tp_comm_overlap", std::string("is Megatron-Core's (Transformer Engine); with training.framework = ") +
+                                            to_string(scenario.framework) + " accepted: false or auto");
+  if (scenario.cp > 1)
+    values.fail("comm.tp_comm_overlap", "is not simulated together with context parallelism; accepted with parallel.cp = 1");
+}
+
 // [comm]: buckets, rings, fidelity and when gradients are reduced.
 void read_comm_keys(const ValueReader& values, Scenario& scenario) {
   // DeepSpeed's overlap_comm defaults to true for ZeRO-3 only (DeepSpeedZeroConfig's overlap_comm
@@ -902,6 +922,7 @@ void read_comm_keys(const ValueReader& values, Scenario& scenario) {
   else
     scenario.overlap_grad_reduce = values.boolean("comm.overlap_grad_reduce");
   read_param_gather_key(values, scenario);
+  read_tp_overlap_key(values, scenario);
   const double element = bytes_per_element(scenario.grad_precision);
   if (values.text("comm.bucket_size") == "auto") {
     // PyTorch DDP's bucket_cap_mb (25); DeepSpeed's reduce_bucket_size (5e8 elements); Megatron-Core's
@@ -961,6 +982,7 @@ void record_settings(const ValueReader& values, Scenario& scenario) {
   scenario.settings["training.framework"] = to_string(scenario.framework);
   scenario.settings["comm.overlap_grad_reduce"] = scenario.overlap_grad_reduce ? "true" : "false";
   scenario.settings["comm.overlap_param_gather"] = scenario.overlap_param_gather ? "true" : "false";
+  scenario.settings["comm.tp_comm_overlap"] = scenario.tp_comm_overlap ? "true" : "false";
   scenario.settings["comm.bucket_size"] = scenario.bucket_per_layer ? "each layer"
                                           : scenario.bucket_bytes == std::numeric_limits<double>::max()
                                               ? "all gradients"

@@ -113,6 +113,9 @@ struct Scenario {
   // piece of the model waiting for its bucket (Megatron-Core's overlap_param_gather), instead of
   // at the end of the step.
   bool overlap_param_gather = false;
+  // Tensor-parallel collectives in chunks beside the GEMMs they feed or follow (Transformer
+  // Engine's userbuffers, Megatron-Core's tp_comm_overlap); program/program_writer.hpp's LayerOps.
+  bool tp_comm_overlap = false;
   // How much longer compute kernels take while a communication kernel runs on the same GPU.
   double comm_slowdown = 0.189;     // compute.comm_slowdown
   double bandwidth_efficiency = 1;    // comm.bandwidth_efficiency

@@ -32,6 +32,7 @@ struct KernelShapes {
   bool sp;
   double e, g;  // bytes of an activation and of a gradient element
   bool flash_attention;
+  bool tp_comm_overlap;
 };
 
 // Appends kernels to a list; GEMMs from their shapes, the rest from the bytes they move.
@@ -71,6 +72,68 @@ private:
 void attach(ModelCosts& costs, Work& work, const std::string& name, std::vector<Kernel> kernels) {
   work.kernel_set = static_cast<int>(costs.kernel_sets.size());
   costs.kernel_sets.push_back({name, std::move(kernels)});
+}
+
+// `kernels` cut at the named ones, in order: the run before the first name, that kernel, the run
+// up to the next name, ..., the run after the last.
+std::vector<std::vector<Kernel>> cut_at(const std::vector<Kernel>& kernels, const std::vector<std::string>& names) {
+  std::vector<std::vector<Kernel>> parts(1);
+  std::size_t next = 0;
+  for (const Kernel& kernel : kernels) {
+    if (next < names.size() && kernel.name == names[next]) {
+      parts.push_back({kernel});
+      parts.emplace_back();
+      ++next;
+    } else {
+      parts.back().push_back(kernel);
+    }
+  }
+  return parts;
+}
+
+// One of `chunks` slices of a GEMM along M (the tokens): each chunk reads the whole weight.
+Kernel gemm_chunk(Kernel gemm, double chunks, double element_bytes) {
+  gemm.name += ".chunk";
+  gemm.m /= chunks;
+  gemm.flops /= chunks;
+  gemm.bytes = element_bytes * (gemm.m * gemm.k + gemm.k * gemm.n + gemm.m * gemm.n) * gemm.batch;
+  return gemm;
+}
+
+// The parts of a sub-block whose kernels are `forward` and `backward` (in launch order) and whose
+// roofline works are `whole_forward` and `whole_backward`: `column` and `row` name its
+// column- and row-parallel GEMMs. Timed by kernels, a part is its kernels (a chunk re-reads
+// the GEMM's weight). Timed as a roofline, the piece is one kernel: a part takes the share of its
+// FLOPs and bytes that its kernels have of the piece's FLOPs, so that the parts add up to it.
+OverlapParts overlap_parts(ModelCosts& costs, const std::string& name, const std::vector<Kernel>& forward,
+                           const std::vector<Kernel>& backward, const Work& whole_forward, const Work& whole_backward,
+                           const std::string& column, const std::string& row, double tp, double element_bytes) {
+  const auto part = [&](const Work& whole, const std::vector<Kernel>& all, const std::string& part_name,
+                        std::vector<Kernel> kernels) {
+    const double share = KernelSet{"", kernels}.flops() / KernelSet{"", all}.flops();
+    Work work{whole.flops * share, whole.bytes * share};
+    attach(costs, work, name + part_name, std::move(kernels));
+    return work;
+  };
+  const auto chunk = [&](const Work& whole, const std::vector<Kernel>& all, const Kernel& gemm, double chunks) {
+    return part(whole, all, "." + gemm.name + ".chunk", {gemm_chunk(gemm, chunks, element_bytes)});
+  };
+  const auto f = cut_at(forward, {column, row});
+  const auto b = cut_at(backward, {row + ".dgrad", row + ".wgrad", column + ".dgrad", column + ".wgrad"});
+  OverlapParts parts;
+  parts.before = part(whole_forward, forward, ".fwd.before", f[0]);
+  parts.column_chunk = chunk(whole_forward, forward, f[1].at(0), tp);
+  parts.between = part(whole_forward, forward, ".fwd.between", f[2]);
+  parts.row_chunk = chunk(whole_forward, forward, f[3].at(0), tp_overlap_pipeline_splits);
+  parts.after = part(whole_forward, forward, ".fwd.after", f[4]);
+  parts.after_back = part(whole_backward, backward, ".bwd.after", b[0]);
+  parts.row_dgrad_chunk = chunk(whole_backward, backward, b[1].at(0), tp);
+  parts.row_wgrad = part(whole_backward, backward, "." + row + ".wgrad", b[3]);
+  parts.between_back = part(whole_backward, backward, ".bwd.between", b[4]);
+  parts.column_dgrad = part(whole_backward, backward, "." + column + ".dgrad", b[5]);
+  parts.column_wgrad = part(whole_backward, backward, "." + column + ".wgrad", b[7]);
+  parts.before_back = part(whole_backward, backward, ".bwd.before", b[8]);
+  return parts;
 }
 
 template <typename... Parts>
@@ -171,6 +234,13 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   attach(costs, layer.attention_backward, "layer.attention.bwd", joined(post_back_k, core_back_k, pre_back_k));
   attach(costs, layer.backward, "layer.bwd", joined(mlp_back_k, post_back_k, core_back_k, pre_back_k));
   attach(costs, layer.attention_core, "layer.attention-core.fwd", core_k);
+  if (k.tp_comm_overlap) {
+    layer.attention_parts = overlap_parts(costs, "layer.attention", joined(pre_k, core_k, post_k),
+                                          joined(post_back_k, core_back_k, pre_back_k), layer.attention_forward,
+                                          layer.attention_backward, "qkv", "out", t, e);
+    layer.mlp_parts = overlap_parts(costs, "layer.mlp", mlp_k, mlp_back_k, layer.mlp_forward, layer.mlp_backward, "fc1",
+                                    "fc2", t, e);
+  }
   if (cp > 1) {
     // Ring attention: the local block of the core runs before K and V arrive; the other cp - 1
     // blocks and what follows the core run after.
@@ -334,7 +404,7 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   const double whole_layer = (qkv_flops + core_flops + out_flops + mlp_flops) * t * cp;
   costs.model_flops_per_micro_batch =
       3 * (static_cast<double>(m.layers) * whole_layer + costs.head_forward.flops * t * cp);
-  describe_kernels(costs, KernelShapes{m, b, s, t, cp, sharding.sp, e, g, flash_attention});
+  describe_kernels(costs, KernelShapes{m, b, s, t, cp, sharding.sp, e, g, flash_attention, sharding.tp_comm_overlap});
   return costs;
 }
 

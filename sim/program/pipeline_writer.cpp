@@ -39,7 +39,8 @@ public:
         runtime_(placement.runtime[static_cast<std::size_t>(rank)]),
         ops_(*this, costs,
              ModelParallelGroups{placement.groups->tp[rank] >= 0 ? tp_slot : -1,
-                                 placement.groups->cp[rank] >= 0 ? cp_slot : -1, scenario.cp, scenario.sp}),
+                                 placement.groups->cp[rank] >= 0 ? cp_slot : -1, scenario.cp, scenario.sp, scenario.tp,
+                                 scenario.tp_comm_overlap}),
         stage_layers_(layers_per_virtual_stage(scenario, model)) {
     for (int c = 0; c < v_; ++c) {
       const int virtual_stage = c * p_ + coords_.pp;

@@ -226,10 +226,65 @@ OpId LayerOps::attention(const std::string& name, std::vector<OpId> deps, Phase 
                        name + ".cp-dkv-reducescatter", {ring});
 }
 
+OpId LayerOps::ring_exchange(const std::string& name, const Work& chunk, OpId ready, Phase phase) {
+  const double bytes = costs_.layer.tp_collective_bytes / groups_.tp_size;
+  OpId computed = w_.compute(name + ".chunk0", chunk, phase, {ready});
+  OpId held = ready;  // the chunk this rank passes on next: its own first
+  for (int step = 1; step < groups_.tp_size; ++step) {
+    const int tag = next_ring_tag_++;
+    const std::string suffix = std::to_string(step);
+    w_.send(Stream::tp_comm, tp_next_slot, tag, bytes, name + ".ring-send" + suffix, {held});
+    held = w_.recv(Stream::tp_comm, tp_previous_slot, tag, bytes, name + ".ring-recv" + suffix, {ready});
+    computed = w_.compute(name + ".chunk" + suffix, chunk, phase, {held, computed});
+  }
+  return computed;
+}
+
+OpId LayerOps::pipelined_reduce_scatter(const std::string& name, const Work& chunk, OpId ready, Phase phase) {
+  const double bytes = costs_.layer.tp_collective_bytes / tp_overlap_pipeline_splits;
+  OpId computed = ready, reduced = ready;
+  for (int split = 0; split < tp_overlap_pipeline_splits; ++split) {
+    const std::string suffix = std::to_string(split);
+    computed = w_.compute(name + ".chunk" + suffix, chunk, phase, {computed});
+    reduced = w_.collective(Stream::tp_comm, Collective::reduce_scatter, groups_.tp, bytes,
+                            name + ".sp-reducescatter" + suffix, {computed});
+  }
+  return reduced;
+}
+
+OpId LayerOps::overlapped_forward(const std::string& name, const OverlapParts& parts, std::vector<OpId> deps,
+                                  Phase phase) {
+  const OpId normed = w_.compute(name + ".before", parts.before, phase, std::move(deps));
+  const OpId column = ring_exchange(name + ".column", parts.column_chunk, normed, phase);
+  const OpId between = w_.compute(name + ".between", parts.between, phase, {column});
+  const OpId reduced = pipelined_reduce_scatter(name + ".row", parts.row_chunk, between, phase);
+  return w_.compute(name + ".after", parts.after, phase, {reduced});
+}
+
+OpId LayerOps::overlapped_backward(const std::string& name, const OverlapParts& parts, std::vector<OpId> deps) {
+  const Phase phase = Phase::backward;
+  const OpId after = w_.compute(name + ".after", parts.after_back, phase, std::move(deps));
+  const OpId row_dgrad = ring_exchange(name + ".row-dgrad", parts.row_dgrad_chunk, after, phase);
+  const OpId row_wgrad = w_.compute(name + ".row-wgrad", parts.row_wgrad, phase, {row_dgrad});
+  const OpId between = w_.compute(name + ".between", parts.between_back, phase, {row_wgrad});
+  const double bytes = costs_.layer.tp_collective_bytes;
+  const OpId input = w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, bytes,
+                                   name + ".input-allgather", {between});
+  const OpId column_dgrad = w_.compute(name + ".column-dgrad", parts.column_dgrad, phase, {between});
+  const OpId reduced = w_.collective(Stream::tp_comm, Collective::reduce_scatter, groups_.tp, bytes,
+                                     name + ".sp-reducescatter", {column_dgrad});
+  const OpId column_wgrad = w_.compute(name + ".column-wgrad", parts.column_wgrad, phase, {column_dgrad, input});
+  return w_.compute(name + ".before", parts.before_back, phase, {column_wgrad, reduced});
+}
+
 OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
   const LayerCosts& layer = costs_.layer;
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.forward, phase, std::move(deps));
+  if (groups_.tp_comm_overlap) {
+    const OpId attention_done = overlapped_forward(name + ".attn", layer.attention_parts, std::move(deps), phase);
+    return overlapped_forward(name + ".mlp", layer.mlp_parts, {attention_done}, phase);
+  }
   const OpId attention_done = attention(name + ".attn", gather_input(name + ".attn", std::move(deps)), phase, false);
   const OpId attention_out = reduce_output(name + ".attn", attention_done);
   const OpId mlp_done = w_.compute(name + ".mlp", layer.mlp_forward, phase, gather_input(name + ".mlp", {attention_out}));
@@ -240,6 +295,10 @@ OpId LayerOps::backward(const std::string& name, std::vector<OpId> deps) {
   const LayerCosts& layer = costs_.layer;
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.backward, Phase::backward, std::move(deps));
+  if (groups_.tp_comm_overlap) {
+    const OpId mlp_done = overlapped_backward(name + ".mlp", layer.mlp_parts, std::move(deps));
+    return overlapped_backward(name + ".attn", layer.attention_parts, {mlp_done});
+  }
   // Backward runs the MLP first; each part's input gradient is reduced over tp.
   const OpId mlp_done =
       w_.compute(name + ".mlp", layer.mlp_backward, Phase::backward, gather_input(name + ".mlp", std::move(deps)));

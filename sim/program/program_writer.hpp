@@ -119,17 +119,28 @@ struct ModelParallelGroups {
   int cp = -1;
   int cp_size = 1;
   bool sp = false;
+  int tp_size = 1;
+  bool tp_comm_overlap = false;  // Transformer Engine's userbuffers (comm.tp_comm_overlap)
 };
 
 // The slots of the programs trainsim builds: each rank binds them to its own groups and pipeline
 // neighbours (Workload::bindings), so that ranks doing the same work share one program.
 enum GroupSlot : int { gradient_slot, tp_slot, cp_slot, embedding_slot };
-enum PeerSlot : int { previous_stage_slot, next_stage_slot };
+// The tensor-parallel ring's neighbours are bound only under comm.tp_comm_overlap.
+enum PeerSlot : int { previous_stage_slot, next_stage_slot, tp_previous_slot, tp_next_slot };
 
 // The ops of a layer, the embedding and the head on one rank, with the tensor-parallel
 // collectives between their parts (all-reduce, or all-gather and reduce-scatter under sequence
 // parallelism) and the context-parallel exchange of K and V overlapping the attention.
 // Each returns the op that completes the piece; `deps` gate its first op.
+// Under comm.tp_comm_overlap a layer's sub-blocks run as Transformer Engine's userbuffers run them
+// (initialize_ub's default methods): the all-gather before a column-parallel GEMM (QKV, FC1 in
+// forward; the output projection's and FC2's input gradients in backward) is a ring exchange
+// with the tp neighbours, each of tp chunks of tokens computed once it has arrived while the next
+// travels; the reduce-scatter after a row-parallel GEMM is pipelined over its chunks; in the
+// backward of a column-parallel GEMM the input, which forward kept sequence-split, is
+// all-gathered again beside the input-gradient GEMM, and that gradient is reduce-scattered beside
+// the weight-gradient GEMM ("bulk" overlap).
 class LayerOps {
 public:
   LayerOps(ProgramWriter& writer, const ModelCosts& costs, const ModelParallelGroups& groups)
@@ -148,10 +159,20 @@ private:
   // After a part whose output is a partial sum over tp: all-reduce it (reduce-scatter under SP).
   OpId reduce_output(const std::string& name, OpId producer);
   OpId attention(const std::string& name, std::vector<OpId> deps, Phase phase, bool backward);
+  // comm.tp_comm_overlap: a sub-block's forward and backward from its OverlapParts.
+  OpId overlapped_forward(const std::string& name, const OverlapParts& parts, std::vector<OpId> deps, Phase phase);
+  OpId overlapped_backward(const std::string& name, const OverlapParts& parts, std::vector<OpId> deps);
+  // The gathered input's tp chunks arriving around the ring, each `chunk` of work computed on one
+  // once it is here; returns the last chunk's op.
+  OpId ring_exchange(const std::string& name, const Work& chunk, OpId ready, Phase phase);
+  // `chunk` of work tp_overlap_pipeline_splits times, each chunk's output reduce-scattered while
+  // the next computes; returns the last reduce-scatter.
+  OpId pipelined_reduce_scatter(const std::string& name, const Work& chunk, OpId ready, Phase phase);
 
   ProgramWriter& w_;
   const ModelCosts& costs_;
   const ModelParallelGroups groups_;
+  int next_ring_tag_ = 0;  // ranks sharing the program number their ring messages alike
 };
 
 } // namespace trainsim

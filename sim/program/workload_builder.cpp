@@ -76,19 +76,27 @@ std::vector<int> embedding_groups(const Scenario& s, const ModelSpec& model, con
   return of_rank;
 }
 
-// What the program slots (GroupSlot, PeerSlot) are on `rank`.
-Binding binding_of(const Layout& layout, const LayoutGroups& groups, const std::vector<int>& tied, int rank) {
+// What the program slots (GroupSlot, PeerSlot) are on `rank`; the tp ring's neighbours only
+// when `tp_ring` (comm.tp_comm_overlap), unused slots before them unbound (-1).
+Binding binding_of(const Layout& layout, const LayoutGroups& groups, const std::vector<int>& tied, int rank,
+                   bool tp_ring) {
   Binding binding;
   binding.groups = {groups.gradient[rank], groups.tp[rank], groups.cp[rank], tied[rank]};
-  const int stages = layout.pp;
-  if (stages > 1) {
-    RankCoords neighbour = layout.coords(rank);
-    const int stage = neighbour.pp;
-    neighbour.pp = (stage + stages - 1) % stages;
+  const RankCoords coords = layout.coords(rank);
+  // The ranks before and after this one along one dimension, cyclically.
+  const auto neighbours = [&](int RankCoords::*dimension, int size) {
+    RankCoords neighbour = coords;
+    neighbour.*dimension = (coords.*dimension + size - 1) % size;
     binding.peers.push_back(layout.rank_of(neighbour));
-    neighbour.pp = (stage + 1) % stages;
+    neighbour.*dimension = (coords.*dimension + 1) % size;
     binding.peers.push_back(layout.rank_of(neighbour));
-  }
+  };
+  if (layout.pp > 1)
+    neighbours(&RankCoords::pp, layout.pp);
+  else if (tp_ring)
+    binding.peers = {-1, -1};
+  if (tp_ring)
+    neighbours(&RankCoords::tp, layout.tp);
   return binding;
 }
 
@@ -101,7 +109,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   const Layout& layout = build.layout;
   LayoutGroups groups = groups_of(layout);
   const std::vector<int> tied = embedding_groups(scenario, model, layout, groups);
-  const Sharding sharding{scenario.tp, scenario.sp, scenario.cp};
+  const Sharding sharding{scenario.tp, scenario.sp, scenario.cp, scenario.tp_comm_overlap};
   const ModelCosts costs = compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
                                          scenario.grad_precision, scenario.flash_attention, sharding);
   build.states = plan_model_states(scenario, scenario.dp * scenario.cp);
@@ -118,7 +126,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   workload.kernel_sets = costs.kernel_sets;
   for (int rank = 0; rank < layout.world(); ++rank) {
     build.coords.push_back(layout.coords(rank));
-    workload.bindings.push_back(binding_of(layout, groups, tied, rank));
+    workload.bindings.push_back(binding_of(layout, groups, tied, rank, scenario.tp_comm_overlap));
   }
   workload.groups = groups.groups;
   std::vector<RuntimeMemory> runtime;
@@ -141,7 +149,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
     // Ranks differ only in their groups, which their bindings name: one program for all.
     const auto program = std::make_shared<const Program>(build_data_parallel_program(
         scenario, model, costs, states, build.recompute, gradient_slot,
-        ModelParallelGroups{scenario.tp > 1 ? tp_slot : -1, scenario.cp > 1 ? cp_slot : -1, scenario.cp, scenario.sp},
+        ModelParallelGroups{scenario.tp > 1 ? tp_slot : -1, scenario.cp > 1 ? cp_slot : -1, scenario.cp, scenario.sp,
+                            scenario.tp, scenario.tp_comm_overlap},
         runtime.front()));
     workload.programs.assign(static_cast<std::size_t>(layout.world()), program);
     return build;

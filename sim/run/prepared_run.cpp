@@ -42,6 +42,8 @@ std::string framework_label(const Scenario& scenario) {
     label += all_at_once ? " after backward" : ", the compute stream waiting for each";
   if (scenario.overlap_param_gather)
     label += "; updated parameters gathered during the next forward";
+  if (scenario.tp_comm_overlap)
+    label += "; tensor-parallel communication in chunks beside the GEMMs";
   char slowdown[64];
   std::snprintf(slowdown, sizeof slowdown, "; kernels %.1f%% slower beside communication", 100 * scenario.comm_slowdown);
   return label + slowdown;

@@ -74,18 +74,25 @@ TEST_CASE("memory from program order equals the simulated peaks of run") {
 }
 
 TEST_CASE("trace then replay gives the same step as run") {
-  const CliResult run = run_trainsim("trace_replay_run", "run " + tiny + " --out out");
-  const CliResult trace = run_trainsim("trace_replay_trace", "trace " + tiny + " --out trace");
-  REQUIRE_MESSAGE(trace.status == 0, trace.err);
-  const CliResult replay = run_trainsim(
-      "trace_replay_replay", "replay " + (trace.dir / "trace").string() + " --platform dgx-a100-2n.xml --out out");
-  REQUIRE_MESSAGE(replay.status == 0, replay.err);
-  const json a = read_json(run.dir / "out/summary.json");
-  const json b = read_json(replay.dir / "out/summary.json");
-  CHECK(a["step_time_s"] == b["step_time_s"]);
-  CHECK(a["mfu"] == b["mfu"]);
-  CHECK(a["memory"]["peak_bytes"] == b["memory"]["peak_bytes"]);
-  CHECK(a["time"]["comm"] == b["time"]["comm"]);
+  // Also with the tp ring's messages of comm.tp_comm_overlap, whose peers only some slots bind.
+  for (const std::string settings : {"", " --set parallel.tp=2 --set parallel.sp=true --set parallel.dp=8 "
+                                         "--set comm.tp_comm_overlap=true"}) {
+    CAPTURE(settings);
+    const std::string name = settings.empty() ? "trace_replay" : "trace_replay_tp_ring";
+    const CliResult run = run_trainsim(name + "_run", "run " + tiny + settings + " --out out");
+    REQUIRE_MESSAGE(run.status == 0, run.err);
+    const CliResult trace = run_trainsim(name + "_trace", "trace " + tiny + settings + " --out trace");
+    REQUIRE_MESSAGE(trace.status == 0, trace.err);
+    const CliResult replay = run_trainsim(
+        name + "_replay", "replay " + (trace.dir / "trace").string() + " --platform dgx-a100-2n.xml --out out");
+    REQUIRE_MESSAGE(replay.status == 0, replay.err);
+    const json a = read_json(run.dir / "out/summary.json");
+    const json b = read_json(replay.dir / "out/summary.json");
+    CHECK(a["step_time_s"] == b["step_time_s"]);
+    CHECK(a["mfu"] == b["mfu"]);
+    CHECK(a["memory"]["peak_bytes"] == b["memory"]["peak_bytes"]);
+    CHECK(a["time"]["comm"] == b["time"]["comm"]);
+  }
 }
 
 TEST_CASE("two runs of the same scenario write byte-identical outputs") {

@@ -71,8 +71,7 @@ struct Emitted {
 
 enum class Pass { forward, backward };
 
-Emitted emit(Pass pass, const ModelParallelGroups& groups) {
-  const ModelCosts costs = hand_made_costs();
+Emitted emit(Pass pass, const ModelParallelGroups& groups, const ModelCosts& costs = hand_made_costs()) {
   ProgramWriter writer;
   Emitted emitted;
   emitted.input = writer.compute("input", Work{}, Phase::other);
@@ -264,4 +263,81 @@ TEST_CASE("the vocabulary-parallel embedding sums its output over tp and the hea
     CHECK(program.ops.at(embedding_grad).bytes == 60);
     CHECK(program.ops.size() == next);
   }
+}
+
+TEST_CASE("tp_comm_overlap runs each tensor-parallel collective in chunks beside the GEMM it feeds or follows") {
+  // tp = 4 under sequence parallelism. Hand-made parts adding up to the blocks' work above:
+  // attention forward 0 + 4 x 10 (the QKV chunks) + 30 + 4 x 5 (the output projection's) + 10 =
+  // 100; MLP forward 0 + 4 x 25 + 20 + 4 x 20 + 0 = 200; attention backward 10 + 4 x 10 (the
+  // output projection's dgrad chunks) + 40 + 50 + 30 + 30 + 0 = 200; MLP backward 0 + 4 x 25 +
+  // 100 + 40 + 80 + 80 + 0 = 400.
+  ModelCosts costs = hand_made_costs();
+  // Bytes in the blocks' ratios: a tenth of the FLOPs forward, 0.15 backward.
+  costs.layer.attention_parts = {{0, 0}, {10, 1}, {30, 3}, {5, 0.5}, {10, 1},
+                                 {10, 1.5}, {10, 1.5}, {40, 6}, {50, 7.5}, {30, 4.5}, {30, 4.5}, {0, 0}};
+  costs.layer.mlp_parts = {{0, 0}, {25, 2.5}, {20, 2}, {20, 2}, {0, 0},
+                           {0, 0}, {25, 3.75}, {100, 15}, {40, 6}, {80, 12}, {80, 12}, {0, 0}};
+  const ModelParallelGroups overlap{tp_group, -1, 1, true, 4, true};
+  const double chunk_bytes = layer_output_bytes / 4;  // the ring passes one rank's share per step
+
+  // Forward, attention: the norm part (op 1), the rank's own QKV chunk (2), then three ring
+  // steps, each passing on the chunk held (the own one first, then the one just received) and
+  // computing the chunk received; between; four output-projection chunks, each reduce-scattered
+  // (a quarter of the tensor) while the next computes; the part after the last reduce-scatter.
+  const Emitted forward = emit(Pass::forward, overlap, costs);
+  REQUIRE(forward.count() == 2 * 21);
+  check_compute(forward.op(1), 0, Phase::forward, {forward.input});
+  check_compute(forward.op(2), 10, Phase::forward, {1});
+  OpId held = 1, computed = 2;
+  for (int step = 0; step < 3; ++step) {
+    const OpId send = 3 + 3 * step;
+    CHECK(forward.op(send).kind == OpKind::send);
+    CHECK(forward.op(send).peer == tp_next_slot);
+    CHECK(forward.op(send).deps == std::vector<OpId>{held});
+    CHECK(forward.op(send + 1).kind == OpKind::recv);
+    CHECK(forward.op(send + 1).peer == tp_previous_slot);
+    CHECK(forward.op(send + 1).tag == forward.op(send).tag);
+    CHECK(forward.op(send).bytes == chunk_bytes);
+    check_compute(forward.op(send + 2), 10, Phase::forward, {send + 1, computed});
+    held = send + 1;
+    computed = send + 2;
+  }
+  check_compute(forward.op(12), 30, Phase::forward, {11});
+  for (int split = 0; split < 4; ++split) {
+    const OpId chunk = 13 + 2 * split;
+    check_compute(forward.op(chunk), 5, Phase::forward, {split == 0 ? OpId{12} : chunk - 2});
+    check_collective(forward.op(chunk + 1), Stream::tp_comm, Collective::reduce_scatter, tp_group,
+                     layer_output_bytes / 4, {chunk});
+  }
+  check_compute(forward.op(21), 10, Phase::forward, {20});
+  check_compute(forward.op(22), 0, Phase::forward, {21});  // the MLP's norm part follows
+  CHECK(forward.returned == 42);
+  check_adds_up_to(forward, {300, 30});
+  // Six ring messages in all, each tagged once.
+  std::vector<int> tags;
+  for (const Op& op : forward.program.ops)
+    if (op.kind == OpKind::send)
+      tags.push_back(op.tag);
+  CHECK(tags == std::vector<int>{0, 1, 2, 3, 4, 5});
+
+  // Backward, MLP first: the part after FC2 (op 1), FC2's dgrad over the gathered output
+  // gradient in four ring-exchanged chunks (2 to 11), FC2's wgrad (12), the activation's backward
+  // (13); then FC1's input all-gathered again (14) beside FC1's dgrad (15), whose output is
+  // reduce-scattered (16) beside FC1's wgrad (17, which needs the gathered input); the norm part
+  // (18) needs both.
+  const Emitted backward = emit(Pass::backward, overlap, costs);
+  REQUIRE(backward.count() == 2 * 18);
+  check_compute(backward.op(1), 0, Phase::backward, {backward.input});
+  check_compute(backward.op(2), 25, Phase::backward, {1});
+  check_compute(backward.op(11), 25, Phase::backward, {10, 8});
+  check_compute(backward.op(12), 100, Phase::backward, {11});
+  check_compute(backward.op(13), 40, Phase::backward, {12});
+  check_collective(backward.op(14), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {13});
+  check_compute(backward.op(15), 80, Phase::backward, {13});
+  check_collective(backward.op(16), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {15});
+  check_compute(backward.op(17), 80, Phase::backward, {15, 14});
+  check_compute(backward.op(18), 0, Phase::backward, {17, 16});
+  check_compute(backward.op(19), 10, Phase::backward, {18});  // the attention's part after its projection
+  CHECK(backward.returned == 36);
+  check_adds_up_to(backward, {600, 90});
 }

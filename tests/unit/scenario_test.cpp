@@ -329,6 +329,18 @@ TEST_CASE("a framework refuses the strategies it does not have, and the settings
   CHECK(contains(without("comm.overlap_grad_reduce=true", "comm.overlap_grad_reduce=false"),
                  "comm.overlap_grad_reduce = true"));
   CHECK_FALSE(load_scenario(test::write_temp_file("param_gather_default.ini", valid), {}).overlap_param_gather);
+  // tp_comm_overlap is Megatron-Core's too, under sequence parallelism, without context parallelism.
+  const std::vector<std::string> userbuffers = {"parallel.tp=2", "parallel.sp=true", "parallel.dp=2",
+                                                "comm.tp_comm_overlap=true"};
+  CHECK(load_scenario(test::write_temp_file("tp_overlap.ini", valid), userbuffers).tp_comm_overlap);
+  const auto changed = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> overrides = userbuffers;
+    overrides.insert(overrides.end(), extra.begin(), extra.end());
+    return error_of(name, valid, overrides);
+  };
+  CHECK(contains(changed("tp_overlap_no_sp.ini", {"parallel.sp=false"}), "parallel.sp = true"));
+  CHECK(contains(changed("tp_overlap_cp.ini", {"parallel.cp=2", "parallel.dp=1"}), "parallel.cp = 1"));
+  CHECK(contains(changed("tp_overlap_ddp.ini", {"training.framework=deepspeed"}), "Transformer Engine"));
   CHECK(contains(error_of("slowdown.ini", valid, {"compute.comm_slowdown=1.5"}), "0 to 1"));
   CHECK(load_scenario(test::write_temp_file("no_slowdown.ini", valid), {"compute.comm_slowdown=0"}).comm_slowdown == 0);
 }
