@@ -61,7 +61,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters) "
                            "(default 3 with training.framework = fsdp2)"},
       {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
-      {"memory.recompute", "none", "activation recompute: none | selective | full | every:N | optimal"},
+      {"memory.recompute", "none", "activation recompute: none | selective (Korthikanti et al.: the attention core) | op "
+                                   "(torchtitan's op-level selective checkpointing) | full | every:N | optimal"},
       {"memory.activation_budget", "auto", "recompute = optimal: bytes for activations (auto: what fits the GPU)"},
       {"memory.precision", "bf16", "training precision: fp32 | fp16 | bf16 | fp8 (GEMMs in fp8, bf16 master)"},
       {"memory.grad_precision", "auto", "gradient precision: auto (fp32 for bf16 and fp8, else as precision) | same | fp32 | fp16 | bf16"},
@@ -474,6 +475,7 @@ const char* to_string(Recompute recompute) {
   switch (recompute) {
   case Recompute::none: return "none";
   case Recompute::selective: return "selective";
+  case Recompute::op: return "op";
   case Recompute::full: return "full";
   case Recompute::every: return "every";
   case Recompute::optimal: return "optimal";
@@ -674,6 +676,7 @@ void read_zero_and_recompute_keys(const ValueReader& values, Scenario& scenario)
   } else {
     scenario.recompute = values.choice<Recompute>("memory.recompute", {{"none", Recompute::none},
                                                                       {"selective", Recompute::selective},
+                                                                      {"op", Recompute::op},
                                                                       {"full", Recompute::full},
                                                                       {"every:N", Recompute::every},
                                                                       {"optimal", Recompute::optimal}});
@@ -771,7 +774,8 @@ void refuse_memory_keys_without_effect(const ValueReader& values, const Scenario
   if (scenario.delayed_update && scenario.offload_optimizer == OffloadTier::none)
     values.fail("memory.delayed_update", "overlaps the CPU optimizer step; it needs memory.offload_optimizer = cpu or nvme");
   if (scenario.offload_activations &&
-      (scenario.recompute == Recompute::none || scenario.recompute == Recompute::selective))
+      (scenario.recompute == Recompute::none || scenario.recompute == Recompute::selective ||
+       scenario.recompute == Recompute::op))
     values.fail("memory.offload_activations", "offloads activation checkpoints; it needs memory.recompute = full, "
                                               "every:N or optimal");
 }

@@ -17,7 +17,8 @@
 namespace trainsim {
 
 // every: segments of `recompute_every` layers, all checkpointed but the last; optimal: a per-layer plan that fits a budget.
-enum class Recompute { none, selective, full, every, optimal };
+// op: torchtitan's op-level selective activation checkpointing.
+enum class Recompute { none, selective, op, full, every, optimal };
 // When gradients are reduced under accumulation: after the last micro-batch, or after each one.
 enum class GradSync { last, every };
 // Where offloaded model states live: on the GPU (none), in host DRAM, or on the node's NVMe drives.

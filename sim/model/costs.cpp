@@ -234,6 +234,27 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   attach(costs, layer.attention_backward, "layer.attention.bwd", joined(post_back_k, core_back_k, pre_back_k));
   attach(costs, layer.backward, "layer.bwd", joined(mlp_back_k, post_back_k, core_back_k, pre_back_k));
   attach(costs, layer.attention_core, "layer.attention-core.fwd", core_k);
+  // Op-level selective checkpointing re-runs K's share of the QKV projection, the output and
+  // up projections and the elementwise kernels up to the last tensor backward needs (with
+  // FlashAttention the core is saved, without it re-run); the roofline takes their bytes.
+  KernelList op_recompute = list();
+  op_recompute.memory("norm", 2 * e * normed * h);
+  op_recompute.linear("k", tokens, h, kv / t);
+  if (!m.learned_positions)
+    op_recompute.memory("rotary", 2 * e * tokens * (q + kv) / t);
+  if (!k.flash_attention)
+    op_recompute.append(core_k);
+  op_recompute.append(post_k);
+  op_recompute.memory("norm", 2 * e * normed * h);
+  if (m.gated_mlp) {
+    op_recompute.linear("up", tokens, h, f / t);
+    op_recompute.memory("swiglu", 3 * e * tokens * f / t);
+  } else {
+    op_recompute.memory("gelu", 2 * e * tokens * f / t);
+  }
+  const std::vector<Kernel> op_recompute_k = op_recompute.take();
+  layer.op_recompute.bytes = KernelSet{"", op_recompute_k}.bytes();
+  attach(costs, layer.op_recompute, "layer.op-recompute", op_recompute_k);
   if (k.tp_comm_overlap) {
     layer.attention_parts = overlap_parts(costs, "layer.attention", joined(pre_k, core_k, post_k),
                                           joined(post_back_k, core_back_k, pre_back_k), layer.attention_forward,
@@ -351,6 +372,26 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   act.input = e * tokens * h / unsplit;
   act.attention_core = scores;
   act.total = attention + mlp + norms;
+  // torchtitan's op-level selective activation checkpointing (selective_ac_option = "op",
+  // torchtitan/distributed/activation_checkpoint.py): a checkpointed block keeps its input and
+  // the outputs of the ops on its save list: FlashAttention (output and fp32 log-sum-exp),
+  // reduce-scatters, and every other matmul. A block's matmuls run in the order wq, wk, wv, wo,
+  // then w1, w3, w2 (gated: gate, up, down) or fc1, fc2, so it keeps Q, V, the gate (or fc1's
+  // output) and, gated, the down projection's output; it recomputes K, the output projection,
+  // the up projection and the elementwise kernels, stopping once backward's tensors are back
+  // (non-reentrant checkpointing's early stop: the last matmul and residual add are not re-run).
+  const double queries_kept = e * tokens * q_width / t, values_kept = e * tokens * kv_width / t;
+  const double mlp_kept_output = e * tokens * f / t;  // the gate, or fc1's output
+  double attention_output = 0;
+  if (flash_attention)
+    attention_output = e * tokens * q_width / t + 4 * tokens * heads / t;
+  act.op_saved = act.input + queries_kept + values_kept + attention_output + mlp_kept_output +
+                 (m.gated_mlp ? e * tokens * h : 0.0) + (sharding.sp ? 2 * e * tokens * h / t : 0.0);
+  // Of what a layer keeps without recompute, all but the input, Q, V, the attention's output and
+  // the gate (or fc1's output) comes back in backward.
+  const double kept_in_total = act.input + queries_kept + values_kept + (flash_attention ? e * tokens * q_width / t : 0.0) +
+                               mlp_kept_output;
+  act.op_rematerialized = std::max(0.0, act.total - kept_in_total);
 
   // The roofline's work (compute.model = roofline): model FLOPs at a fixed fraction of peak, and
   // HBM traffic: forward reads the weights and writes each kept activation once; backward reads
@@ -374,6 +415,8 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   layer.attention_backward = scaled(layer.backward, 1 - mlp_share);
   layer.attention_core.flops = core_flops;
   layer.attention_core.bytes = 2 * scores + 4 * e * tokens * q_width / t;
+  layer.op_recompute.flops = 2 * tokens * h * kv_width / t + out_flops + (m.gated_mlp ? 2 * tokens * h * f / t : 0.0) +
+                             (flash_attention ? 0.0 : core_flops);
   const double ring = (cp - 1) / cp;
   const double forward_ring = core_flops * ring / layer.attention_forward.flops;
   const double backward_ring = 2 * core_flops * ring / layer.attention_backward.flops;

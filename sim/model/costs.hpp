@@ -25,6 +25,10 @@ struct LayerActivations {
   double input = 0;           // the layer's input (what full recompute keeps)
   double attention_core = 0;  // scores, softmax, attention dropout: what selective recompute drops
   double total = 0;           // everything kept without recompute
+  // torchtitan's op-level selective checkpointing (memory.recompute = op): what it keeps, and
+  // what of `total` its backward re-materialises first.
+  double op_saved = 0;
+  double op_rematerialized = 0;
 };
 
 // Transformer Engine's default for the pipelined GEMM + reduce-scatter overlap (initialize_ub's
@@ -53,6 +57,7 @@ struct LayerCosts {
   Work attention_backward;
   Work mlp_backward;
   Work attention_core;         // forward of the attention core: recomputed under selective
+  Work op_recompute;           // what op-level selective checkpointing re-runs before the backward
   // Context parallelism: the attention's pieces before and after the other ranks' K and V arrive.
   Work attention_forward_local, attention_forward_ring;
   Work attention_backward_local, attention_backward_ring;

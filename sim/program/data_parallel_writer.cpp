@@ -290,8 +290,7 @@ private:
         const PlacedAt in_layer(*this, place_in_micro_batch(l));
         gathered = acquire();
         if (segment.policy != LayerPolicy::checkpoint)
-          alloc(layer_tensor(l, "act"), MemCategory::activations,
-                segment.policy == LayerPolicy::keep ? act.total : act.total - act.attention_core);
+          alloc(layer_tensor(l, "act"), MemCategory::activations, layer_recompute(costs_.layer, segment.policy).kept);
         chain_ = ops_.forward(layer_tensor(l, "fwd"), updated(static_cast<std::size_t>(l + 1), after_chain(gathered)),
                               Phase::forward);
         // The GPU copy of the input goes once it is in host memory; freeing it after the segment
@@ -349,13 +348,16 @@ private:
       for (long long l = last; l >= first; --l) {
         const PlacedAt in_layer(*this, place_in_micro_batch(l));
         std::vector<OpId> deps = segment->policy == LayerPolicy::checkpoint ? gathered_for[l] : acquire_and_keep();
-        if (segment->policy == LayerPolicy::selective) {
-          alloc(layer_tensor(l, "core"), MemCategory::activations, act.attention_core);
-          compute(layer_tensor(l, "recompute-core"), costs_.layer.attention_core, Phase::recompute, deps);
+        const LayerRecompute recompute = layer_recompute(costs_.layer, segment->policy);
+        const std::string rematerialized = layer_tensor(l, recompute.what);
+        if (recompute.work) {
+          alloc(rematerialized, MemCategory::activations, recompute.rematerialized);
+          compute(layer_tensor(l, ("recompute-" + std::string(recompute.what)).c_str()), *recompute.work,
+                  Phase::recompute, deps);
         }
         const OpId backward_op = ops_.backward(layer_tensor(l, "bwd"), after_chain(deps));
         chain_ = backward_op;
-        release(layer_tensor(l, "core"));
+        release(rematerialized);
         release(layer_tensor(l, "act"));
         release_kept(l);
         gradients_ready(costs_.layer.parameters, backward_op, false);

@@ -209,7 +209,7 @@ private:
         const PlacedAt in_layer(*this, place_in_step(step, l));
         if (segment.policy != LayerPolicy::checkpoint)
           alloc(layer_name(step.chunk, l) + ".act" + sfx, MemCategory::activations,
-                segment.policy == LayerPolicy::keep ? act.total : act.total - act.attention_core);
+                layer_recompute(costs_.layer, segment.policy).kept);
         track(ops_.forward(layer_name(step.chunk, l) + ".fwd" + sfx, updated(step, piece++, deps), Phase::forward));
         deps = {last};
       }
@@ -262,14 +262,16 @@ private:
       for (long long l = final_layer; l >= first; --l) {
         const PlacedAt in_layer(*this, place_in_step(step, l));
         const std::string layer = layer_name(step.chunk, l);
-        if (segment->policy == LayerPolicy::selective) {
-          alloc(layer + ".core" + sfx, MemCategory::activations, act.attention_core);
-          track(compute(layer + ".recompute-core" + sfx, costs_.layer.attention_core, Phase::recompute, deps));
+        const LayerRecompute recompute = layer_recompute(costs_.layer, segment->policy);
+        const std::string rematerialized = layer + "." + recompute.what + sfx;
+        if (recompute.work) {
+          alloc(rematerialized, MemCategory::activations, recompute.rematerialized);
+          track(compute(layer + ".recompute-" + recompute.what + sfx, *recompute.work, Phase::recompute, deps));
           deps = {last};
         }
         track(ops_.backward(layer + ".bwd" + sfx, deps));
         deps = {last};
-        release(layer + ".core" + sfx);
+        release(rematerialized);
         release(layer + ".act" + sfx);
       }
     }

@@ -17,12 +17,16 @@ struct Choice {
   double flops;      // recompute FLOPs
 };
 
+Choice choice_of(const LayerCosts& layer, LayerPolicy policy) {
+  const LayerRecompute recompute = layer_recompute(layer, policy);
+  return {policy, recompute.kept, recompute.rematerialized, recompute.work ? recompute.work->flops : 0.0};
+}
+
 std::vector<Choice> choices_of(const LayerCosts& layer, bool allow_selective, bool allow_checkpoint) {
   const LayerActivations& act = layer.activations;
-  std::vector<Choice> choices = {{LayerPolicy::keep, act.total, 0, 0}};
+  std::vector<Choice> choices = {choice_of(layer, LayerPolicy::keep)};
   if (allow_selective && act.attention_core > 0)
-    choices.push_back({LayerPolicy::selective, act.total - act.attention_core, act.attention_core,
-                       layer.attention_core.flops});
+    choices.push_back(choice_of(layer, LayerPolicy::selective));
   if (allow_checkpoint)
     choices.push_back({LayerPolicy::checkpoint, act.input, act.total - act.input, layer.forward.flops});
   return choices;
@@ -36,14 +40,16 @@ void summarize(RecomputePlan& plan, const LayerCosts& layer) {
     const double count = static_cast<double>(segment.count);
     switch (segment.policy) {
     case LayerPolicy::keep:
-      plan.kept_bytes += count * act.total;
-      break;
     case LayerPolicy::selective:
-      plan.selective_layers += segment.count;
-      plan.kept_bytes += count * (act.total - act.attention_core);
-      plan.transient_bytes = std::max(plan.transient_bytes, act.attention_core);
-      plan.extra_flops += count * layer.attention_core.flops;
+    case LayerPolicy::op: {
+      const Choice choice = choice_of(layer, segment.policy);
+      if (segment.policy != LayerPolicy::keep)
+        plan.selective_layers += segment.count;
+      plan.kept_bytes += count * choice.kept;
+      plan.transient_bytes = std::max(plan.transient_bytes, choice.transient);
+      plan.extra_flops += count * choice.flops;
       break;
+    }
     case LayerPolicy::checkpoint:
       // The segment's input is kept; its backward re-runs the whole segment and holds all of it.
       plan.checkpointed_layers += segment.count;
@@ -166,10 +172,22 @@ RecomputePlan optimal_plan(long long layers, const LayerCosts& layer, double bud
 
 } // namespace
 
+LayerRecompute layer_recompute(const LayerCosts& layer, LayerPolicy policy) {
+  const LayerActivations& act = layer.activations;
+  switch (policy) {
+  case LayerPolicy::selective: return {act.total - act.attention_core, act.attention_core, &layer.attention_core, "core"};
+  case LayerPolicy::op: return {act.op_saved, act.op_rematerialized, &layer.op_recompute, "ops"};
+  case LayerPolicy::keep:
+  case LayerPolicy::checkpoint: break;  // a checkpointed segment is planned as a whole
+  }
+  return {act.total, 0, nullptr};
+}
+
 const char* to_string(LayerPolicy policy) {
   switch (policy) {
   case LayerPolicy::keep: return "keep";
   case LayerPolicy::selective: return "selective";
+  case LayerPolicy::op: return "op";
   case LayerPolicy::checkpoint: return "checkpoint";
   }
   return "?";
@@ -186,6 +204,10 @@ RecomputePlan plan_recompute(const Scenario& scenario, long long layers, const L
     plan.strategy = "selective";
     plan.segments.push_back(
         {0, layers, layer.activations.attention_core > 0 ? LayerPolicy::selective : LayerPolicy::keep});
+    break;
+  case Recompute::op:
+    plan.strategy = "op";
+    plan.segments.push_back({0, layers, LayerPolicy::op});
     break;
   case Recompute::full:
     plan.strategy = "full";

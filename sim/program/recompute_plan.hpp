@@ -2,7 +2,8 @@
 // Which layers keep their activations for backward and which recompute them.
 // Segments cover the layers in order; a checkpointed segment keeps only its input
 // and re-runs its forward at the start of its backward (torch checkpoint), a
-// selective layer drops only its attention core (Korthikanti et al.). The optimal
+// selective layer drops only its attention core (Korthikanti et al.), an op layer keeps what
+// torchtitan's op-level selective checkpointing keeps (`op`, every layer). The optimal
 // plan is chosen by dynamic programming over the layer graph (Boost.Graph): least
 // recompute FLOPs whose kept and transient activations fit a memory budget.
 // `full` is a checkpoint segment per layer; `every:N` segments of N layers, all checkpointed but
@@ -22,8 +23,19 @@
 
 namespace trainsim {
 
-enum class LayerPolicy { keep, selective, checkpoint };
+// op: torchtitan's op-level selective checkpointing (model/costs.cpp says what it keeps).
+enum class LayerPolicy { keep, selective, op, checkpoint };
 const char* to_string(LayerPolicy policy);
+
+// A layer that is not checkpointed (keep, selective or op): what it keeps from its forward for
+// its backward, and what its backward re-materialises first with which work (nothing for keep).
+struct LayerRecompute {
+  double kept = 0;
+  double rematerialized = 0;
+  const Work* work = nullptr;
+  const char* what = "";  // names the re-materialised tensor and its recompute: "core", "ops"
+};
+LayerRecompute layer_recompute(const LayerCosts& layer, LayerPolicy policy);
 
 struct RecomputeSegment {
   long long first = 0;
@@ -32,10 +44,10 @@ struct RecomputeSegment {
 };
 
 struct RecomputePlan {
-  std::string strategy;                  // none, selective, full, every:N, optimal
+  std::string strategy;                  // none, selective, op, full, every:N, optimal
   std::vector<RecomputeSegment> segments;
   long long checkpointed_layers = 0;
-  long long selective_layers = 0;
+  long long selective_layers = 0;       // selective or op
   double kept_bytes = 0;                 // layer activations held after one micro-batch's forward
   double transient_bytes = 0;            // the most a recompute re-materialises at once
   double extra_flops = 0;                // recompute FLOPs per micro-batch

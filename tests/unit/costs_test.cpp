@@ -120,3 +120,26 @@ TEST_CASE("under tp_comm_overlap a block's parts add up to it and its GEMM chunk
   // Without the option no part exists.
   CHECK(whole.layer.attention_parts.column_chunk.kernel_set == -1);
 }
+
+TEST_CASE("op-level selective checkpointing keeps the input, Q, V, the attention output, the gate and the down output") {
+  // torchtitan's policy (selective_ac_option = "op") on tiny-llama (h = 256, f = 688, 8 heads of
+  // 32, 2 KV heads: q = 256, kv = 64), 2 sequences of 128 tokens (T = 256), bf16, FlashAttention.
+  // Its matmuls run wq, wk, wv, wo, w1, w3, w2; every other one is saved: wq (Q, 2 T q), wv
+  // (V, 2 T kv), w1 (the gate, 2 T f), w2 (the down projection's output, 2 T h). Also kept: the
+  // block's input (2 T h) and FlashAttention's output (2 T q) with its fp32 log-sum-exp (4 T x 8).
+  const ModelSpec llama = model("tiny-llama");
+  const double T = 256, h = 256, f = 688, q = 256, kv = 64, heads = 8;
+  const ModelCosts costs = compute_costs(llama, 2, 128, Precision::bf16, Precision::fp32, true);
+  const LayerActivations& act = costs.layer.activations;
+  CHECK(act.op_saved == doctest::Approx(2 * T * h + 2 * T * q + 2 * T * kv + (2 * T * q + 4 * T * heads) + 2 * T * f +
+                                        2 * T * h));
+  // Of the 13 T h + 6 T f kept without recompute (the test above), backward re-materialises all
+  // but the input, Q, V, the attention output and the gate.
+  CHECK(act.op_rematerialized ==
+        doctest::Approx(13 * T * h + 6 * T * f - (2 * T * h + 2 * T * q + 2 * T * kv + 2 * T * q + 2 * T * f)));
+  // Recomputed matmuls: K (2 T h kv), the output projection (2 T q h) and the up projection (2 T h f).
+  CHECK(costs.layer.op_recompute.flops == doctest::Approx(2 * T * h * kv + 2 * T * q * h + 2 * T * h * f));
+  const KernelSet& kernels = costs.kernel_sets.at(static_cast<std::size_t>(costs.layer.op_recompute.kernel_set));
+  CHECK(kernels.flops() == doctest::Approx(costs.layer.op_recompute.flops));
+  CHECK(costs.layer.op_recompute.bytes == doctest::Approx(kernels.bytes()));
+}

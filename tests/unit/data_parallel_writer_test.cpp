@@ -126,6 +126,29 @@ TEST_CASE("gradients are all-reduced in buckets once per step, after the last mi
   CHECK(program.ops.back().deps.size() == collectives.size());
 }
 
+TEST_CASE("op-level recompute keeps op_saved per layer and re-materialises the rest before each layer's backward") {
+  const Scenario scenario = tiny_scenario({"memory.recompute=op"});
+  const ModelSpec model = tiny_model(scenario);
+  const Program& program = build_workload(scenario, model, 0).workload.program(0);
+  const ModelCosts costs = compute_costs(model, 2, 256, Precision::bf16, Precision::fp32, true);
+  const LayerActivations& act = costs.layer.activations;
+  std::vector<double> kept, rematerialized;
+  for (std::size_t i = 0; i < program.ops.size(); ++i) {
+    const Op& op = program.ops[i];
+    if (op.kind == OpKind::alloc && op.tensor.front() == 'L' && op.tensor.find(".act.") != std::string::npos)
+      kept.push_back(op.bytes);  // a layer's, not the embedding's or the head's
+    if (op.kind == OpKind::alloc && op.tensor.find(".ops.") != std::string::npos) {
+      rematerialized.push_back(op.bytes);
+      // The recompute follows its tensor, as a recompute-phase op of the layer's forward work.
+      const Op& recompute = program.ops.at(i + 1);
+      CHECK(recompute.phase == Phase::recompute);
+      CHECK(recompute.flops == doctest::Approx(costs.layer.op_recompute.flops));
+    }
+  }
+  CHECK(kept == std::vector<double>(4, act.op_saved));
+  CHECK(rematerialized == std::vector<double>(4, act.op_rematerialized));
+}
+
 TEST_CASE("a single replica has no all-reduce") {
   const Scenario scenario = tiny_scenario({"parallel.dp=1", "training.global_batch=2"});
   const Workload workload = build_workload(scenario, tiny_model(scenario), 0).workload;

@@ -128,3 +128,24 @@ TEST_CASE("an impossible budget falls back to full recompute and says so") {
   CHECK_FALSE(plan.fits_budget);
   CHECK(plan.checkpointed_layers == 96);
 }
+
+TEST_CASE("recompute = op keeps what torchtitan's op-level checkpointing saves in every layer") {
+  const LayerCosts layer = gpt3_layer();
+  const LayerActivations& act = layer.activations;
+  const RecomputePlan op = plan_recompute(with_recompute("op"), 96, layer, 0);
+  REQUIRE(op.segments.size() == 1);
+  CHECK(op.segments[0].policy == LayerPolicy::op);
+  CHECK(op.selective_layers == 96);
+  CHECK(op.checkpointed_layers == 0);
+  CHECK(op.kept_bytes == doctest::Approx(96 * act.op_saved));
+  CHECK(op.transient_bytes == doctest::Approx(act.op_rematerialized));
+  CHECK(op.extra_flops == doctest::Approx(96 * layer.op_recompute.flops));
+  // GPT-3 without FlashAttention: the core is re-run too, so more than selective's FLOPs and less
+  // than full's; it keeps less than selective and more than full.
+  const RecomputePlan selective = plan_recompute(with_recompute("selective"), 96, layer, 0);
+  const RecomputePlan full = plan_recompute(with_recompute("full"), 96, layer, 0);
+  CHECK(op.extra_flops > selective.extra_flops);
+  CHECK(op.extra_flops < full.extra_flops);
+  CHECK(op.kept_bytes < selective.kept_bytes);
+  CHECK(op.kept_bytes > full.kept_bytes);
+}
