@@ -2,11 +2,13 @@
 
 namespace trainsim {
 
-RuntimeMemory runtime_memory(const Scenario& scenario, int communicators) {
+RuntimeMemory runtime_memory(const Scenario& scenario, int communicators, double activation_bytes) {
   RuntimeMemory memory;
   memory.cuda_context = scenario.cuda_context_bytes;
   memory.nccl_buffers =
       scenario.nccl_buffer_bytes >= 0 ? scenario.nccl_buffer_bytes : communicators * nccl_communicator_bytes;
+  if (scenario.tp_comm_overlap)
+    memory.userbuffers = tp_overlap_userbuffers * activation_bytes;
   return memory;
 }
 
@@ -26,6 +28,7 @@ int runtime_communicators(const Workload& workload, int rank, const RankCoords& 
 void allocate_runtime_memory(ProgramWriter& writer, const RuntimeMemory& memory) {
   writer.alloc("cuda-context", MemCategory::cuda_context, memory.cuda_context);
   writer.alloc("nccl-buffers", MemCategory::nccl_buffers, memory.nccl_buffers);
+  writer.alloc("tp-userbuffers", MemCategory::buffers, memory.userbuffers);
 }
 
 } // namespace trainsim

@@ -34,15 +34,23 @@ constexpr int nccl_channels = 16;
 constexpr double nccl_communicator_bytes =
     nccl_channels * (nccl_simple_buffer_bytes + nccl_ll_buffer_bytes + nccl_ll128_buffer_bytes);
 
+// Transformer Engine's userbuffers under comm.tp_comm_overlap: initialize_ub registers one
+// communicator per overlapped GEMM (4 ring exchanges, 2 pipelined reduce-scatters, 4 bulk
+// overlaps), each with a buffer of Megatron's input shape, (sequence x micro-batch / cp) x
+// hidden elements; allocated through PyTorch (category buffers), for the whole run.
+constexpr int tp_overlap_userbuffers = 10;
+
 struct RuntimeMemory {
   double cuda_context = 0;
   double nccl_buffers = 0;
-  double total() const { return cuda_context + nccl_buffers; }
+  double userbuffers = 0;
+  double total() const { return cuda_context + nccl_buffers + userbuffers; }
 };
 
 // A rank's runtime memory: `communicators` is how many NCCL communicators (and pipeline
-// neighbours) it connects to, from runtime_communicators.
-RuntimeMemory runtime_memory(const Scenario& scenario, int communicators);
+// neighbours) it connects to, from runtime_communicators; `activation_bytes` the hidden states
+// of a micro-batch on one rank (sequence x micro-batch / cp x hidden, what a userbuffer holds).
+RuntimeMemory runtime_memory(const Scenario& scenario, int communicators, double activation_bytes);
 
 // The communicators of `rank` (at `coords`) in a workload whose groups and bindings are laid
 // out: its groups with more than one member and the pipeline neighbours it sends to or receives

@@ -131,7 +131,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   workload.groups = groups.groups;
   std::vector<RuntimeMemory> runtime;
   for (int rank = 0; rank < layout.world(); ++rank)
-    runtime.push_back(runtime_memory(scenario, runtime_communicators(workload, rank, build.coords[rank], scenario)));
+    runtime.push_back(runtime_memory(scenario, runtime_communicators(workload, rank, build.coords[rank], scenario),
+                                     costs.layer.tp_collective_bytes));
   // What the tensors may take of the GPU for the optimal recompute budget: the runtime memory and
   // the allocator's reserve are not theirs (the first rank's runtime, as the budget is the first
   // pipeline stage's).

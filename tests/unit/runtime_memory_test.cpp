@@ -146,3 +146,21 @@ TEST_CASE("the optimal recompute budget leaves out the runtime memory and the re
   CHECK_FALSE(none.fits_budget);
   CHECK(none.checkpointed_layers == model.layers);
 }
+
+TEST_CASE("tp_comm_overlap holds Transformer Engine's ten userbuffers of a micro-batch's hidden states") {
+  // initialize_ub registers 10 communicators (ring exchange: qkv_fprop, fc1_fprop, proj_dgrad,
+  // fc2_dgrad; pipeline: proj_fprop, fc2_fprop; bulk: qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad),
+  // each with a buffer of Megatron's shape (seq_length x micro_batch_size / cp, hidden): tiny-gpt
+  // (h = 256), 512 x 2 tokens in bf16: 10 x 1,024 x 256 x 2 bytes.
+  const Scenario scenario = scenario_with({"parallel.tp=2", "parallel.sp=true", "parallel.dp=2",
+                                           "comm.tp_comm_overlap=true"});
+  const ModelSpec model = load_model(scenario.model_file, scenario.vocab_multiple);
+  const WorkloadBuild build = build_workload(scenario, model, 0);
+  double userbuffers = 0;
+  for (const Op& op : build.workload.program(0).ops)
+    if (op.kind == OpKind::alloc && op.tensor == "tp-userbuffers")
+      userbuffers += op.bytes;
+  CHECK(userbuffers == 10.0 * 1024 * 256 * 2);
+  const Scenario without = scenario_with({"parallel.tp=2", "parallel.sp=true", "parallel.dp=2"});
+  CHECK(runtime_memory(without, 1, 1e6).userbuffers == 0);
+}
