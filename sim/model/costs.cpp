@@ -32,7 +32,6 @@ struct KernelShapes {
   bool sp;
   double e, g;  // bytes of an activation and of a gradient element
   bool flash_attention;
-  bool tp_comm_overlap;
 };
 
 // Appends kernels to a list; GEMMs from their shapes, the rest from the bytes they move.
@@ -103,36 +102,43 @@ Kernel gemm_chunk(Kernel gemm, double chunks, double element_bytes) {
 // The parts of a sub-block whose kernels are `forward` and `backward` (in launch order) and whose
 // roofline works are `whole_forward` and `whole_backward`: `column` and `row` name its
 // column- and row-parallel GEMMs. Timed by kernels, a part is its kernels (a chunk re-reads
-// the GEMM's weight). Timed as a roofline, the piece is one kernel: a part takes the share of its
-// FLOPs and bytes that its kernels have of the piece's FLOPs, so that the parts add up to it.
-OverlapParts overlap_parts(ModelCosts& costs, const std::string& name, const std::vector<Kernel>& forward,
-                           const std::vector<Kernel>& backward, const Work& whole_forward, const Work& whole_backward,
-                           const std::string& column, const std::string& row, double tp, double element_bytes) {
-  const auto part = [&](const Work& whole, const std::vector<Kernel>& all, const std::string& part_name,
-                        std::vector<Kernel> kernels) {
-    const double share = KernelSet{"", kernels}.flops() / KernelSet{"", all}.flops();
-    Work work{whole.flops * share, whole.bytes * share};
+// the GEMM's weight). Timed as a roofline, the piece is one kernel of model FLOPs: a GEMM part
+// takes its GEMM's FLOPs (the same in both), what lies between the rest (the attention core,
+// counted whole as the roofline counts it), the memory-bound parts none, and each part the
+// piece's bytes in its share of the FLOPs, so that the parts add up to the piece.
+BlockParts block_parts(ModelCosts& costs, const std::string& name, const std::vector<Kernel>& forward,
+                       const std::vector<Kernel>& backward, const Work& whole_forward, const Work& whole_backward,
+                       const std::string& column, const std::string& row, double tp, double element_bytes) {
+  const auto part = [&](const Work& whole, double flops, const std::string& part_name, std::vector<Kernel> kernels) {
+    Work work{flops, whole.flops > 0 ? whole.bytes * flops / whole.flops : 0.0};
     attach(costs, work, name + part_name, std::move(kernels));
     return work;
   };
-  const auto chunk = [&](const Work& whole, const std::vector<Kernel>& all, const Kernel& gemm, double chunks) {
-    return part(whole, all, "." + gemm.name + ".chunk", {gemm_chunk(gemm, chunks, element_bytes)});
+  const auto gemm = [&](const Work& whole, const Kernel& kernel, double chunks = 1) {
+    const Kernel piece = chunks > 1 ? gemm_chunk(kernel, chunks, element_bytes) : kernel;
+    return part(whole, piece.flops, "." + piece.name, {piece});
   };
   const auto f = cut_at(forward, {column, row});
   const auto b = cut_at(backward, {row + ".dgrad", row + ".wgrad", column + ".dgrad", column + ".wgrad"});
-  OverlapParts parts;
-  parts.before = part(whole_forward, forward, ".fwd.before", f[0]);
-  parts.column_chunk = chunk(whole_forward, forward, f[1].at(0), tp);
-  parts.between = part(whole_forward, forward, ".fwd.between", f[2]);
-  parts.row_chunk = chunk(whole_forward, forward, f[3].at(0), tp_overlap_pipeline_splits);
-  parts.after = part(whole_forward, forward, ".fwd.after", f[4]);
-  parts.after_back = part(whole_backward, backward, ".bwd.after", b[0]);
-  parts.row_dgrad_chunk = chunk(whole_backward, backward, b[1].at(0), tp);
-  parts.row_wgrad = part(whole_backward, backward, "." + row + ".wgrad", b[3]);
-  parts.between_back = part(whole_backward, backward, ".bwd.between", b[4]);
-  parts.column_dgrad = part(whole_backward, backward, "." + column + ".dgrad", b[5]);
-  parts.column_wgrad = part(whole_backward, backward, "." + column + ".wgrad", b[7]);
-  parts.before_back = part(whole_backward, backward, ".bwd.before", b[8]);
+  const Kernel &column_gemm = f[1].at(0), &row_gemm = f[3].at(0);
+  const Kernel &row_dgrad = b[1].at(0), &row_wgrad = b[3].at(0), &column_dgrad = b[5].at(0), &column_wgrad = b[7].at(0);
+  BlockParts parts;
+  parts.before = part(whole_forward, 0, ".fwd.before", f[0]);
+  parts.column_chunk = gemm(whole_forward, column_gemm, tp);
+  parts.between = part(whole_forward, whole_forward.flops - column_gemm.flops - row_gemm.flops, ".fwd.between", f[2]);
+  parts.row_chunk = gemm(whole_forward, row_gemm, tp_overlap_pipeline_splits);
+  parts.after = part(whole_forward, 0, ".fwd.after", f[4]);
+  parts.after_back = part(whole_backward, 0, ".bwd.after", b[0]);
+  parts.row_dgrad = gemm(whole_backward, row_dgrad);
+  parts.row_dgrad_chunk = gemm(whole_backward, row_dgrad, tp);
+  parts.row_wgrad = gemm(whole_backward, row_wgrad);
+  parts.between_back = part(whole_backward,
+                            whole_backward.flops - row_dgrad.flops - row_wgrad.flops - column_dgrad.flops -
+                                column_wgrad.flops,
+                            ".bwd.between", b[4]);
+  parts.column_dgrad = gemm(whole_backward, column_dgrad);
+  parts.column_wgrad = gemm(whole_backward, column_wgrad);
+  parts.before_back = part(whole_backward, 0, ".bwd.before", b[8]);
   return parts;
 }
 
@@ -255,12 +261,12 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   const std::vector<Kernel> op_recompute_k = op_recompute.take();
   layer.op_recompute.bytes = KernelSet{"", op_recompute_k}.bytes();
   attach(costs, layer.op_recompute, "layer.op-recompute", op_recompute_k);
-  if (k.tp_comm_overlap) {
-    layer.attention_parts = overlap_parts(costs, "layer.attention", joined(pre_k, core_k, post_k),
-                                          joined(post_back_k, core_back_k, pre_back_k), layer.attention_forward,
-                                          layer.attention_backward, "qkv", "out", t, e);
-    layer.mlp_parts = overlap_parts(costs, "layer.mlp", mlp_k, mlp_back_k, layer.mlp_forward, layer.mlp_backward, "fc1",
-                                    "fc2", t, e);
+  if (t > 1) {
+    layer.attention_parts = block_parts(costs, "layer.attention", joined(pre_k, core_k, post_k),
+                                        joined(post_back_k, core_back_k, pre_back_k), layer.attention_forward,
+                                        layer.attention_backward, "qkv", "out", t, e);
+    layer.mlp_parts = block_parts(costs, "layer.mlp", mlp_k, mlp_back_k, layer.mlp_forward, layer.mlp_backward, "fc1",
+                                  "fc2", t, e);
   }
   if (cp > 1) {
     // Ring attention: the local block of the core runs before K and V arrive; the other cp - 1
@@ -447,7 +453,7 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   const double whole_layer = (qkv_flops + core_flops + out_flops + mlp_flops) * t * cp;
   costs.model_flops_per_micro_batch =
       3 * (static_cast<double>(m.layers) * whole_layer + costs.head_forward.flops * t * cp);
-  describe_kernels(costs, KernelShapes{m, b, s, t, cp, sharding.sp, e, g, flash_attention, sharding.tp_comm_overlap});
+  describe_kernels(costs, KernelShapes{m, b, s, t, cp, sharding.sp, e, g, flash_attention});
   return costs;
 }
 

@@ -35,17 +35,17 @@ struct LayerActivations {
 // num_splits for the "pipeline" method; the ring exchange splits into tp chunks).
 constexpr int tp_overlap_pipeline_splits = 4;
 
-// A sub-block (attention or MLP) cut around its tensor-parallel collectives, for communication
-// overlapped with GEMMs (comm.tp_comm_overlap, sequence parallelism): in forward, what precedes
-// the column-parallel GEMM (the norm), that GEMM (QKV, FC1) as one of tp chunks of the tokens,
-// what lies between, the row-parallel GEMM (output projection, FC2) as one of
-// tp_overlap_pipeline_splits chunks, what follows; in backward the reverse, each GEMM as its
-// input-gradient (dgrad) and weight-gradient (wgrad) GEMMs, the row dgrad as one of tp chunks.
-// Timed as a roofline the parts add up to the sub-block; timed by kernels, each part is its
-// kernels (a chunk re-reads the GEMM's weight, memory-bound parts add their own time).
-struct OverlapParts {
+// A sub-block (attention or MLP) under tensor parallelism cut around its collectives: in forward,
+// what precedes the column-parallel GEMM (the norm), that GEMM (QKV, FC1) as one of tp chunks of
+// the tokens (comm.tp_comm_overlap's ring exchange), what lies between, the row-parallel GEMM
+// (output projection, FC2) as one of tp_overlap_pipeline_splits chunks, what follows; in
+// backward the reverse, each GEMM as its input-gradient (dgrad) and weight-gradient (wgrad)
+// GEMMs, the row dgrad whole and as one of tp chunks. Timed as a roofline the parts add up to
+// the sub-block; timed by kernels each part is its kernels (a chunk re-reads the GEMM's weight,
+// memory-bound parts add their own time).
+struct BlockParts {
   Work before, column_chunk, between, row_chunk, after;
-  Work after_back, row_dgrad_chunk, row_wgrad, between_back, column_dgrad, column_wgrad, before_back;
+  Work after_back, row_dgrad, row_dgrad_chunk, row_wgrad, between_back, column_dgrad, column_wgrad, before_back;
 };
 
 // Each Work also names its kernels in ModelCosts::kernel_sets.
@@ -61,7 +61,7 @@ struct LayerCosts {
   // Context parallelism: the attention's pieces before and after the other ranks' K and V arrive.
   Work attention_forward_local, attention_forward_ring;
   Work attention_backward_local, attention_backward_ring;
-  OverlapParts attention_parts, mlp_parts;  // with Sharding::tp_comm_overlap only
+  BlockParts attention_parts, mlp_parts;  // with tensor parallelism only
   LayerActivations activations;
   double parameters = 0;       // held by one rank (matmuls split over tp, norms replicated)
   double tp_collective_bytes = 0;  // the activation a TP all-reduce (or SP all-gather) carries
@@ -75,7 +75,6 @@ struct Sharding {
   long long tp = 1;
   bool sp = false;
   long long cp = 1;
-  bool tp_comm_overlap = false;  // also cut each sub-block into its OverlapParts
 };
 
 struct ModelCosts {

@@ -474,7 +474,7 @@ private:
     if (states_.offloads_weights())
       return;  // updated in host memory, where the next gathers read them
     const OpId upload = copy(node_cpu, true, param_bytes, "h2d.params", updated);
-    if (states_.gathers_after_step)
+    if (states_.gathers_after_step && updated_parameters_.empty())
       gather_updated_parameters(upload);
   }
 

@@ -169,8 +169,11 @@ private:
   // What piece `piece` of a step's chunk (in forward order) waits for besides `deps`: its bucket's
   // all-gather, in the first micro-batch.
   std::vector<OpId> updated(const PipelineStep& step, std::size_t piece, std::vector<OpId> deps) const {
-    if (step.micro_batch == 0 && !updated_parameters_.empty())
-      deps.push_back(updated_parameters_.at(static_cast<std::size_t>(step.chunk)).at(piece));
+    if (step.micro_batch == 0 && !updated_parameters_.empty()) {
+      const std::vector<OpId>& chunk = updated_parameters_.at(static_cast<std::size_t>(step.chunk));
+      if (!chunk.empty())
+        deps.push_back(chunk.at(piece));
+    }
     return deps;
   }
 

@@ -105,15 +105,18 @@ std::vector<OpId> ProgramWriter::parameter_gathers(const ParameterGatherPlan& pl
   return waits;
 }
 
-std::vector<double> bucket_sizes(double bytes, double bucket) {
-  std::vector<double> sizes;
-  for (; bytes > 0; bytes -= sizes.back())
-    sizes.push_back(std::min(bytes, bucket));
-  return sizes;
-}
-
 // Byte counts are sums of parameter counts times element sizes: compared with a relative tolerance.
 constexpr double bucket_tolerance = 1e-12;
+
+std::vector<double> bucket_sizes(double bytes, double bucket) {
+  std::vector<double> sizes;
+  const double total = bytes;
+  for (; bytes > total * bucket_tolerance; bytes -= sizes.back())
+    sizes.push_back(std::min(bytes, bucket));
+  if (!sizes.empty())
+    sizes.back() += bytes;  // a rounding residue is no bucket of its own
+  return sizes;
+}
 
 ParameterGatherPlan plan_parameter_gathers(const std::vector<double>& piece_parameters, double bucket_parameters) {
   ParameterGatherPlan plan;
@@ -123,6 +126,8 @@ ParameterGatherPlan plan_parameter_gathers(const std::vector<double>& piece_para
   std::vector<double> backward_order = bucket_sizes(total, bucket_parameters);
   plan.bucket_parameters.assign(backward_order.rbegin(), backward_order.rend());
   const auto buckets = static_cast<long long>(backward_order.size());
+  if (buckets == 0)
+    return plan;  // nothing to gather
   // A piece ending `end` parameters into the forward starts total - end into the backward, in
   // backward bucket floor((total - end) / bucket): the furthest forward bucket it needs.
   double end = 0;
@@ -252,7 +257,7 @@ OpId LayerOps::pipelined_reduce_scatter(const std::string& name, const Work& chu
   return reduced;
 }
 
-OpId LayerOps::overlapped_forward(const std::string& name, const OverlapParts& parts, std::vector<OpId> deps,
+OpId LayerOps::overlapped_forward(const std::string& name, const BlockParts& parts, std::vector<OpId> deps,
                                   Phase phase) {
   const OpId normed = w_.compute(name + ".before", parts.before, phase, std::move(deps));
   const OpId column = ring_exchange(name + ".column", parts.column_chunk, normed, phase);
@@ -261,19 +266,23 @@ OpId LayerOps::overlapped_forward(const std::string& name, const OverlapParts& p
   return w_.compute(name + ".after", parts.after, phase, {reduced});
 }
 
-OpId LayerOps::overlapped_backward(const std::string& name, const OverlapParts& parts, std::vector<OpId> deps) {
+OpId LayerOps::block_backward(const std::string& name, const BlockParts& parts, std::vector<OpId> deps) {
   const Phase phase = Phase::backward;
   const OpId after = w_.compute(name + ".after", parts.after_back, phase, std::move(deps));
-  const OpId row_dgrad = ring_exchange(name + ".row-dgrad", parts.row_dgrad_chunk, after, phase);
+  const OpId row_dgrad =
+      groups_.tp_comm_overlap
+          ? ring_exchange(name + ".row-dgrad", parts.row_dgrad_chunk, after, phase)
+          : w_.compute(name + ".row-dgrad", parts.row_dgrad, phase, gather_input(name + ".row-dgrad", {after}));
   const OpId row_wgrad = w_.compute(name + ".row-wgrad", parts.row_wgrad, phase, {row_dgrad});
   const OpId between = w_.compute(name + ".between", parts.between_back, phase, {row_wgrad});
-  const double bytes = costs_.layer.tp_collective_bytes;
-  const OpId input = w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, bytes,
-                                   name + ".input-allgather", {between});
+  std::vector<OpId> wgrad_deps;
+  if (groups_.sp)
+    wgrad_deps.push_back(w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp,
+                                       costs_.layer.tp_collective_bytes, name + ".input-allgather", {between}));
   const OpId column_dgrad = w_.compute(name + ".column-dgrad", parts.column_dgrad, phase, {between});
-  const OpId reduced = w_.collective(Stream::tp_comm, Collective::reduce_scatter, groups_.tp, bytes,
-                                     name + ".sp-reducescatter", {column_dgrad});
-  const OpId column_wgrad = w_.compute(name + ".column-wgrad", parts.column_wgrad, phase, {column_dgrad, input});
+  const OpId reduced = reduce_output(name + ".column-dgrad", column_dgrad);
+  wgrad_deps.insert(wgrad_deps.begin(), column_dgrad);
+  const OpId column_wgrad = w_.compute(name + ".column-wgrad", parts.column_wgrad, phase, std::move(wgrad_deps));
   return w_.compute(name + ".before", parts.before_back, phase, {column_wgrad, reduced});
 }
 
@@ -295,9 +304,9 @@ OpId LayerOps::backward(const std::string& name, std::vector<OpId> deps) {
   const LayerCosts& layer = costs_.layer;
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.backward, Phase::backward, std::move(deps));
-  if (groups_.tp_comm_overlap) {
-    const OpId mlp_done = overlapped_backward(name + ".mlp", layer.mlp_parts, std::move(deps));
-    return overlapped_backward(name + ".attn", layer.attention_parts, {mlp_done});
+  if (groups_.cp < 0) {
+    const OpId mlp_done = block_backward(name + ".mlp", layer.mlp_parts, std::move(deps));
+    return block_backward(name + ".attn", layer.attention_parts, {mlp_done});
   }
   // Backward runs the MLP first; each part's input gradient is reduced over tp.
   const OpId mlp_done =

@@ -21,7 +21,8 @@ struct ParameterGatherPlan {
   std::vector<double> bucket_parameters;  // in the order the forward needs them
   std::vector<std::size_t> waits_for;     // per piece, in forward order: the last bucket it needs
 };
-// `piece_parameters`: the chunk's pieces (embedding, layers, head) in forward order.
+// `piece_parameters`: the chunk's pieces (embedding, layers, head) in forward order; no bucket
+// and no wait when they hold no parameters.
 ParameterGatherPlan plan_parameter_gathers(const std::vector<double>& piece_parameters, double bucket_parameters);
 
 class ProgramWriter {
@@ -133,14 +134,17 @@ enum PeerSlot : int { previous_stage_slot, next_stage_slot, tp_previous_slot, tp
 // collectives between their parts (all-reduce, or all-gather and reduce-scatter under sequence
 // parallelism) and the context-parallel exchange of K and V overlapping the attention.
 // Each returns the op that completes the piece; `deps` gate its first op.
-// Under comm.tp_comm_overlap a layer's sub-blocks run as Transformer Engine's userbuffers run them
+// A tensor-parallel sub-block's backward runs as Megatron's column-parallel linear runs it
+// (LinearWithGradAccumulationAndAsyncCommunication, Transformer Engine's Linear): the input
+// gradient of its column-parallel GEMM is reduced (all-reduce, or reduce-scatter under SP)
+// beside the weight-gradient GEMM, and under SP the GEMM's input, which forward kept
+// sequence-split, is all-gathered again beside the input-gradient GEMM.
+// Under comm.tp_comm_overlap the sub-blocks run as Transformer Engine's userbuffers run them
 // (initialize_ub's default methods): the all-gather before a column-parallel GEMM (QKV, FC1 in
 // forward; the output projection's and FC2's input gradients in backward) is a ring exchange
 // with the tp neighbours, each of tp chunks of tokens computed once it has arrived while the next
-// travels; the reduce-scatter after a row-parallel GEMM is pipelined over its chunks; in the
-// backward of a column-parallel GEMM the input, which forward kept sequence-split, is
-// all-gathered again beside the input-gradient GEMM, and that gradient is reduce-scattered beside
-// the weight-gradient GEMM ("bulk" overlap).
+// travels; the reduce-scatter after a row-parallel GEMM is pipelined over its chunks; the
+// backward's overlaps above are its "bulk" ones.
 class LayerOps {
 public:
   LayerOps(ProgramWriter& writer, const ModelCosts& costs, const ModelParallelGroups& groups)
@@ -159,9 +163,10 @@ private:
   // After a part whose output is a partial sum over tp: all-reduce it (reduce-scatter under SP).
   OpId reduce_output(const std::string& name, OpId producer);
   OpId attention(const std::string& name, std::vector<OpId> deps, Phase phase, bool backward);
-  // comm.tp_comm_overlap: a sub-block's forward and backward from its OverlapParts.
-  OpId overlapped_forward(const std::string& name, const OverlapParts& parts, std::vector<OpId> deps, Phase phase);
-  OpId overlapped_backward(const std::string& name, const OverlapParts& parts, std::vector<OpId> deps);
+  // comm.tp_comm_overlap: a sub-block's forward from its BlockParts.
+  OpId overlapped_forward(const std::string& name, const BlockParts& parts, std::vector<OpId> deps, Phase phase);
+  // A tensor-parallel sub-block's backward from its BlockParts (without context parallelism).
+  OpId block_backward(const std::string& name, const BlockParts& parts, std::vector<OpId> deps);
   // The gathered input's tp chunks arriving around the ring, each `chunk` of work computed on one
   // once it is here; returns the last chunk's op.
   OpId ring_exchange(const std::string& name, const Work& chunk, OpId ready, Phase phase);

@@ -109,7 +109,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   const Layout& layout = build.layout;
   LayoutGroups groups = groups_of(layout);
   const std::vector<int> tied = embedding_groups(scenario, model, layout, groups);
-  const Sharding sharding{scenario.tp, scenario.sp, scenario.cp, scenario.tp_comm_overlap};
+  const Sharding sharding{scenario.tp, scenario.sp, scenario.cp};
   const ModelCosts costs = compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
                                          scenario.grad_precision, scenario.flash_attention, sharding);
   build.states = plan_model_states(scenario, scenario.dp * scenario.cp);

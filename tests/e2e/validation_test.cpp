@@ -111,22 +111,20 @@ TEST_CASE("Megatron's overlap_param_gather hides the parameter all-gathers behin
 }
 
 TEST_CASE("tp_comm_overlap hides most tensor-parallel communication behind the GEMMs") {
-  // Llama 3 8B on tp 8 with sequence parallelism. Without overlap every all-gather and
-  // reduce-scatter stands between two kernels: all of it is exposed. With Transformer Engine's
-  // userbuffers each runs in chunks beside a GEMM, and backward all-gathers each column-parallel
-  // GEMM's input again (forward kept it sequence-split): per layer and micro-batch, forward moves
-  // the same 4 x (7/8) B per rank as before (B the b x s x h tensor; a ring exchange passes 7
-  // chunks of B / 8), backward 6 x (7/8) B instead of 4. The embedding and the head move 4 x (7/8) B
-  // either way. Over 32 layers: (32 x 10 + 4) / (32 x 8 + 4) of the bytes, but only a fraction of
-  // them exposed.
+  // Llama 3 8B on tp 8 with sequence parallelism. Without userbuffers, Megatron already reduces
+  // each column GEMM's input gradient beside its weight-gradient GEMM and gathers its input
+  // again beside its input-gradient GEMM; the forward's all-gathers and reduce-scatters and the
+  // backward's gathers of the output gradient stand between kernels, exposed: over half of the
+  // time. With Transformer Engine's userbuffers those run in chunks beside the GEMMs too, moving
+  // the same bytes (a ring exchange passes 7 chunks of B / 8 where an all-gather moves 7/8 B).
   const std::string tp8 = "--set model.name=llama3-8b --set parallel.dp=2 --set parallel.tp=8 --set parallel.sp=true "
                           "--set training.seq_len=4096 --set training.micro_batch=1 --set training.global_batch=4 ";
   const json blocking = run("tp_blocking", tp8);
   const json overlapped = run("tp_overlapped", tp8 + "--set comm.tp_comm_overlap=true");
   const json& blocking_tp = blocking["time"]["comm"]["tp"];
   const json& overlapped_tp = overlapped["time"]["comm"]["tp"];
-  CHECK(blocking_tp["exposed_s"].get<double>() == doctest::Approx(blocking_tp["total_s"].get<double>()));
-  CHECK(overlapped_tp["bytes"].get<double>() == doctest::Approx(blocking_tp["bytes"].get<double>() * 324 / 260));
+  CHECK(blocking_tp["exposed_s"].get<double>() > 0.5 * blocking_tp["total_s"].get<double>());
+  CHECK(overlapped_tp["bytes"].get<double>() == doctest::Approx(blocking_tp["bytes"].get<double>()));
   CHECK(overlapped_tp["exposed_s"].get<double>() < 0.3 * blocking_tp["exposed_s"].get<double>());
   CHECK(overlapped["step_time_s"].get<double>() < blocking["step_time_s"].get<double>());
 }

@@ -78,32 +78,35 @@ TEST_CASE("an Adam step moves about 30 bytes per parameter in bf16 with fp32 gra
   CHECK(optimizer_step_work(1e9, Precision::fp32, Precision::fp32).bytes == doctest::Approx(28e9));
 }
 
-TEST_CASE("under tp_comm_overlap a block's parts add up to it and its GEMM chunks are slices of the tokens") {
+TEST_CASE("under tensor parallelism a block's parts add up to it and its GEMM chunks are slices of the tokens") {
   // Llama 3 8B, one sequence of 8,192 tokens, tp 8 with sequence parallelism. Per rank QKV maps
   // h = 4,096 to (4,096 + 2 x 1,024) / 8 = 768 features, the output projection 4,096 / 8 = 512
   // back to 4,096. The ring exchange computes QKV on 8,192 / 8 = 1,024 tokens at a time, the
   // pipelined reduce-scatter the projection on 8,192 / 4 = 2,048.
   const ModelSpec llama = model("llama3-8b");
-  const ModelCosts whole = compute_costs(llama, 1, 8192, Precision::bf16, Precision::fp32, true, {8, true, 1});
-  const ModelCosts split = compute_costs(llama, 1, 8192, Precision::bf16, Precision::fp32, true, {8, true, 1, true});
-  const LayerCosts& layer = split.layer;
-  CHECK(layer.attention_forward.flops == whole.layer.attention_forward.flops);  // the parts come beside the blocks
-  const auto forward = [](const OverlapParts& p, double chunks_of_column, double chunks_of_row, double Work::*field) {
-    return p.before.*field + chunks_of_column * p.column_chunk.*field + p.between.*field +
-           chunks_of_row * p.row_chunk.*field + p.after.*field;
+  const ModelCosts costs = compute_costs(llama, 1, 8192, Precision::bf16, Precision::fp32, true, {8, true, 1});
+  const LayerCosts& layer = costs.layer;
+  const auto forward = [](const BlockParts& p, double Work::*field) {
+    return p.before.*field + 8 * p.column_chunk.*field + p.between.*field + 4 * p.row_chunk.*field + p.after.*field;
   };
-  const auto backward = [](const OverlapParts& p, double chunks_of_row, double Work::*field) {
-    return p.after_back.*field + chunks_of_row * p.row_dgrad_chunk.*field + p.row_wgrad.*field +
-           p.between_back.*field + p.column_dgrad.*field + p.column_wgrad.*field + p.before_back.*field;
+  const auto backward = [](const BlockParts& p, double Work::*field) {
+    return p.after_back.*field + p.row_dgrad.*field + p.row_wgrad.*field + p.between_back.*field +
+           p.column_dgrad.*field + p.column_wgrad.*field + p.before_back.*field;
   };
   for (double Work::*field : {&Work::flops, &Work::bytes}) {
-    CHECK(forward(layer.attention_parts, 8, 4, field) == doctest::Approx(layer.attention_forward.*field));
-    CHECK(forward(layer.mlp_parts, 8, 4, field) == doctest::Approx(layer.mlp_forward.*field));
-    CHECK(backward(layer.attention_parts, 8, field) == doctest::Approx(layer.attention_backward.*field));
-    CHECK(backward(layer.mlp_parts, 8, field) == doctest::Approx(layer.mlp_backward.*field));
+    CHECK(forward(layer.attention_parts, field) == doctest::Approx(layer.attention_forward.*field));
+    CHECK(forward(layer.mlp_parts, field) == doctest::Approx(layer.mlp_forward.*field));
+    CHECK(backward(layer.attention_parts, field) == doctest::Approx(layer.attention_backward.*field));
+    CHECK(backward(layer.mlp_parts, field) == doctest::Approx(layer.mlp_backward.*field));
+    CHECK(8 * layer.attention_parts.row_dgrad_chunk.*field == doctest::Approx(layer.attention_parts.row_dgrad.*field));
   }
+  // As a roofline each GEMM part is its GEMM's FLOPs and the attention core is counted whole
+  // (4 b s^2 q / t, the convention of the model FLOPs): 4 x 8,192^2 x 512.
+  CHECK(8 * layer.attention_parts.column_chunk.flops == doctest::Approx(2.0 * 8192 * 4096 * 768));
+  CHECK(layer.attention_parts.between.flops == doctest::Approx(4.0 * 8192 * 8192 * 512));
+  CHECK(layer.attention_parts.before.flops == 0);
   const auto only_kernel = [&](const Work& work) {
-    const KernelSet& set = split.kernel_sets.at(static_cast<std::size_t>(work.kernel_set));
+    const KernelSet& set = costs.kernel_sets.at(static_cast<std::size_t>(work.kernel_set));
     REQUIRE(set.kernels.size() == 1);
     return set.kernels.front();
   };
@@ -117,8 +120,9 @@ TEST_CASE("under tp_comm_overlap a block's parts add up to it and its GEMM chunk
   const Kernel out_dgrad = only_kernel(layer.attention_parts.row_dgrad_chunk);
   CHECK((out_dgrad.name == "out.dgrad.chunk" && out_dgrad.m == 1024 && out_dgrad.n == 512 && out_dgrad.k == 4096));
   CHECK(only_kernel(layer.mlp_parts.column_wgrad).name == "fc1.wgrad");
-  // Without the option no part exists.
-  CHECK(whole.layer.attention_parts.column_chunk.kernel_set == -1);
+  // Without tensor parallelism no part exists.
+  const ModelCosts single = compute_costs(llama, 1, 8192, Precision::bf16, Precision::fp32, true);
+  CHECK(single.layer.attention_parts.column_chunk.kernel_set == -1);
 }
 
 TEST_CASE("op-level selective checkpointing keeps the input, Q, V, the attention output, the gate and the down output") {

@@ -382,6 +382,10 @@ TEST_CASE("overlapped parameter all-gathers run from the step's start, each forw
   CHECK(plan.bucket_parameters == std::vector<double>{20, 50, 50});
   CHECK(plan.waits_for == std::vector<std::size_t>{0, 1, 1, 2, 2});
   CHECK(plan_parameter_gathers({10, 30}, 1e300).waits_for == std::vector<std::size_t>{0, 0});
+  // 0.1 + 0.2 is 0.30000000000000004 in doubles: three buckets of 0.1, not a fourth of the residue.
+  CHECK(plan_parameter_gathers({0.1, 0.2}, 0.1).bucket_parameters.size() == 3);
+  CHECK(plan_parameter_gathers({0.1, 0.2}, 0.1).waits_for == std::vector<std::size_t>{0, 2});
+  CHECK(plan_parameter_gathers({0, 0}, 10).bucket_parameters.empty());
 
   // tiny-llama in fp16 (2-byte parameters and gradients), 1 MB buckets = 500,000 parameters. In
   // forward order: the embedding (262,144 parameters), four layers of 692,736, the head (262,400);

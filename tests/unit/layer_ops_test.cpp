@@ -39,6 +39,16 @@ ModelCosts hand_made_costs() {
   layer.attention_forward_ring = {30, 3};
   layer.attention_backward_local = {140, 21};
   layer.attention_backward_ring = {60, 9};
+  // The blocks' parts under tensor parallelism (over 4 ranks where chunked), adding up to the
+  // blocks: attention forward 0 + 4 x 10 (the QKV chunks) + 30 + 4 x 5 (the output projection's)
+  // + 10 = 100; MLP forward 0 + 4 x 25 + 20 + 4 x 20 + 0 = 200; attention backward 10 + 40 (the
+  // projection's dgrad, or 4 chunks of 10) + 40 + 50 + 30 + 30 + 0 = 200; MLP backward 0 + 100
+  // (or 4 x 25) + 100 + 40 + 80 + 80 + 0 = 400. Bytes in the blocks' ratios: a tenth of the
+  // FLOPs forward, 0.15 backward.
+  layer.attention_parts = {{0, 0},     {10, 1},   {30, 3},   {5, 0.5}, {10, 1},   {10, 1.5}, {40, 6},
+                           {10, 1.5},  {40, 6},   {50, 7.5}, {30, 4.5}, {30, 4.5}, {0, 0}};
+  layer.mlp_parts = {{0, 0},    {25, 2.5},  {20, 2},  {20, 2}, {0, 0},   {0, 0},   {100, 15},
+                     {25, 3.75}, {100, 15}, {40, 6},  {80, 12}, {80, 12}, {0, 0}};
   layer.tp_collective_bytes = layer_output_bytes;
   layer.cp_kv_bytes = kv_bytes;
   costs.embedding_forward = {0, 50};
@@ -136,16 +146,22 @@ TEST_CASE("tensor parallelism all-reduces the attention and MLP outputs, b x s x
   CHECK(forward.returned == 4);
   check_adds_up_to(forward, {300, 30});
 
-  // Backward: the MLP's piece (400 FLOPs, 60 bytes), then the attention's (200, 30).
+  // Backward, MLP first, as Megatron's column-parallel linear runs it: the part after FC2 (op 1),
+  // FC2's dgrad (2) and wgrad (3), the activation's backward (4), FC1's dgrad (5), whose output
+  // is all-reduced (6) while FC1's wgrad (7) computes; the norm part (8) needs both.
   const Emitted backward = emit(Pass::backward, tp);
-  REQUIRE(backward.count() == 4);
-  check_compute(backward.op(1), 400, Phase::backward, {backward.input});
-  CHECK(backward.op(1).bytes == doctest::Approx(60));
-  check_collective(backward.op(2), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {1});
-  check_compute(backward.op(3), 200, Phase::backward, {2});
-  CHECK(backward.op(3).bytes == doctest::Approx(30));
-  check_collective(backward.op(4), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {3});
-  CHECK(backward.returned == 4);
+  REQUIRE(backward.count() == 16);
+  check_compute(backward.op(1), 0, Phase::backward, {backward.input});
+  check_compute(backward.op(2), 100, Phase::backward, {1});
+  check_compute(backward.op(3), 100, Phase::backward, {2});
+  check_compute(backward.op(4), 40, Phase::backward, {3});
+  check_compute(backward.op(5), 80, Phase::backward, {4});
+  check_collective(backward.op(6), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {5});
+  check_compute(backward.op(7), 80, Phase::backward, {5});
+  check_compute(backward.op(8), 0, Phase::backward, {7, 6});
+  check_compute(backward.op(9), 10, Phase::backward, {8});  // then the attention's, the same way
+  check_collective(backward.op(14), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {13});
+  CHECK(backward.returned == 16);
   check_adds_up_to(backward, {600, 90});
 }
 
@@ -164,17 +180,24 @@ TEST_CASE("sequence parallelism all-gathers each block's input and reduce-scatte
   CHECK(forward.returned == 6);
   check_adds_up_to(forward, {300, 30});
 
-  // Backward: the MLP first, each block gathering its input's gradient and reduce-scattering its own.
+  // Backward, MLP first: the part after FC2 (op 1); FC2's output gradient all-gathered (2)
+  // before its dgrad (3); its wgrad (4); the activation's backward (5); FC1's input, which
+  // forward kept sequence-split, all-gathered again (6) beside FC1's dgrad (7); that gradient
+  // reduce-scattered (8) beside FC1's wgrad (9, which needs the gathered input); the norm part
+  // (10) needs both.
   const Emitted backward = emit(Pass::backward, sp);
-  REQUIRE(backward.count() == 6);
-  check_collective(backward.op(1), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes,
-                   {backward.input});
-  check_compute(backward.op(2), 400, Phase::backward, {1});
-  check_collective(backward.op(3), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {2});
-  check_collective(backward.op(4), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {3});
-  check_compute(backward.op(5), 200, Phase::backward, {4});
-  check_collective(backward.op(6), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {5});
-  CHECK(backward.returned == 6);
+  REQUIRE(backward.count() == 20);
+  check_compute(backward.op(1), 0, Phase::backward, {backward.input});
+  check_collective(backward.op(2), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {1});
+  check_compute(backward.op(3), 100, Phase::backward, {2});
+  check_compute(backward.op(4), 100, Phase::backward, {3});
+  check_compute(backward.op(5), 40, Phase::backward, {4});
+  check_collective(backward.op(6), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {5});
+  check_compute(backward.op(7), 80, Phase::backward, {5});
+  check_collective(backward.op(8), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {7});
+  check_compute(backward.op(9), 80, Phase::backward, {7, 6});
+  check_compute(backward.op(10), 0, Phase::backward, {9, 8});
+  CHECK(backward.returned == 20);
   check_adds_up_to(backward, {600, 90});
 }
 
@@ -266,17 +289,8 @@ TEST_CASE("the vocabulary-parallel embedding sums its output over tp and the hea
 }
 
 TEST_CASE("tp_comm_overlap runs each tensor-parallel collective in chunks beside the GEMM it feeds or follows") {
-  // tp = 4 under sequence parallelism. Hand-made parts adding up to the blocks' work above:
-  // attention forward 0 + 4 x 10 (the QKV chunks) + 30 + 4 x 5 (the output projection's) + 10 =
-  // 100; MLP forward 0 + 4 x 25 + 20 + 4 x 20 + 0 = 200; attention backward 10 + 4 x 10 (the
-  // output projection's dgrad chunks) + 40 + 50 + 30 + 30 + 0 = 200; MLP backward 0 + 4 x 25 +
-  // 100 + 40 + 80 + 80 + 0 = 400.
-  ModelCosts costs = hand_made_costs();
-  // Bytes in the blocks' ratios: a tenth of the FLOPs forward, 0.15 backward.
-  costs.layer.attention_parts = {{0, 0}, {10, 1}, {30, 3}, {5, 0.5}, {10, 1},
-                                 {10, 1.5}, {10, 1.5}, {40, 6}, {50, 7.5}, {30, 4.5}, {30, 4.5}, {0, 0}};
-  costs.layer.mlp_parts = {{0, 0}, {25, 2.5}, {20, 2}, {20, 2}, {0, 0},
-                           {0, 0}, {25, 3.75}, {100, 15}, {40, 6}, {80, 12}, {80, 12}, {0, 0}};
+  // tp = 4 under sequence parallelism, with the hand-made parts above.
+  const ModelCosts costs = hand_made_costs();
   const ModelParallelGroups overlap{tp_group, -1, 1, true, 4, true};
   const double chunk_bytes = layer_output_bytes / 4;  // the ring passes one rank's share per step
 

@@ -52,10 +52,12 @@ TEST_CASE("context parallelism splits the sequence: a rank keeps 1/cp of the act
   CHECK(quarter == doctest::Approx(whole / 4));
 }
 
-TEST_CASE("tensor-parallel traffic per layer is 8bsh(t-1)/t elements per device per micro-batch") {
+TEST_CASE("tensor-parallel traffic per layer is 8bsh(t-1)/t elements per device per micro-batch, 10 under SP") {
   // Narayanan et al. 2021, section 3.2: two all-reduces in forward and two in backward, each of
   // 2bsh(t-1)/t elements on a ring; the same with sequence parallelism's all-gathers and
-  // reduce-scatters.
+  // reduce-scatters, plus, in backward, the all-gather again of each column-parallel GEMM's
+  // sequence-split input for its weight gradient, bsh(t-1)/t each (Megatron-LM's
+  // LinearWithGradAccumulationAndAsyncCommunication.backward under sequence_parallel).
   for (const char* sp : {"false", "true"}) {
     CAPTURE(sp);
     const Scenario scenario = load_scenario(test::write_temp_file("tp.ini", test::tiny_scenario_ini),
@@ -69,7 +71,7 @@ TEST_CASE("tensor-parallel traffic per layer is 8bsh(t-1)/t elements per device 
         bytes += bytes_sent_per_rank(op.collective, op.bytes,
                                      static_cast<int>(build.workload.groups[build.workload.group_of(0, op.group)].ranks.size()));
     const double b = 2, s = 512, h = 256, t = 4;
-    CHECK(bytes / 2.0 /* bf16 */ == doctest::Approx(8 * b * s * h * (t - 1) / t));
+    CHECK(bytes / 2.0 /* bf16 */ == doctest::Approx((sp == std::string("true") ? 10 : 8) * b * s * h * (t - 1) / t));
   }
 }
 
