@@ -110,6 +110,7 @@ BlockParts block_parts(ModelCosts& costs, const std::string& name, const std::ve
                        const std::vector<Kernel>& backward, const Work& whole_forward, const Work& whole_backward,
                        const std::string& column, const std::string& row, double tp, double element_bytes) {
   const auto part = [&](const Work& whole, double flops, const std::string& part_name, std::vector<Kernel> kernels) {
+    flops = std::max(0.0, flops);  // what lies between the GEMMs of an MLP is 0 up to rounding
     Work work{flops, whole.flops > 0 ? whole.bytes * flops / whole.flops : 0.0};
     attach(costs, work, name + part_name, std::move(kernels));
     return work;

@@ -147,3 +147,21 @@ TEST_CASE("op-level selective checkpointing keeps the input, Q, V, the attention
   CHECK(kernels.flops() == doctest::Approx(costs.layer.op_recompute.flops));
   CHECK(costs.layer.op_recompute.bytes == doctest::Approx(kernels.bytes()));
 }
+
+TEST_CASE("no block part has negative work, whatever the rounding of its model's sizes") {
+  // An MLP has nothing between its GEMMs: its block's FLOPs less theirs is 0 up to rounding, and
+  // must not come out below it (a compute op's work is checked to be non-negative).
+  for (const char* name : {"megatron-310b", "megatron-530b", "megatron-1t", "gpt3-175b", "llama3-8b", "mpt-7b"}) {
+    CAPTURE(name);
+    for (const long long tp : {2, 8}) {
+      const ModelCosts costs = compute_costs(model(name), 1, 2048, Precision::fp16, Precision::fp32, false, {tp, true, 1});
+      for (const BlockParts* parts : {&costs.layer.attention_parts, &costs.layer.mlp_parts})
+        for (const Work* work : {&parts->before, &parts->column_chunk, &parts->between, &parts->row_chunk, &parts->after,
+                                 &parts->after_back, &parts->row_dgrad, &parts->row_dgrad_chunk, &parts->row_wgrad,
+                                 &parts->between_back, &parts->column_dgrad, &parts->column_wgrad, &parts->before_back}) {
+          CHECK(work->flops >= 0);
+          CHECK(work->bytes >= 0);
+        }
+    }
+  }
+}
