@@ -99,6 +99,13 @@ Kernel gemm_chunk(Kernel gemm, double chunks, double element_bytes) {
   return gemm;
 }
 
+template <typename... Parts>
+std::vector<Kernel> joined(const Parts&... parts) {
+  std::vector<Kernel> all;
+  (all.insert(all.end(), parts.begin(), parts.end()), ...);
+  return all;
+}
+
 // The parts of a sub-block whose kernels are `forward` and `backward` (in launch order) and whose
 // roofline works are `whole_forward` and `whole_backward`: `column` and `row` name its
 // column- and row-parallel GEMMs. Timed by kernels, a part is its kernels (a chunk re-reads
@@ -129,26 +136,20 @@ BlockParts block_parts(ModelCosts& costs, const std::string& name, const std::ve
   parts.between = part(whole_forward, whole_forward.flops - column_gemm.flops - row_gemm.flops, ".fwd.between", f[2]);
   parts.row_chunk = gemm(whole_forward, row_gemm, tp_overlap_pipeline_splits);
   parts.after = part(whole_forward, 0, ".fwd.after", f[4]);
+  const double between_back = whole_backward.flops - row_dgrad.flops - row_wgrad.flops - column_dgrad.flops -
+                              column_wgrad.flops;
   parts.after_back = part(whole_backward, 0, ".bwd.after", b[0]);
-  parts.row_dgrad = gemm(whole_backward, row_dgrad);
   parts.row_dgrad_chunk = gemm(whole_backward, row_dgrad, tp);
   parts.row_wgrad = gemm(whole_backward, row_wgrad);
-  parts.between_back = part(whole_backward,
-                            whole_backward.flops - row_dgrad.flops - row_wgrad.flops - column_dgrad.flops -
-                                column_wgrad.flops,
-                            ".bwd.between", b[4]);
+  parts.between_back = part(whole_backward, between_back, ".bwd.between", b[4]);
+  parts.to_column_back = part(whole_backward, row_dgrad.flops + row_wgrad.flops + std::max(0.0, between_back),
+                              ".bwd.to-column", joined(b[0], b[1], b[3], b[4]));
   parts.column_dgrad = gemm(whole_backward, column_dgrad);
   parts.column_wgrad = gemm(whole_backward, column_wgrad);
   parts.before_back = part(whole_backward, 0, ".bwd.before", b[8]);
   return parts;
 }
 
-template <typename... Parts>
-std::vector<Kernel> joined(const Parts&... parts) {
-  std::vector<Kernel> all;
-  (all.insert(all.end(), parts.begin(), parts.end()), ...);
-  return all;
-}
 
 // The kernels of one layer, the embedding and the head on one rank, in launch order, after
 // Megatron-Core's transformer layer: fused norms, bias-dropout-add and activation kernels, one

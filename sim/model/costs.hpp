@@ -40,12 +40,15 @@ constexpr int tp_overlap_pipeline_splits = 4;
 // the tokens (comm.tp_comm_overlap's ring exchange), what lies between, the row-parallel GEMM
 // (output projection, FC2) as one of tp_overlap_pipeline_splits chunks, what follows; in
 // backward the reverse, each GEMM as its input-gradient (dgrad) and weight-gradient (wgrad)
-// GEMMs, the row dgrad whole and as one of tp chunks. Timed as a roofline the parts add up to
+// GEMMs, the row dgrad as one of tp chunks, and everything before the column GEMM's dgrad as one
+// part (`to_column_back`: the part after, the row GEMM's dgrad and wgrad, what lies between),
+// for a backward without the ring exchange. Timed as a roofline the parts add up to
 // the sub-block; timed by kernels each part is its kernels (a chunk re-reads the GEMM's weight,
 // memory-bound parts add their own time).
 struct BlockParts {
   Work before, column_chunk, between, row_chunk, after;
-  Work after_back, row_dgrad, row_dgrad_chunk, row_wgrad, between_back, column_dgrad, column_wgrad, before_back;
+  Work after_back, row_dgrad_chunk, row_wgrad, between_back, column_dgrad, column_wgrad, before_back;
+  Work to_column_back;  // after_back + the whole row dgrad + row_wgrad + between_back
 };
 
 // Each Work also names its kernels in ModelCosts::kernel_sets.

@@ -268,13 +268,17 @@ OpId LayerOps::overlapped_forward(const std::string& name, const BlockParts& par
 
 OpId LayerOps::block_backward(const std::string& name, const BlockParts& parts, std::vector<OpId> deps) {
   const Phase phase = Phase::backward;
-  const OpId after = w_.compute(name + ".after", parts.after_back, phase, std::move(deps));
-  const OpId row_dgrad =
-      groups_.tp_comm_overlap
-          ? ring_exchange(name + ".row-dgrad", parts.row_dgrad_chunk, after, phase)
-          : w_.compute(name + ".row-dgrad", parts.row_dgrad, phase, gather_input(name + ".row-dgrad", {after}));
-  const OpId row_wgrad = w_.compute(name + ".row-wgrad", parts.row_wgrad, phase, {row_dgrad});
-  const OpId between = w_.compute(name + ".between", parts.between_back, phase, {row_wgrad});
+  OpId between = 0;  // the work before the column GEMM's dgrad done
+  if (groups_.tp_comm_overlap) {
+    const OpId after = w_.compute(name + ".after", parts.after_back, phase, std::move(deps));
+    const OpId row_dgrad = ring_exchange(name + ".row-dgrad", parts.row_dgrad_chunk, after, phase);
+    const OpId row_wgrad = w_.compute(name + ".row-wgrad", parts.row_wgrad, phase, {row_dgrad});
+    between = w_.compute(name + ".between", parts.between_back, phase, {row_wgrad});
+  } else {
+    // One op from the part after the row GEMM to the column GEMM's dgrad: that part runs before
+    // the output gradient's gather in Megatron, here after it, the same time on the compute stream.
+    between = w_.compute(name + ".to-column", parts.to_column_back, phase, gather_input(name, std::move(deps)));
+  }
   std::vector<OpId> wgrad_deps;
   if (groups_.sp)
     wgrad_deps.push_back(w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp,

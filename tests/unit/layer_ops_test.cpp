@@ -41,14 +41,14 @@ ModelCosts hand_made_costs() {
   layer.attention_backward_ring = {60, 9};
   // The blocks' parts under tensor parallelism (over 4 ranks where chunked), adding up to the
   // blocks: attention forward 0 + 4 x 10 (the QKV chunks) + 30 + 4 x 5 (the output projection's)
-  // + 10 = 100; MLP forward 0 + 4 x 25 + 20 + 4 x 20 + 0 = 200; attention backward 10 + 40 (the
-  // projection's dgrad, or 4 chunks of 10) + 40 + 50 + 30 + 30 + 0 = 200; MLP backward 0 + 100
-  // (or 4 x 25) + 100 + 40 + 80 + 80 + 0 = 400. Bytes in the blocks' ratios: a tenth of the
-  // FLOPs forward, 0.15 backward.
-  layer.attention_parts = {{0, 0},     {10, 1},   {30, 3},   {5, 0.5}, {10, 1},   {10, 1.5}, {40, 6},
-                           {10, 1.5},  {40, 6},   {50, 7.5}, {30, 4.5}, {30, 4.5}, {0, 0}};
-  layer.mlp_parts = {{0, 0},    {25, 2.5},  {20, 2},  {20, 2}, {0, 0},   {0, 0},   {100, 15},
-                     {25, 3.75}, {100, 15}, {40, 6},  {80, 12}, {80, 12}, {0, 0}};
+  // + 10 = 100; MLP forward 0 + 4 x 25 + 20 + 4 x 20 + 0 = 200; attention backward 10 + 4 x 10
+  // (the projection's dgrad chunks) + 40 + 50 (up to the column GEMM: 140) + 30 + 30 + 0 = 200;
+  // MLP backward 0 + 4 x 25 + 100 + 40 (240) + 80 + 80 + 0 = 400. Bytes in the blocks' ratios: a
+  // tenth of the FLOPs forward, 0.15 backward.
+  layer.attention_parts = {{0, 0},     {10, 1},   {30, 3},   {5, 0.5}, {10, 1},  {10, 1.5}, {10, 1.5},
+                           {40, 6},    {50, 7.5}, {30, 4.5}, {30, 4.5}, {0, 0},  {140, 21}};
+  layer.mlp_parts = {{0, 0},    {25, 2.5},  {20, 2},  {20, 2},  {0, 0},  {0, 0},    {25, 3.75},
+                     {100, 15}, {40, 6},    {80, 12}, {80, 12}, {0, 0},  {240, 36}};
   layer.tp_collective_bytes = layer_output_bytes;
   layer.cp_kv_bytes = kv_bytes;
   costs.embedding_forward = {0, 50};
@@ -146,22 +146,20 @@ TEST_CASE("tensor parallelism all-reduces the attention and MLP outputs, b x s x
   CHECK(forward.returned == 4);
   check_adds_up_to(forward, {300, 30});
 
-  // Backward, MLP first, as Megatron's column-parallel linear runs it: the part after FC2 (op 1),
-  // FC2's dgrad (2) and wgrad (3), the activation's backward (4), FC1's dgrad (5), whose output
-  // is all-reduced (6) while FC1's wgrad (7) computes; the norm part (8) needs both.
+  // Backward, MLP first, as Megatron's column-parallel linear runs it: everything up to FC1
+  // (op 1: the part after FC2, FC2's dgrad and wgrad, the activation's backward), FC1's dgrad
+  // (2), whose output is all-reduced (3) while FC1's wgrad (4) computes; the norm part (5) needs
+  // both.
   const Emitted backward = emit(Pass::backward, tp);
-  REQUIRE(backward.count() == 16);
-  check_compute(backward.op(1), 0, Phase::backward, {backward.input});
-  check_compute(backward.op(2), 100, Phase::backward, {1});
-  check_compute(backward.op(3), 100, Phase::backward, {2});
-  check_compute(backward.op(4), 40, Phase::backward, {3});
-  check_compute(backward.op(5), 80, Phase::backward, {4});
-  check_collective(backward.op(6), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {5});
-  check_compute(backward.op(7), 80, Phase::backward, {5});
-  check_compute(backward.op(8), 0, Phase::backward, {7, 6});
-  check_compute(backward.op(9), 10, Phase::backward, {8});  // then the attention's, the same way
-  check_collective(backward.op(14), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {13});
-  CHECK(backward.returned == 16);
+  REQUIRE(backward.count() == 10);
+  check_compute(backward.op(1), 240, Phase::backward, {backward.input});
+  check_compute(backward.op(2), 80, Phase::backward, {1});
+  check_collective(backward.op(3), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {2});
+  check_compute(backward.op(4), 80, Phase::backward, {2});
+  check_compute(backward.op(5), 0, Phase::backward, {4, 3});
+  check_compute(backward.op(6), 140, Phase::backward, {5});  // then the attention's, the same way
+  check_collective(backward.op(8), Stream::tp_comm, Collective::all_reduce, tp_group, layer_output_bytes, {7});
+  CHECK(backward.returned == 10);
   check_adds_up_to(backward, {600, 90});
 }
 
@@ -180,24 +178,21 @@ TEST_CASE("sequence parallelism all-gathers each block's input and reduce-scatte
   CHECK(forward.returned == 6);
   check_adds_up_to(forward, {300, 30});
 
-  // Backward, MLP first: the part after FC2 (op 1); FC2's output gradient all-gathered (2)
-  // before its dgrad (3); its wgrad (4); the activation's backward (5); FC1's input, which
-  // forward kept sequence-split, all-gathered again (6) beside FC1's dgrad (7); that gradient
-  // reduce-scattered (8) beside FC1's wgrad (9, which needs the gathered input); the norm part
-  // (10) needs both.
+  // Backward, MLP first: FC2's output gradient all-gathered (1); everything up to FC1 (2); FC1's
+  // input, which forward kept sequence-split, all-gathered again (3) beside FC1's dgrad (4); that
+  // gradient reduce-scattered (5) beside FC1's wgrad (6, which needs the gathered input); the
+  // norm part (7) needs both.
   const Emitted backward = emit(Pass::backward, sp);
-  REQUIRE(backward.count() == 20);
-  check_compute(backward.op(1), 0, Phase::backward, {backward.input});
-  check_collective(backward.op(2), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {1});
-  check_compute(backward.op(3), 100, Phase::backward, {2});
-  check_compute(backward.op(4), 100, Phase::backward, {3});
-  check_compute(backward.op(5), 40, Phase::backward, {4});
-  check_collective(backward.op(6), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {5});
-  check_compute(backward.op(7), 80, Phase::backward, {5});
-  check_collective(backward.op(8), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {7});
-  check_compute(backward.op(9), 80, Phase::backward, {7, 6});
-  check_compute(backward.op(10), 0, Phase::backward, {9, 8});
-  CHECK(backward.returned == 20);
+  REQUIRE(backward.count() == 14);
+  check_collective(backward.op(1), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes,
+                   {backward.input});
+  check_compute(backward.op(2), 240, Phase::backward, {1});
+  check_collective(backward.op(3), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {2});
+  check_compute(backward.op(4), 80, Phase::backward, {2});
+  check_collective(backward.op(5), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {4});
+  check_compute(backward.op(6), 80, Phase::backward, {4, 3});
+  check_compute(backward.op(7), 0, Phase::backward, {6, 5});
+  CHECK(backward.returned == 14);
   check_adds_up_to(backward, {600, 90});
 }
 
