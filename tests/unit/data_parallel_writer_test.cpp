@@ -129,7 +129,8 @@ TEST_CASE("gradients are all-reduced in buckets once per step, after the last mi
 TEST_CASE("op-level recompute keeps op_saved per layer and re-materialises the rest before each layer's backward") {
   const Scenario scenario = tiny_scenario({"memory.recompute=op"});
   const ModelSpec model = tiny_model(scenario);
-  const Program& program = build_workload(scenario, model, 0).workload.program(0);
+  const Workload workload = build_workload(scenario, model, 0).workload;  // the program lives in it
+  const Program& program = workload.program(0);
   const ModelCosts costs = compute_costs(model, 2, 256, Precision::bf16, Precision::fp32, true);
   const LayerActivations& act = costs.layer.activations;
   std::vector<double> kept, rematerialized;
