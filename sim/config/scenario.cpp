@@ -55,7 +55,9 @@ const std::vector<OptionSpec>& option_specs() {
       {"parallel.vpp", "1", "virtual pipeline stages (model chunks) per pipeline rank; > 1 needs the interleaved schedule"},
       {"parallel.cp", "1", "context-parallel degree: the sequence is split, K/V go around a ring"},
       {"parallel.sp", "false", "sequence parallelism on top of tensor parallelism: true | false"},
-      {"parallel.schedule", "auto", "pipeline schedule: gpipe | 1f1b | interleaved (auto: interleaved if vpp > 1, else 1f1b)"},
+      {"parallel.schedule", "auto",
+       "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 (auto: interleaved if vpp > 1, else 1f1b); "
+       "the zero-bubble zb-h1 and zb-h2 split each backward into input and weight gradients"},
       {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
       {"parallel.layers_per_stage", "uniform", "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (uniform: equal)"},
       {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters) "
@@ -467,6 +469,8 @@ const char* to_string(Schedule schedule) {
   case Schedule::gpipe: return "gpipe";
   case Schedule::one_f_one_b: return "1f1b";
   case Schedule::interleaved: return "interleaved";
+  case Schedule::zb_h1: return "zb-h1";
+  case Schedule::zb_h2: return "zb-h2";
   }
   return "?";
 }
@@ -632,10 +636,16 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
   else
     scenario.schedule = values.choice<Schedule>("parallel.schedule", {{"gpipe", Schedule::gpipe},
                                                                       {"1f1b", Schedule::one_f_one_b},
-                                                                      {"interleaved", Schedule::interleaved}});
+                                                                      {"interleaved", Schedule::interleaved},
+                                                                      {"zb-h1", Schedule::zb_h1},
+                                                                      {"zb-h2", Schedule::zb_h2}});
   if (scenario.vpp > 1 && scenario.schedule != Schedule::interleaved)
     values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved");
   values.needs("parallel.schedule", scenario.pp > 1, "parallel.pp > 1 (a schedule orders pipeline stages)");
+  if (splits_backward(scenario.schedule) && scenario.cp > 1)
+    values.fail("parallel.schedule", std::string(to_string(scenario.schedule)) +
+                                         " splits each backward in two, which is not simulated with context "
+                                         "parallelism; accepted with parallel.cp = 1");
   values.needs("parallel.vpp", scenario.pp > 1, "parallel.pp > 1 (virtual stages split a pipeline rank's layers)");
   {
     auto dims = split(values.text("parallel.order"), '-');
@@ -913,6 +923,9 @@ void read_tp_overlap_key(const ValueReader& values, Scenario& scenario) {
                                             to_string(scenario.framework) + " accepted: false or auto");
   if (scenario.cp > 1)
     values.fail("comm.tp_comm_overlap", "is not simulated together with context parallelism; accepted with parallel.cp = 1");
+  if (splits_backward(scenario.schedule))
+    values.fail("comm.tp_comm_overlap", std::string("is not simulated with a backward split in two (parallel.schedule = ") +
+                                            to_string(scenario.schedule) + "); accepted: 1f1b, interleaved or gpipe");
 }
 
 // [comm]: buckets, rings, fidelity and when gradients are reduced.

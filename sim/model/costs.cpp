@@ -50,7 +50,7 @@ public:
   void linear_backward(const std::string& name, double tokens, double in, double out) {
     gemm(name + ".dgrad", tokens, in, out);
     add({name + ".wgrad", KernelKind::gemm, in, out, tokens, 1, 2 * in * out * tokens,
-         e_ * (in * tokens + tokens * out) + 2 * g_ * in * out});
+         e_ * (in * tokens + tokens * out) + 2 * g_ * in * out, 1, true});
   }
   void memory(const std::string& name, double bytes) { add({name, KernelKind::memory, 0, 0, 0, 1, 0, bytes}); }
   void add(Kernel kernel) { kernels_.push_back(std::move(kernel)); }
@@ -144,12 +144,21 @@ BlockParts block_parts(ModelCosts& costs, const std::string& name, const std::ve
   parts.between_back = part(whole_backward, between_back, ".bwd.between", b[4]);
   parts.to_column_back = part(whole_backward, row_dgrad.flops + row_wgrad.flops + std::max(0.0, between_back),
                               ".bwd.to-column", joined(b[0], b[1], b[3], b[4]));
+  parts.to_column_input = part(whole_backward, row_dgrad.flops + std::max(0.0, between_back), ".bwd.to-column-input",
+                               joined(b[0], b[1], b[4]));
   parts.column_dgrad = gemm(whole_backward, column_dgrad);
   parts.column_wgrad = gemm(whole_backward, column_wgrad);
   parts.before_back = part(whole_backward, 0, ".bwd.before", b[8]);
   return parts;
 }
 
+// A backward's kernels as its input-gradient pass and its weight-gradient pass, each in order.
+std::pair<std::vector<Kernel>, std::vector<Kernel>> split_weight_gradients(const std::vector<Kernel>& backward) {
+  std::pair<std::vector<Kernel>, std::vector<Kernel>> passes;
+  for (const Kernel& kernel : backward)
+    (kernel.weight_gradient ? passes.second : passes.first).push_back(kernel);
+  return passes;
+}
 
 // The kernels of one layer, the embedding and the head on one rank, in launch order, after
 // Megatron-Core's transformer layer: fused norms, bias-dropout-add and activation kernels, one
@@ -240,7 +249,11 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   attach(costs, layer.forward, "layer.fwd", joined(pre_k, core_k, post_k, mlp_k));
   attach(costs, layer.mlp_backward, "layer.mlp.bwd", mlp_back_k);
   attach(costs, layer.attention_backward, "layer.attention.bwd", joined(post_back_k, core_back_k, pre_back_k));
-  attach(costs, layer.backward, "layer.bwd", joined(mlp_back_k, post_back_k, core_back_k, pre_back_k));
+  const std::vector<Kernel> layer_back_k = joined(mlp_back_k, post_back_k, core_back_k, pre_back_k);
+  attach(costs, layer.backward, "layer.bwd", layer_back_k);
+  auto [layer_input_k, layer_weight_k] = split_weight_gradients(layer_back_k);
+  attach(costs, layer.backward_input, "layer.bwd.input", std::move(layer_input_k));
+  attach(costs, layer.backward_weight, "layer.bwd.weight", std::move(layer_weight_k));
   attach(costs, layer.attention_core, "layer.attention-core.fwd", core_k);
   // Op-level selective checkpointing re-runs K's share of the QKV projection, the output and
   // up projections and the elementwise kernels up to the last tensor backward needs (with
@@ -310,7 +323,11 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   head_back.linear_backward("logits", tokens, h, vocab);
   head_back.memory("final-norm.bwd", 4 * e * normed * h);
   attach(costs, costs.head_forward, "head.fwd", head.take());
-  attach(costs, costs.head_backward, "head.bwd", head_back.take());
+  const std::vector<Kernel> head_back_k = head_back.take();
+  attach(costs, costs.head_backward, "head.bwd", head_back_k);
+  auto [head_input_k, head_weight_k] = split_weight_gradients(head_back_k);
+  attach(costs, costs.head_backward_input, "head.bwd.input", std::move(head_input_k));
+  attach(costs, costs.head_backward_weight, "head.bwd.weight", std::move(head_weight_k));
 }
 
 Work scaled(const Work& work, double share) { return {work.flops * share, work.bytes * share}; }
@@ -421,6 +438,16 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   const double mlp_share = layer.mlp_forward.flops / layer.forward.flops;
   layer.mlp_backward = scaled(layer.backward, mlp_share);
   layer.attention_backward = scaled(layer.backward, 1 - mlp_share);
+  // Split backward: W is the linear layers' weight-gradient GEMMs (as many FLOPs as their
+  // forward); it reads their inputs and output gradients and accumulates the weight gradients.
+  // Transformer Engine's delay_wgrad_compute keeps both as the GEMMs use them (wgrad_store): under
+  // SP the column-parallel layers' inputs and the row-parallel layers' output gradients gathered.
+  act.weight_gradient_inputs = e * tokens * (2 * h + q_width / t + f / t)  // inputs of QKV, FC1; out, FC2
+                               + e * tokens * ((q_width + 2 * kv_width) / t + f * (m.gated_mlp ? 2 : 1) / t)  // of QKV, FC1
+                               + 2 * e * tokens * h;  // output gradients of the out projection and FC2
+  layer.backward_weight = {qkv_flops + out_flops + mlp_flops, 2 * layer.parameters * g + act.weight_gradient_inputs};
+  layer.backward_input = {layer.backward.flops - layer.backward_weight.flops,
+                          std::max(0.0, layer.backward.bytes - layer.backward_weight.bytes)};
   layer.attention_core.flops = core_flops;
   layer.attention_core.bytes = 2 * scores + 4 * e * tokens * q_width / t;
   layer.op_recompute.flops = 2 * tokens * h * kv_width / t + out_flops + (m.gated_mlp ? 2 * tokens * h * f / t : 0.0) +
@@ -447,6 +474,11 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   costs.head_forward.bytes = vocab / t * h * e + 2 * 4 * logits;
   costs.head_backward.flops = 2 * costs.head_forward.flops;
   costs.head_backward.bytes = 2 * costs.head_forward.bytes + 2 * vocab / t * h * g;
+  costs.head_weight_gradient_inputs = e * tokens * h + e * logits;
+  costs.head_backward_weight = {costs.head_forward.flops, 2 * vocab / t * h * g + costs.head_weight_gradient_inputs};
+  costs.head_backward_input = {costs.head_backward.flops - costs.head_backward_weight.flops,
+                               std::max(0.0, costs.head_backward.bytes - costs.head_backward_weight.bytes)};
+  costs.embedding_weight_gradient_inputs = e * tokens * h;
   // Final norm input, output projection input, and the fp32 logits the loss keeps.
   costs.head_activations = 2 * e * tokens * h / unsplit + 4 * logits;
   costs.activation_gradient_buffer = 2 * e * tokens * h;

@@ -29,6 +29,9 @@ struct LayerActivations {
   // what of `total` its backward re-materialises first.
   double op_saved = 0;
   double op_rematerialized = 0;
+  // A backward split in two (the zero-bubble schedules): what the weight-gradient pass needs once
+  // the input-gradient pass is done, each linear layer's input and output gradient.
+  double weight_gradient_inputs = 0;
 };
 
 // Transformer Engine's default for the pipelined GEMM + reduce-scatter overlap (initialize_ub's
@@ -49,6 +52,7 @@ struct BlockParts {
   Work before, column_chunk, between, row_chunk, after;
   Work after_back, row_dgrad_chunk, row_wgrad, between_back, column_dgrad, column_wgrad, before_back;
   Work to_column_back;  // after_back + the whole row dgrad + row_wgrad + between_back
+  Work to_column_input;  // the same without row_wgrad, for a backward split in two
 };
 
 // Each Work also names its kernels in ModelCosts::kernel_sets.
@@ -59,6 +63,9 @@ struct LayerCosts {
   Work mlp_forward;            // norm, the MLP, residual
   Work attention_backward;
   Work mlp_backward;
+  // The backward split in two, as the zero-bubble schedules run it (Qi et al. 2024): the input
+  // gradients (B: all but the linear layers' weight-gradient GEMMs) and the weight gradients (W).
+  Work backward_input, backward_weight;
   Work attention_core;         // forward of the attention core: recomputed under selective
   Work op_recompute;           // what op-level selective checkpointing re-runs before the backward
   // Context parallelism: the attention's pieces before and after the other ranks' K and V arrive.
@@ -87,6 +94,9 @@ struct ModelCosts {
   Work embedding_backward;
   Work head_forward;           // final norm, output projection, cross-entropy
   Work head_backward;
+  Work head_backward_input, head_backward_weight;  // split as the layers' (the embedding's backward is all W)
+  double head_weight_gradient_inputs = 0;         // what the head's W needs: its input and the logits' gradient
+  double embedding_weight_gradient_inputs = 0;    // the embedding's output gradient
   double embedding_activations = 0;   // bytes kept for backward
   double head_activations = 0;
   double activation_gradient_buffer = 0;  // working gradient tensors during backward

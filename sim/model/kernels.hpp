@@ -22,6 +22,7 @@ struct Kernel {
   double flops = 0;  // one launch: what the hardware executes (causal attention skips masked blocks)
   double bytes = 0;  // one launch: HBM traffic
   double count = 1;  // launches of this kernel in the piece (the steps of ring attention)
+  bool weight_gradient = false;  // a linear layer's weight-gradient GEMM (what a split backward defers)
 };
 
 // A piece of the step as its kernels, launched one after the other on the compute stream.

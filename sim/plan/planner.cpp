@@ -29,8 +29,31 @@ double technique_cost(const Candidate& c) {
   return recompute_cost + zero_cost + offload_cost;
 }
 
-std::tuple<int, int, int, int, int, int, long long> layout_key(const Candidate& c) {
-  return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch};
+bool zero_bubble(const std::string& schedule) { return schedule == "zb-h1" || schedule == "zb-h2"; }
+
+using LayoutKey = std::tuple<int, int, int, int, int, int, long long, std::string>;
+LayoutKey layout_key(const Candidate& c) { return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch, c.schedule}; }
+
+// The schedules a pipeline layout may run: interleaved with virtual stages; otherwise 1F1B and
+// the zero-bubble schedules, which split the backward (not with context parallelism).
+std::vector<std::string> schedules_for(int pp, int vpp, int cp) {
+  if (pp == 1)
+    return {""};
+  if (vpp > 1)
+    return {"interleaved"};
+  if (cp > 1)
+    return {"1f1b"};
+  return {"1f1b", "zb-h1", "zb-h2"};
+}
+
+// The bubble over the ideal compute time, for ordering: Narayanan et al.'s (p-1)/(v m); the
+// zero-bubble schedules about a third of 1F1B's with T_F = T_B = T_W (Qi et al. 2024: ZB-H1
+// (p-1)(T_F + T_B - T_W), ZB-H2 the pipeline's fill (p-1) T_F in a synchronous step).
+double bubble_estimate(const Candidate& c, long long micro_batches) {
+  if (c.pp == 1)
+    return 0.0;
+  const double one_f_one_b = (c.pp - 1.0) / (c.vpp * static_cast<double>(micro_batches));
+  return zero_bubble(c.schedule) ? one_f_one_b / 3 : one_f_one_b;
 }
 
 std::string overflow(const MemoryCheck& check, const PlanRequest& request) {
@@ -73,6 +96,8 @@ Settings Candidate::settings(const PlanRequest& request) const {
                   {"parallel.cp", std::to_string(cp)},      {"parallel.sp", tp > 1 ? "true" : "false"},
                   {"training.micro_batch", std::to_string(micro_batch)},
                   {"memory.zero", std::to_string(zero)},    {"memory.recompute", recompute}};
+  if (!schedule.empty())
+    out.emplace_back("parallel.schedule", schedule);
   if (offload != "none")
     out.emplace_back("memory.offload_optimizer", "cpu");
   if (offload == "optimizer+params")
@@ -84,8 +109,13 @@ Settings Candidate::settings(const PlanRequest& request) const {
 
 ParallelSizes Candidate::sizes() const { return {dp, tp, pp, vpp, cp, tp > 1}; }
 
+// Interleaving shows in the sizes (pp=4x2); the zero-bubble schedules are named.
+std::string Candidate::sizes_label() const {
+  return sizes().label() + (zero_bubble(schedule) ? " " + schedule : "");
+}
+
 std::string Candidate::layout_label() const {
-  return std::to_string(gpus) + " GPUs: " + sizes().label() + ", micro-batch " + std::to_string(micro_batch);
+  return std::to_string(gpus) + " GPUs: " + sizes_label() + ", micro-batch " + std::to_string(micro_batch);
 }
 
 std::string Candidate::techniques_label() const {
@@ -119,26 +149,29 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               const long long accumulation = request.global_batch / (micro_batch * dp);
               if (pp > 1 && (accumulation < pp || (vpp > 1 && accumulation % pp)))
                 continue;  // fewer micro-batches than stages is mostly bubble
-              std::vector<Candidate> variants;
               // The stages that differ on this layout (each a distinct plan of model states).
               std::vector<int> zeros;
               for (int zero = 0; zero <= 3; ++zero)
                 if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero)
                   zeros.push_back(zero);
-              for (const char* recompute : {"none", "selective", "full"}) {
-                for (int zero : zeros)
-                  variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute});
-                if (request.host_capacity <= 0)
-                  continue;  // offload needs a CPU host
-                for (int zero : zeros)
-                  variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer"});
-                if (pp == 1)  // parameters are streamed by ZeRO-3, which pipelines do not combine with
-                  variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, 3, recompute, "optimizer+params"});
+              for (const std::string& schedule : schedules_for(pp, vpp, cp)) {
+                std::vector<Candidate> variants;
+                for (const char* recompute : {"none", "selective", "full"}) {
+                  for (int zero : zeros)
+                    variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "none", schedule});
+                  if (request.host_capacity <= 0)
+                    continue;  // offload needs a CPU host
+                  for (int zero : zeros)
+                    variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer", schedule});
+                  if (pp == 1)  // parameters are streamed by ZeRO-3, which pipelines do not combine with
+                    variants.push_back(
+                        {gpus, dp, tp, pp, vpp, cp, micro_batch, 3, recompute, "optimizer+params", schedule});
+                }
+                std::stable_sort(variants.begin(), variants.end(), [](const Candidate& a, const Candidate& b) {
+                  return technique_cost(a) < technique_cost(b);
+                });
+                out.insert(out.end(), variants.begin(), variants.end());
               }
-              std::stable_sort(variants.begin(), variants.end(), [](const Candidate& a, const Candidate& b) {
-                return technique_cost(a) < technique_cost(b);
-              });
-              out.insert(out.end(), variants.begin(), variants.end());
             }
           }
         }
@@ -175,8 +208,8 @@ MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate)
     check.host_bytes *= std::min(candidate.gpus, request.gpus_per_node);
     check.valid = true;
     check.fits = check.required_bytes() <= request.gpu_capacity && check.host_bytes <= request.host_capacity;
-    // The busiest rank's kernels for the whole batch, plus the pipeline bubble (p-1)/(v m).
-    const double bubble = candidate.pp > 1 ? (candidate.pp - 1.0) / (candidate.vpp * static_cast<double>(accumulation)) : 0.0;
+    // The busiest rank's kernels for the whole batch, plus the pipeline bubble.
+    const double bubble = bubble_estimate(candidate, accumulation);
     check.estimate_s = flops * static_cast<double>(accumulation) / static_cast<double>(kept) /
                        (request.gpu_peak * request.matmul_efficiency) * (1.0 + bubble);
   } catch (const InputError& error) {
@@ -188,7 +221,7 @@ MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate)
 
 std::vector<MemoryCheck> check_candidates(const PlanRequest& request, const std::vector<Candidate>& candidates) {
   std::vector<MemoryCheck> checks;
-  std::map<std::tuple<int, int, int, int, int, int, long long>, bool> fitted;
+  std::map<LayoutKey, bool> fitted;
   for (const Candidate& candidate : candidates) {
     bool& done = fitted[layout_key(candidate)];
     if (done) {
@@ -204,8 +237,8 @@ std::vector<MemoryCheck> check_candidates(const PlanRequest& request, const std:
 std::vector<LayoutChoice> choose_per_layout(const std::vector<Candidate>& candidates,
                                             const std::vector<MemoryCheck>& checks) {
   std::vector<LayoutChoice> choices;
-  std::map<std::tuple<int, int, int, int, int, int, long long>, std::vector<std::pair<Candidate, MemoryCheck>>> tried;
-  std::map<std::tuple<int, int, int, int, int, int, long long>, bool> settled;
+  std::map<LayoutKey, std::vector<std::pair<Candidate, MemoryCheck>>> tried;
+  std::map<LayoutKey, bool> settled;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const auto key = layout_key(candidates[i]);
     if (settled[key])

@@ -36,9 +36,13 @@ struct Candidate {
   int zero = 0;
   std::string recompute = "none";
   std::string offload = "none";  // none | optimizer (to the CPU) | optimizer+params (ZeRO-3, both to the CPU)
+  // With pp > 1, the pipeline schedule (parallel.schedule): interleaved with vpp > 1, else 1f1b,
+  // zb-h1 or zb-h2; empty without a pipeline. Part of the layout.
+  std::string schedule;
 
   Settings settings(const PlanRequest& request) const;   // the --set overrides that make it
   ParallelSizes sizes() const;                            // sequence parallelism with every tp > 1
+  std::string sizes_label() const;                        // sizes, and a schedule other than 1F1B's: "... cp=1 zb-h1"
   std::string layout_label() const;                       // "64 GPUs: dp=8 tp=8+sp pp=1 cp=1, micro-batch 1"
   std::string techniques_label() const;                   // "recompute selective, ZeRO-1, optimizer offloaded to the CPU"
 };

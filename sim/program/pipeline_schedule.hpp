@@ -1,8 +1,10 @@
 #pragma once
 // The order in which one pipeline rank runs the forward and backward passes of its
 // micro-batches and model chunks: GPipe (all forwards, then all backwards), 1F1B
-// (Narayanan et al. 2021, PipeDream-Flush) and interleaved 1F1B with virtual stages
-// (Megatron-LM). Pure: the replay makes the bubbles, this only says the order.
+// (Narayanan et al. 2021, PipeDream-Flush), interleaved 1F1B with virtual stages (Megatron-LM),
+// and the zero-bubble schedules ZB-H1 and ZB-H2 (Qi et al. 2024), which split each backward into
+// its input-gradient pass (B) and its weight-gradient pass (W) and move W into the bubbles.
+// Pure: the replay makes the bubbles, this only says the order.
 // 1F1B runs p - stage - 1 warm-up forwards, then alternates; interleaved follows Megatron's order
 // over chunks, (p - stage - 1) x 2 + (v - 1) x p warm-up steps, and needs m divisible by p.
 #include <vector>
@@ -11,8 +13,12 @@
 
 namespace trainsim {
 
+// backward: input and weight gradients in one pass; backward_input and backward_weight: the two
+// passes of a split backward.
+enum class Pass { forward, backward, backward_input, backward_weight };
+
 struct PipelineStep {
-  bool forward = true;
+  Pass pass = Pass::forward;
   long long micro_batch = 0;
   int chunk = 0;              // model chunk on this rank; virtual stage = chunk * pp + stage
 };
@@ -20,7 +26,8 @@ struct PipelineStep {
 // `stage` in [0, pp), `micro_batches` per pipeline per step, `chunks` = vpp.
 std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage);
 
-// The most micro-batch chunks whose activations a rank holds at once under the schedule.
+// The most micro-batch chunks whose activations a rank holds at once under the schedule (from a
+// forward until the pass that ends its backward; a split backward holds some until W).
 long long peak_in_flight(const std::vector<PipelineStep>& steps);
 
 } // namespace trainsim

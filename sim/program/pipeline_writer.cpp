@@ -69,8 +69,14 @@ public:
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipelineStep& step = steps[i];
       const std::vector<OpId> post_after = i >= 2 ? step_start[i - 2] : std::vector<OpId>{};
-      last = step.forward ? forward(step, post_after, step_start[i]) : backward(step, post_after, step_start[i]);
-      if (!step.forward && --backwards_left[step.chunk] == 0) {
+      if (step.pass == Pass::forward)
+        last = forward(step, post_after, step_start[i]);
+      else if (step.pass == Pass::backward_weight)
+        last = weight_gradients(step, last, step_start[i]);
+      else
+        last = backward(step, post_after, step_start[i]);
+      const bool gradients_done = step.pass == Pass::backward || step.pass == Pass::backward_weight;
+      if (gradients_done && --backwards_left[step.chunk] == 0) {
         if (s_.overlap_grad_reduce)
           synchronize_gradients(step.chunk, last);
         else
@@ -231,17 +237,26 @@ private:
     return "L" + std::to_string(chunk_first_[chunk] + layer_in_chunk);
   }
 
+  // A backward, or under a split backward its input-gradient pass: then each piece keeps, in
+  // place of its activations, what its weight-gradient pass will need (weight_gradients frees it).
   OpId backward(const PipelineStep& step, const std::vector<OpId>& post_after, std::vector<OpId>& started) {
     const std::string sfx = suffix(step);
     const PlacedAt in_step(*this, place_in_step(step));
     const int vs = virtual_stage(step.chunk);
+    const bool split = step.pass == Pass::backward_input;
+    const std::string pass = split ? ".bwd-input" : ".bwd";
     std::vector<OpId> deps;
     alloc("act-grad" + sfx, MemCategory::buffers, costs_.activation_gradient_buffer);
     StepOps track(started);
     OpId& last = track.last;
+    const auto hold_for_weight_gradients = [&](const std::string& piece, double bytes) {
+      if (split)
+        alloc(piece + ".wgrad-held" + sfx, MemCategory::activations, bytes);
+    };
     if (last_virtual_stage(step.chunk)) {
-      track(ops_.head_backward("head.bwd" + sfx, deps));
+      track(split ? ops_.head_backward_input("head" + pass + sfx, deps) : ops_.head_backward("head.bwd" + sfx, deps));
       release("head.act" + sfx);
+      hold_for_weight_gradients("head", costs_.head_weight_gradient_inputs);
     } else {
       track(recv(Stream::pp_bwd, next_stage_slot, tag(step.micro_batch, vs, 1), boundary_bytes(),
                  "recv.grad" + sfx, post_after));
@@ -272,21 +287,47 @@ private:
           track(compute(layer + ".recompute-" + recompute.what + sfx, *recompute.work, Phase::recompute, deps));
           deps = {last};
         }
-        track(ops_.backward(layer + ".bwd" + sfx, deps));
+        track(split ? ops_.backward_input(layer + pass + sfx, deps) : ops_.backward(layer + pass + sfx, deps));
         deps = {last};
         release(rematerialized);
         release(layer + ".act" + sfx);
+        hold_for_weight_gradients(layer, act.weight_gradient_inputs);
       }
     }
     if (first_virtual_stage(step.chunk)) {
-      track(ops_.embedding_backward("embedding.bwd" + sfx, deps));
+      if (!split)
+        track(ops_.embedding_backward("embedding.bwd" + sfx, deps));
       release("embedding.act" + sfx);
+      hold_for_weight_gradients("embedding", costs_.embedding_weight_gradient_inputs);
     } else {
       send(Stream::pp_bwd, previous_stage_slot, tag(step.micro_batch, vs - 1, 1), boundary_bytes(),
            "send.grad" + sfx, {last});
     }
     release("act-grad" + sfx);
     return last;
+  }
+
+  // The weight-gradient pass of a split backward, after `after` (the previous step's last op):
+  // the head's, the layers' in backward order, the embedding's (all of its backward).
+  OpId weight_gradients(const PipelineStep& step, OpId after, std::vector<OpId>& started) {
+    const std::string sfx = suffix(step);
+    const PlacedAt in_step(*this, place_in_step(step));
+    StepOps track(started);
+    track.last = after;
+    const auto run = [&](OpId op, const std::string& piece) {
+      track(op);
+      release(piece + ".wgrad-held" + sfx);
+    };
+    if (last_virtual_stage(step.chunk))
+      run(ops_.head_backward_weight("head.bwd-weight" + sfx, track.last), "head");
+    for (long long l = chunk_layers(step.chunk) - 1; l >= 0; --l) {
+      const PlacedAt in_layer(*this, place_in_step(step, l));
+      const std::string layer = layer_name(step.chunk, l);
+      run(ops_.backward_weight(layer + ".bwd-weight" + sfx, track.last), layer);
+    }
+    if (first_virtual_stage(step.chunk))
+      run(ops_.embedding_backward("embedding.bwd-weight" + sfx, {track.last}, Phase::weight_gradient), "embedding");
+    return track.last;
   }
 
   // A chunk's gradients are final after its last backward: reduce them over the data-parallel

@@ -89,6 +89,7 @@ const char* to_string(Phase phase) {
   case Phase::backward: return "backward";
   case Phase::recompute: return "recompute";
   case Phase::optimizer: return "optimizer";
+  case Phase::weight_gradient: return "weight-gradient";
   }
   return "?";
 }

@@ -35,15 +35,16 @@ enum class MemCategory : std::uint8_t {
   weights, gradients, optimizer, activations, buffers, cuda_context, nccl_buffers
 };
 enum class Device : std::uint8_t { gpu, host, nvme };
-// What a compute op is part of, for reports (recompute time, Gantt charts).
-enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer };
+// What a compute op is part of, for reports (recompute time, Gantt charts). A backward split in
+// two runs its input gradients as `backward` and its weight gradients as `weight_gradient`.
+enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer, weight_gradient };
 
 constexpr int op_kind_count = 9;
 constexpr int stream_count = 11;
 constexpr int collective_count = 5;
 constexpr int category_count = 7;
 constexpr int device_count = 3;
-constexpr int phase_count = 5;
+constexpr int phase_count = 6;
 
 // Each value is named once, by to_string; reading a name searches the values for it.
 const char* to_string(OpKind kind);

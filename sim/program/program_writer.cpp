@@ -290,6 +290,38 @@ OpId LayerOps::block_backward(const std::string& name, const BlockParts& parts, 
   return w_.compute(name + ".before", parts.before_back, phase, {column_wgrad, reduced});
 }
 
+OpId LayerOps::block_backward_input(const std::string& name, const BlockParts& parts, std::vector<OpId> deps) {
+  const Phase phase = Phase::backward;
+  const OpId to_column = w_.compute(name + ".to-column", parts.to_column_input, phase, gather_input(name, std::move(deps)));
+  if (groups_.sp)  // gathered beside the dgrad and kept for the weight gradient
+    w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, costs_.layer.tp_collective_bytes,
+                  name + ".input-allgather", {to_column});
+  const OpId column_dgrad = w_.compute(name + ".column-dgrad", parts.column_dgrad, phase, {to_column});
+  return w_.compute(name + ".before", parts.before_back, phase, {reduce_output(name + ".column-dgrad", column_dgrad)});
+}
+
+OpId LayerOps::block_backward_weight(const std::string& name, const BlockParts& parts, OpId after) {
+  const Phase phase = Phase::weight_gradient;
+  const OpId row_wgrad = w_.compute(name + ".row-wgrad", parts.row_wgrad, phase, {after});
+  return w_.compute(name + ".column-wgrad", parts.column_wgrad, phase, {row_wgrad});
+}
+
+OpId LayerOps::backward_input(const std::string& name, std::vector<OpId> deps) {
+  const LayerCosts& layer = costs_.layer;
+  if (groups_.tp < 0)
+    return w_.compute(name, layer.backward_input, Phase::backward, std::move(deps));
+  const OpId mlp_done = block_backward_input(name + ".mlp", layer.mlp_parts, std::move(deps));
+  return block_backward_input(name + ".attn", layer.attention_parts, {mlp_done});
+}
+
+OpId LayerOps::backward_weight(const std::string& name, OpId after) {
+  const LayerCosts& layer = costs_.layer;
+  if (groups_.tp < 0)
+    return w_.compute(name, layer.backward_weight, Phase::weight_gradient, {after});
+  const OpId mlp_done = block_backward_weight(name + ".mlp", layer.mlp_parts, after);
+  return block_backward_weight(name + ".attn", layer.attention_parts, mlp_done);
+}
+
 OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
   const LayerCosts& layer = costs_.layer;
   if (groups_.tp < 0 && groups_.cp < 0)
@@ -327,8 +359,8 @@ OpId LayerOps::embedding_forward(const std::string& name, std::vector<OpId> deps
   return reduce_output(name, w_.compute(name, costs_.embedding_forward, Phase::forward, std::move(deps)));
 }
 
-OpId LayerOps::embedding_backward(const std::string& name, std::vector<OpId> deps) {
-  return w_.compute(name, costs_.embedding_backward, Phase::backward, gather_input(name, std::move(deps)));
+OpId LayerOps::embedding_backward(const std::string& name, std::vector<OpId> deps, Phase phase) {
+  return w_.compute(name, costs_.embedding_backward, phase, gather_input(name, std::move(deps)));
 }
 
 OpId LayerOps::head_forward(const std::string& name, std::vector<OpId> deps) {
@@ -337,6 +369,14 @@ OpId LayerOps::head_forward(const std::string& name, std::vector<OpId> deps) {
 
 OpId LayerOps::head_backward(const std::string& name, std::vector<OpId> deps) {
   return reduce_output(name, w_.compute(name, costs_.head_backward, Phase::backward, std::move(deps)));
+}
+
+OpId LayerOps::head_backward_input(const std::string& name, std::vector<OpId> deps) {
+  return reduce_output(name, w_.compute(name, costs_.head_backward_input, Phase::backward, std::move(deps)));
+}
+
+OpId LayerOps::head_backward_weight(const std::string& name, OpId after) {
+  return w_.compute(name, costs_.head_backward_weight, Phase::weight_gradient, {after});
 }
 
 } // namespace trainsim

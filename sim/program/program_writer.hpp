@@ -153,9 +153,19 @@ public:
   OpId forward(const std::string& name, std::vector<OpId> deps, Phase phase);
   OpId backward(const std::string& name, std::vector<OpId> deps);
   OpId embedding_forward(const std::string& name, std::vector<OpId> deps);
-  OpId embedding_backward(const std::string& name, std::vector<OpId> deps);
+  // Under a split backward the embedding's is all weight gradient: `phase` says which it is.
+  OpId embedding_backward(const std::string& name, std::vector<OpId> deps, Phase phase = Phase::backward);
   OpId head_forward(const std::string& name, std::vector<OpId> deps);
   OpId head_backward(const std::string& name, std::vector<OpId> deps);
+  // A backward split in two (the zero-bubble schedules; not with context parallelism or
+  // comm.tp_comm_overlap) as Transformer Engine's delay_wgrad_compute runs it: the input-gradient
+  // pass with its tensor-parallel collectives, keeping the weight-gradient GEMMs' operands as
+  // they used them (gathered under SP), and the weight-gradient pass after `after`, without
+  // communication.
+  OpId backward_input(const std::string& name, std::vector<OpId> deps);
+  OpId backward_weight(const std::string& name, OpId after);
+  OpId head_backward_input(const std::string& name, std::vector<OpId> deps);
+  OpId head_backward_weight(const std::string& name, OpId after);
 
 private:
   // Before a part whose input is sequence-split under SP: all-gather it.
@@ -167,6 +177,8 @@ private:
   OpId overlapped_forward(const std::string& name, const BlockParts& parts, std::vector<OpId> deps, Phase phase);
   // A tensor-parallel sub-block's backward from its BlockParts (without context parallelism).
   OpId block_backward(const std::string& name, const BlockParts& parts, std::vector<OpId> deps);
+  OpId block_backward_input(const std::string& name, const BlockParts& parts, std::vector<OpId> deps);
+  OpId block_backward_weight(const std::string& name, const BlockParts& parts, OpId after);
   // The gathered input's tp chunks arriving around the ring, each `chunk` of work computed on one
   // once it is here; returns the last chunk's op.
   OpId ring_exchange(const std::string& name, const Work& chunk, OpId ready, Phase phase);

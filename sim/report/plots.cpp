@@ -22,6 +22,7 @@ std::string phase_colour(Phase phase) {
   case Phase::backward: return "#59a14f";
   case Phase::recompute: return "#f28e2b";
   case Phase::optimizer: return "#b07aa1";
+  case Phase::weight_gradient: return "#2e6b28";
   case Phase::other: break;
   }
   return "#b6992d";
@@ -203,7 +204,8 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
 
   // The legend lists what is drawn: phases, the CPU's step, kinds in their usual order, any other.
   std::vector<std::pair<std::string, std::string>> legend;
-  for (Phase phase : {Phase::forward, Phase::backward, Phase::recompute, Phase::optimizer, Phase::other})
+  for (Phase phase :
+       {Phase::forward, Phase::backward, Phase::weight_gradient, Phase::recompute, Phase::optimizer, Phase::other})
     if (drawn.erase(to_string(phase)))
       legend.emplace_back(to_string(phase), phase_colour(phase));
   if (drawn.erase("cpu_optimizer"))

@@ -75,6 +75,7 @@ struct PlanEntry {
   int zero = 0;
   std::string recompute;
   std::string offload;
+  std::string schedule;        // the pipeline schedule; empty without a pipeline
   SweepRow simulated;          // its throughput, step time, MFU, peak memory and bottleneck
   double time_to_train_s = 0;
   double gpu_hours = 0;

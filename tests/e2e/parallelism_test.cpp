@@ -54,10 +54,11 @@ TEST_CASE("with free communication and uniform stages the bubble matches Narayan
   }
 }
 
-TEST_CASE("stage 0 holds m micro-batches under GPipe, p under 1F1B, and (1 + (p-1)/(pv)) L layers interleaved") {
-  // Korthikanti et al. 2022, section 4 (REFERENCES.md). One micro-batch of one stage keeps
-  // 16/p layers of activations; the memory summary's stage 0 peak minus its model states
-  // and buffers, over that, counts micro-batches in flight.
+TEST_CASE("stage 0 holds m micro-batches under GPipe, p under 1F1B and ZB-H1, 2p - 1 under ZB-H2, and (1 + (p-1)/(pv)) L layers interleaved") {
+  // Korthikanti et al. 2022, section 4 (REFERENCES.md); Qi et al. 2024, section 2 (p M_B under
+  // ZB-H1, (2p - 1) M_B under ZB-H2). One micro-batch of one stage keeps 16/p layers of
+  // activations; the memory summary's stage 0 peak minus its model states and buffers, over
+  // that, counts micro-batches in flight.
   const auto activations_on_stage0 = [&](const std::string& name, const std::string& arguments) {
     const json summary = run(name, pipeline, arguments);
     return summary["memory"]["ranks"][0]["at_peak"]["activations"].get<double>();
@@ -67,10 +68,50 @@ TEST_CASE("stage 0 holds m micro-batches under GPipe, p under 1F1B, and (1 + (p-
   const double gpipe = activations_on_stage0("stage0_gpipe", "--set parallel.schedule=gpipe");
   const double one_f_one_b = activations_on_stage0("stage0_1f1b", "--set parallel.schedule=1f1b");
   const double interleaved = activations_on_stage0("stage0_interleaved", "--set parallel.vpp=2");
+  const double zb_h1 = activations_on_stage0("stage0_zb_h1", "--set parallel.schedule=zb-h1");
+  const double zb_h2 = activations_on_stage0("stage0_zb_h2", "--set parallel.schedule=zb-h2");
   // pp = 4 stages of 4 layers, m = 8 micro-batches.
   CHECK(gpipe / (4 * one_layer) == doctest::Approx(8).epsilon(0.01));
   CHECK(one_f_one_b / (4 * one_layer) == doctest::Approx(4).epsilon(0.01));
+  CHECK(zb_h1 / (4 * one_layer) == doctest::Approx(4).epsilon(0.01));
+  CHECK(zb_h2 / (4 * one_layer) == doctest::Approx(7).epsilon(0.01));
   CHECK(interleaved / one_layer == doctest::Approx(16 * (1 + 3.0 / 8)).epsilon(0.01));
+}
+
+TEST_CASE("the zero-bubble schedules: ZB-H1's bubble as Qi et al. give it, ZB-H2 only the pipeline's fill") {
+  // Qi et al. 2024, section 2 (handcrafted schedules, a synchronous optimizer step): 1F1B idles
+  // (p-1)(T_F + T_B + T_W) per step, ZB-H1 (p-1)(T_F + T_B - T_W). ZB-H2 runs without a gap once
+  // a stage has started (the paper's parallelogram); a step that ends at one optimizer step, as
+  // here, keeps the (p-1) T_F its last stage waits for the first forward (the paper removes it
+  // with its optimizer post-validation, not simulated).
+  // T_F : T_B : T_W by hand, the roofline taking model FLOPs on compute-bound layers (the uniform
+  // model: h = 2048, SwiGLU f = 8192, 16 heads, s = 2048, b = 1; vocabulary 128, negligible). In
+  // units of 2 s h^2: QKV 3, output projection 1, MLP 3 x 4 = 12, attention core 4 b s^2 h = 2.
+  // T_F = 18; W, the linear layers' weight gradients, as many FLOPs as their forward: T_W = 16;
+  // B, the rest of a backward of twice the forward: T_B = 36 - 16 = 20.
+  const double forward = 18, input = 20, weight = 16, work = forward + input + weight;
+  struct Case {
+    const char* schedule;
+    int p, m;
+    double bubble;  // per stage, in the units above
+  };
+  for (const Case& c : {Case{"zb-h1", 4, 8, 3 * (forward + input - weight)},
+                        Case{"zb-h1", 2, 6, 1 * (forward + input - weight)},
+                        Case{"zb-h1", 8, 16, 7 * (forward + input - weight)},
+                        Case{"zb-h2", 4, 8, 3 * forward}, Case{"zb-h2", 4, 16, 3 * forward},
+                        Case{"1f1b", 4, 8, 3 * work}}) {
+    CAPTURE(c.schedule);
+    CAPTURE(c.p);
+    CAPTURE(c.m);
+    const json summary = run(std::string("zero_bubble_") + c.schedule + std::to_string(c.p) + "_" + std::to_string(c.m),
+                             pipeline,
+                             "--set compute.model=roofline --set parallel.schedule=" + std::string(c.schedule) +
+                                 " --set parallel.pp=" + std::to_string(c.p) +
+                                 " --set training.global_batch=" + std::to_string(c.m));
+    const json& time = summary["time"];
+    const double ideal = time["compute_s"].get<double>() - time["optimizer_s"].get<double>();
+    CHECK(time["bubble_s"].get<double>() / ideal == doctest::Approx(c.bubble / (c.m * work)).epsilon(0.01));
+  }
 }
 
 TEST_CASE("tensor, sequence, context and pipeline parallelism combine on two nodes") {

@@ -169,3 +169,30 @@ TEST_CASE("no block part has negative work, whatever the rounding of its model's
     }
   }
 }
+
+TEST_CASE("a backward split in two adds up to the backward: W is the linear layers' weight-gradient GEMMs") {
+  // Qi et al. 2024: W computes the parameters' gradients, as many FLOPs as the linear layers'
+  // forward; B the rest. tiny-llama (h = 256, f = 688 SwiGLU, 8 heads, 2 KV heads of 32), one
+  // sequence of 128 tokens: per token 2 (h (q + 2 kv) + q h + 3 h f) FLOPs.
+  const ModelSpec llama = model("tiny-llama");
+  const double tokens = 128, h = 256, f = 688, q = 256, kv = 64;
+  const ModelCosts costs = compute_costs(llama, 1, 128, Precision::bf16, Precision::fp32, true);
+  const LayerCosts& layer = costs.layer;
+  CHECK(layer.backward_weight.flops == doctest::Approx(2 * tokens * (h * (q + 2 * kv) + q * h + 3 * h * f)));
+  CHECK(layer.backward_input.flops + layer.backward_weight.flops == doctest::Approx(layer.backward.flops));
+  CHECK(layer.backward_input.bytes + layer.backward_weight.bytes == doctest::Approx(layer.backward.bytes));
+  // W keeps each linear layer's input and output gradient, 2 bytes each per token: inputs h (QKV),
+  // q (output projection), h (gate and up), f (down); output gradients q + 2 kv, h, 2 f, h.
+  CHECK(layer.activations.weight_gradient_inputs ==
+        doctest::Approx(2 * tokens * (h + q + h + f + (q + 2 * kv) + h + 2 * f + h)));
+  // Their kernels: W is the four weight-gradient GEMMs, B every other kernel of the backward.
+  const auto kernels = [&](const Work& work) { return costs.kernel_sets.at(static_cast<std::size_t>(work.kernel_set)).kernels; };
+  std::vector<std::string> weight;
+  for (const Kernel& kernel : kernels(layer.backward_weight))
+    weight.push_back(kernel.name);
+  CHECK(weight == std::vector<std::string>{"fc2.wgrad", "fc1.wgrad", "out.wgrad", "qkv.wgrad"});
+  CHECK(kernels(layer.backward_input).size() + weight.size() == kernels(layer.backward).size());
+  // The head's W is the output layer's weight gradient; its input gradient stays in B.
+  CHECK(costs.head_backward_weight.flops == doctest::Approx(costs.head_forward.flops));
+  CHECK(kernels(costs.head_backward_weight).size() == 1);
+}

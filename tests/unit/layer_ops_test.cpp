@@ -49,6 +49,13 @@ ModelCosts hand_made_costs() {
                            {40, 6},    {50, 7.5}, {30, 4.5}, {30, 4.5}, {0, 0},  {140, 21}};
   layer.mlp_parts = {{0, 0},    {25, 2.5},  {20, 2},  {20, 2},  {0, 0},  {0, 0},    {25, 3.75},
                      {100, 15}, {40, 6},    {80, 12}, {80, 12}, {0, 0},  {240, 36}};
+  // Split in two, the input-gradient parts up to the column GEMM leave the row GEMM's wgrad out:
+  // attention 140 - 40 = 100, MLP 240 - 100 = 140. Without tp, B is the backward less its
+  // weight-gradient GEMMs (400 of 600 here), W those (200).
+  layer.attention_parts.to_column_input = {100, 15};
+  layer.mlp_parts.to_column_input = {140, 21};
+  layer.backward_input = {400, 60};
+  layer.backward_weight = {200, 30};
   layer.tp_collective_bytes = layer_output_bytes;
   layer.cp_kv_bytes = kv_bytes;
   costs.embedding_forward = {0, 50};
@@ -194,6 +201,51 @@ TEST_CASE("sequence parallelism all-gathers each block's input and reduce-scatte
   check_compute(backward.op(7), 0, Phase::backward, {6, 5});
   CHECK(backward.returned == 14);
   check_adds_up_to(backward, {600, 90});
+}
+
+TEST_CASE("a backward split in two keeps its collectives in the input-gradient pass and leaves the weight gradients none") {
+  // Transformer Engine's delay_wgrad_compute under SP, MLP first: FC2's output gradient gathered
+  // (1), up to FC1 without FC2's wgrad (2), FC1's input gathered (3, kept for W) beside FC1's
+  // dgrad (4), reduce-scattered (5), the norm part after it (6); then the attention the same way.
+  const ModelParallelGroups sp{tp_group, -1, 1, true};
+  ProgramWriter writer;
+  const OpId input = writer.compute("input", Work{}, Phase::other);
+  LayerOps ops(writer, hand_made_costs(), sp);
+  const OpId input_done = ops.backward_input("L0.bwd-input", {input});
+  const OpId weight_done = ops.backward_weight("L0.bwd-weight", input_done);
+  const Program program = writer.take();
+  REQUIRE(program.ops.size() == 1 + 12 + 4);
+  const auto op = [&](OpId id) -> const Op& { return program.ops.at(id); };
+  check_collective(op(1), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {input});
+  check_compute(op(2), 140, Phase::backward, {1});
+  check_collective(op(3), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {2});
+  check_compute(op(4), 80, Phase::backward, {2});
+  check_collective(op(5), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {4});
+  check_compute(op(6), 0, Phase::backward, {5});
+  check_compute(op(8), 100, Phase::backward, {7});
+  CHECK(input_done == 12);
+  // W: FC2's and FC1's wgrads, then the output projection's and QKV's, on the compute stream only.
+  check_compute(op(13), 100, Phase::weight_gradient, {12});
+  check_compute(op(14), 80, Phase::weight_gradient, {13});
+  check_compute(op(15), 40, Phase::weight_gradient, {14});
+  check_compute(op(16), 30, Phase::weight_gradient, {15});
+  CHECK(weight_done == 16);
+  // Together they do the whole backward's work: 600 FLOPs.
+  double flops = 0;
+  for (const Op& each : program.ops)
+    flops += each.flops;
+  CHECK(flops == doctest::Approx(600));
+
+  // Without model parallelism, one op each.
+  ProgramWriter single_writer;
+  const OpId start = single_writer.compute("input", Work{}, Phase::other);
+  LayerOps single(single_writer, hand_made_costs(), ModelParallelGroups{});
+  const OpId b = single.backward_input("L0.bwd-input", {start});
+  single.backward_weight("L0.bwd-weight", b);
+  const Program single_program = single_writer.take();
+  REQUIRE(single_program.ops.size() == 3);
+  check_compute(single_program.ops[1], 400, Phase::backward, {start});
+  check_compute(single_program.ops[2], 200, Phase::weight_gradient, {b});
 }
 
 TEST_CASE("context parallelism gathers K and V on the cp stream while the local block is computed") {

@@ -102,19 +102,31 @@ TEST_CASE("ring attention sends cp - 1 K/V blocks per layer in forward and twice
 }
 
 TEST_CASE("pipeline schedules run every micro-batch's forward before its backward, once each") {
-  for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved}) {
+  // A whole backward ends a micro-batch (state 0 -> 1 -> 3); a split one runs its input gradients,
+  // then its weight gradients (0 -> 1 -> 2 -> 3).
+  for (Schedule schedule :
+       {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved, Schedule::zb_h1, Schedule::zb_h2}) {
+    CAPTURE(to_string(schedule));
     const int chunks = schedule == Schedule::interleaved ? 2 : 1;
     for (int stage = 0; stage < 4; ++stage) {
       CAPTURE(stage);
+      // The zero-bubble schedules' first stage runs each W right after its B: one backward.
+      const std::size_t passes = splits_backward(schedule) && stage > 0 ? 3 : 2;
       const auto steps = pipeline_schedule(schedule, 4, chunks, 8, stage);
-      CHECK(steps.size() == static_cast<std::size_t>(2 * 8 * chunks));
+      CHECK(steps.size() == passes * 8 * static_cast<std::size_t>(chunks));
       std::map<std::pair<long long, int>, int> seen;
       for (const PipelineStep& step : steps) {
         int& state = seen[{step.micro_batch, step.chunk}];
-        CHECK(state == (step.forward ? 0 : 1));
-        state = step.forward ? 1 : 2;
+        switch (step.pass) {
+        case Pass::forward: CHECK(state == 0); state = 1; break;
+        case Pass::backward: CHECK(state == 1); state = 3; break;
+        case Pass::backward_input: CHECK(state == 1); state = 2; break;
+        case Pass::backward_weight: CHECK(state == 2); state = 3; break;
+        }
       }
       CHECK(seen.size() == static_cast<std::size_t>(8 * chunks));
+      for (const auto& [micro_batch, state] : seen)
+        CHECK(state == 3);
     }
   }
   // 1F1B warms up with p - stage - 1 forwards: stage 0 of 4 holds 4 micro-batches, the last 1.
@@ -123,6 +135,23 @@ TEST_CASE("pipeline schedules run every micro-batch's forward before its backwar
   CHECK(peak_in_flight(pipeline_schedule(Schedule::gpipe, 4, 1, 8, 0)) == 8);
   // Interleaved (Megatron-LM): (p - 1) * 2 + (v - 1) * p warm-up chunks, then one more.
   CHECK(peak_in_flight(pipeline_schedule(Schedule::interleaved, 4, 2, 8, 0)) == 6 + 4 + 1);
+  // Qi et al. 2024, section 2: ZB-H1 keeps 1F1B's p micro-batches on the first stage (until
+  // their W), ZB-H2 2p - 1; the last stage holds p (its W waits p - 1 slots after its F and B)
+  // and 2p - 1.
+  CHECK(peak_in_flight(pipeline_schedule(Schedule::zb_h1, 4, 1, 8, 0)) == 4);
+  CHECK(peak_in_flight(pipeline_schedule(Schedule::zb_h1, 4, 1, 8, 3)) == 4);
+  CHECK(peak_in_flight(pipeline_schedule(Schedule::zb_h2, 4, 1, 8, 0)) == 7);
+  CHECK(peak_in_flight(pipeline_schedule(Schedule::zb_h2, 4, 1, 8, 3)) == 7);
+}
+
+TEST_CASE("ZB-H1 runs F, B and W in the slots of Qi et al.") {
+  // p = 4, m = 8, stage 1: slot x runs F(x), B(x - 2), W(x - 3) (section 2, figure 3 top).
+  const auto steps = pipeline_schedule(Schedule::zb_h1, 4, 1, 8, 1);
+  std::string order;
+  for (const PipelineStep& step : steps)
+    order += std::string(step.pass == Pass::forward ? "F" : step.pass == Pass::backward_input ? "B" : "W") +
+             std::to_string(step.micro_batch) + " ";
+  CHECK(order == "F0 F1 F2 B0 F3 B1 W0 F4 B2 W1 F5 B3 W2 F6 B4 W3 F7 B5 W4 B6 W5 B7 W6 W7 ");
 }
 
 TEST_CASE("rank order puts tp innermost by default and follows the order given") {
