@@ -60,6 +60,10 @@ const std::vector<OptionSpec>& option_specs() {
        "the zero-bubble zb-h1 and zb-h2 split each backward into input and weight gradients"},
       {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
       {"parallel.layers_per_stage", "uniform", "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (uniform: equal)"},
+      {"parallel.first_stage_layers", "auto",
+       "layers of the first pipeline rank (Megatron-Core's --decoder-first-pipeline-num-layers), the others sharing "
+       "the rest evenly; auto: as many as the others"},
+      {"parallel.last_stage_layers", "auto", "layers of the last pipeline rank, as first_stage_layers"},
       {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters) "
                            "(default 3 with training.framework = fsdp2)"},
       {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
@@ -668,6 +672,15 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
       values.fail("parallel.layers_per_stage", "gives " + std::to_string(scenario.layers_per_stage.size()) +
                                                    " stages but pp x vpp = " + std::to_string(scenario.pp * scenario.vpp));
   }
+  for (const auto& [key, layers] : {std::pair<const char*, long long*>{"parallel.first_stage_layers", &scenario.first_stage_layers},
+                                    {"parallel.last_stage_layers", &scenario.last_stage_layers}}) {
+    if (values.text(key) == "auto")
+      continue;
+    *layers = values.integer(key, 1, 1'000'000);
+    values.needs(key, scenario.pp > 1, "parallel.pp > 1 (it sets a pipeline stage's layers)");
+    if (!scenario.layers_per_stage.empty())
+      values.fail(key, "and parallel.layers_per_stage both split the layers; accepted: one of them");
+  }
 }
 
 // [memory]: the ZeRO stage and activation recompute.
@@ -805,9 +818,9 @@ void read_training_keys(const ValueReader& values, Scenario& scenario) {
                     std::to_string(scenario.dp) + " = " + std::to_string(replica_batch) +
                     "; gradient accumulation steps must be a whole number");
   scenario.grad_accum = scenario.global_batch / replica_batch;
-  if (scenario.schedule == Schedule::interleaved && scenario.pp > 1 && scenario.grad_accum % scenario.pp != 0)
+  if (scenario.schedule == Schedule::interleaved && scenario.pp > 1 && scenario.grad_accum < scenario.pp)
     values.fail("training.global_batch", "gives " + std::to_string(scenario.grad_accum) +
-                                             " micro-batches per pipeline, not a multiple of pp = " +
+                                             " micro-batches per pipeline, fewer than pp = " +
                                              std::to_string(scenario.pp) + " as the interleaved schedule needs");
   if (scenario.seq_len % scenario.cp != 0)
     values.fail("training.seq_len", "not divisible by parallel.cp = " + std::to_string(scenario.cp));

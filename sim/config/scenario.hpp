@@ -76,6 +76,9 @@ struct Scenario {
   Schedule schedule = Schedule::one_f_one_b;
   std::string order = "tp-cp-dp-pp";  // rank order, innermost first
   std::vector<long long> layers_per_stage;  // explicit split over pp x vpp stages; empty: uniform
+  // Megatron-Core's --decoder-first/last-pipeline-num-layers: the first and last pipeline ranks'
+  // layers, the rest shared evenly; 0: as many as the others.
+  long long first_stage_layers = 0, last_stage_layers = 0;
 
   Framework framework = Framework::ddp;
   int zero = 0;                       // ZeRO stage; FSDP is stage 3

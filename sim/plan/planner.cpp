@@ -147,7 +147,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               if (request.global_batch % (micro_batch * dp))
                 continue;
               const long long accumulation = request.global_batch / (micro_batch * dp);
-              if (pp > 1 && (accumulation < pp || (vpp > 1 && accumulation % pp)))
+              if (pp > 1 && accumulation < pp)
                 continue;  // fewer micro-batches than stages is mostly bubble
               // The stages that differ on this layout (each a distinct plan of model states).
               std::vector<int> zeros;

@@ -1,6 +1,7 @@
 #include "program/pipeline_schedule.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace trainsim {
 
@@ -53,22 +54,30 @@ std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunk
       steps.push_back({backward, mb, 0});
     return steps;
   }
-  // Interleaved (Megatron-LM): micro-batches go through the chunks in groups of pp.
+  // Interleaved (Megatron-Core's get_schedule_table): micro-batches go through the chunks in
+  // groups of pp, the last group holding what remains, so that m need only be at least pp.
+  std::vector<std::pair<long long, int>> table;  // (micro-batch, chunk) of the k-th forward
+  for (long long first = 0; first < m; first += pp) {
+    const long long end = std::min<long long>(first + pp, m);
+    for (int chunk = 0; chunk < chunks; ++chunk)
+      for (long long mb = first; mb < end; ++mb)
+        table.emplace_back(mb, chunk);
+  }
   const long long total = m * chunks;
-  const long long group = static_cast<long long>(pp) * chunks;
-  const auto micro_batch_of = [&](long long k) { return (k / group) * pp + k % pp; };
-  const auto forward_chunk = [&](long long k) { return static_cast<int>((k % group) / pp); };
-  const auto backward_chunk = [&](long long k) { return chunks - 1 - forward_chunk(k); };
+  const auto forward_step = [&](long long k) { return PipelineStep{forward, table[k].first, table[k].second}; };
+  const auto backward_step = [&](long long k) {
+    return PipelineStep{backward, table[k].first, chunks - 1 - table[k].second};
+  };
   const long long warmup =
       m == pp ? total : std::min<long long>(static_cast<long long>(pp - stage - 1) * 2 + (chunks - 1) * pp, total);
   for (long long k = 0; k < warmup; ++k)
-    steps.push_back({forward, micro_batch_of(k), forward_chunk(k)});
+    steps.push_back(forward_step(k));
   for (long long k = 0; k < total - warmup; ++k) {
-    steps.push_back({forward, micro_batch_of(warmup + k), forward_chunk(warmup + k)});
-    steps.push_back({backward, micro_batch_of(k), backward_chunk(k)});
+    steps.push_back(forward_step(warmup + k));
+    steps.push_back(backward_step(k));
   }
   for (long long k = total - warmup; k < total; ++k)
-    steps.push_back({backward, micro_batch_of(k), backward_chunk(k)});
+    steps.push_back(backward_step(k));
   return steps;
 }
 

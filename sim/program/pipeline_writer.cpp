@@ -407,6 +407,39 @@ private:
   std::optional<OffloadedOptimizer> offloaded_;  // when the optimizer runs on the CPU
 };
 
+// Megatron-Core's first and last pipeline ranks with their own layer counts (to balance the
+// embedding and the output layer), the others sharing the rest evenly, each rank's layers
+// shared evenly by its vpp chunks (get_num_layers_to_build).
+std::vector<long long> uneven_virtual_stages(const Scenario& scenario, const ModelSpec& model) {
+  const std::string where = scenario.file.string() + ": ";
+  std::vector<long long> per_rank(static_cast<std::size_t>(scenario.pp), 0);
+  long long rest = model.layers, others = scenario.pp;
+  for (const auto& [layers, rank] : {std::pair{scenario.first_stage_layers, 0}, {scenario.last_stage_layers, scenario.pp - 1}}) {
+    if (layers == 0)
+      continue;
+    per_rank[static_cast<std::size_t>(rank)] = layers;
+    rest -= layers;
+    --others;
+  }
+  const std::string keys = "parallel.first_stage_layers and parallel.last_stage_layers";
+  if (rest < 0 || (others == 0 && rest != 0) || (others > 0 && (rest == 0 || rest % others != 0)))
+    throw InputError(where + keys + " leave " + std::to_string(rest) + " of model " + model.name + "'s " +
+                     std::to_string(model.layers) + " layers to " + std::to_string(others) +
+                     " other pipeline ranks; accepted: counts that leave each of them the same positive number");
+  for (long long& layers : per_rank)
+    if (layers == 0)
+      layers = rest / others;
+  std::vector<long long> stages(static_cast<std::size_t>(scenario.pp) * scenario.vpp);
+  for (int rank = 0; rank < scenario.pp; ++rank) {
+    if (per_rank[rank] % scenario.vpp != 0)
+      throw InputError(where + "pipeline rank " + std::to_string(rank) + " has " + std::to_string(per_rank[rank]) +
+                       " layers, not divisible by vpp = " + std::to_string(scenario.vpp) + " (set by " + keys + ")");
+    for (int chunk = 0; chunk < scenario.vpp; ++chunk)
+      stages[static_cast<std::size_t>(chunk) * scenario.pp + rank] = per_rank[rank] / scenario.vpp;
+  }
+  return stages;
+}
+
 } // namespace
 
 std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const ModelSpec& model) {
@@ -420,6 +453,8 @@ std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const 
                        " layers but model " + model.name + " has " + std::to_string(model.layers));
     return scenario.layers_per_stage;
   }
+  if (scenario.first_stage_layers > 0 || scenario.last_stage_layers > 0)
+    return uneven_virtual_stages(scenario, model);
   if (model.layers % stages != 0)
     throw InputError(scenario.file.string() + ": model " + model.name + " has " + std::to_string(model.layers) +
                      " layers, not divisible by pp x vpp = " + std::to_string(scenario.pp) + " x " +

@@ -152,14 +152,17 @@ TEST_CASE("layouts that do not divide are refused with the numbers that clash") 
   for (const Case& c :
        {Case{"heads", "--set parallel.tp=16 --set parallel.dp=1", "8 attention heads, not divisible by parallel.tp = 16"},
         Case{"layers", "--set parallel.pp=3 --set parallel.dp=4", "4 layers, not divisible by pp x vpp = 3 x 1"},
-        Case{"interleaved", "--set parallel.pp=2 --set parallel.vpp=2 --set parallel.dp=2 --set training.global_batch=12",
-             "not a multiple of pp = 2"},
+        Case{"interleaved", "--set parallel.pp=2 --set parallel.vpp=2 --set parallel.dp=2 --set training.global_batch=4",
+             "gives 1 micro-batches per pipeline, fewer than pp = 2"},
         Case{"sp", "--set parallel.sp=true", "needs parallel.tp > 1"},
         Case{"cp", "--set parallel.cp=3 --set parallel.dp=4", "not divisible by parallel.cp = 3"},
         Case{"zero", "--set parallel.pp=2 --set parallel.dp=8 --set memory.zero=2", "with pp > 1 accepted: 0 or 1"},
         Case{"world", "--set parallel.tp=4 --set parallel.dp=8", "needs 32 GPUs"},
         Case{"stages", "--set parallel.pp=2 --set parallel.dp=8 --set parallel.layers_per_stage=1,2",
-             "adds up to 3 layers"}}) {
+             "adds up to 3 layers"},
+        Case{"first_stage", "--set parallel.pp=2 --set parallel.dp=8 --set parallel.first_stage_layers=4",
+             "leave 0 of model tiny-gpt's 4 layers to 1 other pipeline ranks"},
+        Case{"first_stage_no_pipeline", "--set parallel.first_stage_layers=2", "it needs parallel.pp > 1"}}) {
     CAPTURE(c.name);
     const CliResult result = run_trainsim(std::string("layout_error_") + c.name, "run " + tiny + " --out out " + c.arguments);
     CHECK(result.status == 2);

@@ -104,16 +104,24 @@ TEST_CASE("ring attention sends cp - 1 K/V blocks per layer in forward and twice
 TEST_CASE("pipeline schedules run every micro-batch's forward before its backward, once each") {
   // A whole backward ends a micro-batch (state 0 -> 1 -> 3); a split one runs its input gradients,
   // then its weight gradients (0 -> 1 -> 2 -> 3).
-  for (Schedule schedule :
-       {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved, Schedule::zb_h1, Schedule::zb_h2}) {
+  // Interleaved also with m = 10, not a multiple of p = 4 (Megatron-Core's last group of 2).
+  struct Case {
+    Schedule schedule;
+    long long m;
+  };
+  for (const Case& c : {Case{Schedule::gpipe, 8}, Case{Schedule::one_f_one_b, 8}, Case{Schedule::interleaved, 8},
+                        Case{Schedule::interleaved, 10}, Case{Schedule::zb_h1, 8}, Case{Schedule::zb_h2, 8}}) {
+    const Schedule schedule = c.schedule;
+    const long long m = c.m;
     CAPTURE(to_string(schedule));
+    CAPTURE(m);
     const int chunks = schedule == Schedule::interleaved ? 2 : 1;
     for (int stage = 0; stage < 4; ++stage) {
       CAPTURE(stage);
       // The zero-bubble schedules' first stage runs each W right after its B: one backward.
       const std::size_t passes = splits_backward(schedule) && stage > 0 ? 3 : 2;
-      const auto steps = pipeline_schedule(schedule, 4, chunks, 8, stage);
-      CHECK(steps.size() == passes * 8 * static_cast<std::size_t>(chunks));
+      const auto steps = pipeline_schedule(schedule, 4, chunks, m, stage);
+      CHECK(steps.size() == passes * static_cast<std::size_t>(m * chunks));
       std::map<std::pair<long long, int>, int> seen;
       for (const PipelineStep& step : steps) {
         int& state = seen[{step.micro_batch, step.chunk}];
@@ -124,7 +132,7 @@ TEST_CASE("pipeline schedules run every micro-batch's forward before its backwar
         case Pass::backward_weight: CHECK(state == 2); state = 3; break;
         }
       }
-      CHECK(seen.size() == static_cast<std::size_t>(8 * chunks));
+      CHECK(seen.size() == static_cast<std::size_t>(m * chunks));
       for (const auto& [micro_batch, state] : seen)
         CHECK(state == 3);
     }

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.hpp"
 #include "layout/layout.hpp"
 #include "memory/memory_tracker.hpp"
 #include "model/costs.hpp"
@@ -403,4 +404,32 @@ TEST_CASE("with scatter/gather each tp rank sends 1/tp of a boundary and the rec
     }
     CHECK(receives == 2);  // stage 1 receives two activations, stage 0 two gradients
   }
+}
+
+TEST_CASE("the first and last pipeline ranks take their own layer counts and the others share the rest") {
+  // Megatron-Core's --decoder-first/last-pipeline-num-layers (get_num_layers_to_build): the
+  // small GPT's 8 layers over pp = 3 with 2 on each end leave 4 to the middle rank; over pp = 2
+  // with vpp = 2 and 2 on the first rank, the last rank takes 6, each rank's chunks half of its
+  // layers (virtual stages in the order chunk x pp + rank).
+  const ModelSpec model = small_gpt();
+  Scenario ends = pipeline_scenario(Schedule::one_f_one_b, 3, 1, 3);
+  ends.first_stage_layers = 2;
+  ends.last_stage_layers = 2;
+  CHECK(layers_per_virtual_stage(ends, model) == std::vector<long long>{2, 4, 2});
+  Scenario interleaved = pipeline_scenario(Schedule::interleaved, 2, 2, 4);
+  interleaved.first_stage_layers = 2;
+  CHECK(layers_per_virtual_stage(interleaved, model) == std::vector<long long>{1, 3, 1, 3});
+  // 3 on the first rank leave 5 to two others: refused, as is a rank whose layers its chunks cannot share.
+  Scenario uneven = pipeline_scenario(Schedule::one_f_one_b, 3, 1, 3);
+  uneven.first_stage_layers = 3;
+  CHECK_THROWS_WITH_AS(layers_per_virtual_stage(uneven, model),
+                       doctest::Contains("leave 5 of model small's 8 layers to 2 other pipeline ranks"), InputError);
+  interleaved.first_stage_layers = 3;
+  interleaved.last_stage_layers = 5;
+  CHECK_THROWS_WITH_AS(layers_per_virtual_stage(interleaved, model),
+                       doctest::Contains("pipeline rank 0 has 3 layers, not divisible by vpp = 2"), InputError);
+  // The stages' programs hold those layers: the middle rank of the first case runs L2 to L5.
+  const Program middle = stage_program(ends, 1);
+  CHECK(std::any_of(middle.ops.begin(), middle.ops.end(), [](const Op& op) { return op.name.rfind("L5.fwd", 0) == 0; }));
+  CHECK(std::none_of(middle.ops.begin(), middle.ops.end(), [](const Op& op) { return op.name.rfind("L6.fwd", 0) == 0; }));
 }
