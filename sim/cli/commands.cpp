@@ -145,7 +145,8 @@ int simulate_and_report(SimulationContext& context, const PreparedRun& prepared,
   for (int rank : shown)
     timeline_ranks[rank] = true;
   const SimulatedRun simulated =
-      simulate(context, prepared, settings, timeline_ranks, options.no_report ? std::vector<int>{} : shown);
+      simulate(context, prepared, settings, timeline_ranks, options.no_report ? std::vector<int>{} : shown,
+               options.log_level != "error" && options.log_level != "off");
   const StepMetrics& metrics = simulated.metrics;
   const SpanRecorder& spans = simulated.spans;
   note_work("while writing the outputs of " + program_scale(workload) +

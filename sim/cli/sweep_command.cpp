@@ -34,6 +34,7 @@
 #include "common/files.hpp"
 #include "report/sweep_views.hpp"
 #include "common/text.hpp"
+#include "common/units.hpp"
 #include "config/scenario.hpp"
 #include "config/scenario_options.hpp"
 #include "sweep/sweep.hpp"
@@ -241,17 +242,6 @@ SweepRow finish(const Worker& worker, int status) {
   return row;
 }
 
-std::string duration(double seconds) {
-  if (!std::isfinite(seconds))
-    return "?";
-  const long long s = std::llround(seconds);
-  if (s >= 3600)
-    return std::to_string(s / 3600) + "h" + std::to_string(s % 3600 / 60) + "m";
-  if (s >= 60)
-    return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
-  return std::to_string(s) + "s";
-}
-
 class Progress {
 public:
   Progress(std::size_t total) : total_(total), terminal_(::isatty(STDERR_FILENO) != 0), start_(Clock::now()) {}
@@ -262,7 +252,7 @@ public:
     const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : INFINITY;
     const std::string numbers = std::to_string(done) + "/" + std::to_string(total_) + " (" +
                                 std::to_string(failed) + " invalid or failed), " + format_double(std::round(rate * 100) / 100) +
-                                "/s, ETA " + duration(eta);
+                                "/s, ETA " + format_duration(eta);
     if (terminal_) {
       constexpr int width = 30;
       const int filled = total_ ? static_cast<int>(width * done / total_) : width;

@@ -139,6 +139,18 @@ std::string format_seconds(double seconds) {
 
 std::string format_flops(double flops_per_second) { return format_double(flops_per_second / tera) + "Tf"; }
 
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds))
+    return "?";
+  const long long s = std::llround(seconds);
+  const auto two_digits = [](long long value) { return (value < 10 ? "0" : "") + std::to_string(value); };
+  if (s >= 3600)
+    return std::to_string(s / 3600) + "h" + two_digits(s % 3600 / 60) + "m";
+  if (s >= 60)
+    return std::to_string(s / 60) + "m" + two_digits(s % 60) + "s";
+  return std::to_string(s) + "s";
+}
+
 std::string format_count(double count) {
   const double magnitude = std::fabs(count);
   if (magnitude >= tera)

@@ -26,6 +26,8 @@ constexpr double max_tokens = 1e15;             // 1000T: far beyond any trainin
 std::string format_bytes(double bytes);
 std::string format_seconds(double seconds);
 std::string format_count(double count);
+// A wall-clock duration to the second for progress lines: "45s", "3m12s", "2h05m"; "?" if unknown.
+std::string format_duration(double seconds);
 // FLOP/s as platform files write them: "312Tf".
 std::string format_flops(double flops_per_second);
 

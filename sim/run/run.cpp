@@ -1,11 +1,14 @@
 #include "run/run.hpp"
 
 #include <algorithm>
+#include <iostream>
 #include <memory>
+#include <optional>
 
 #include <unistd.h>
 
 #include "common/files.hpp"
+#include "report/run_progress.hpp"
 
 namespace fs = std::filesystem;
 
@@ -69,13 +72,20 @@ ReplaySettings replay_settings(const Scenario& scenario) {
 }
 
 SimulatedRun simulate(SimulationContext& context, const PreparedRun& prepared, const ReplaySettings& settings,
-                      const std::vector<bool>& timeline_ranks, const std::vector<int>& span_ranks) {
+                      const std::vector<bool>& timeline_ranks, const std::vector<int>& span_ranks,
+                      bool progress) {
   const Workload& workload = prepared.workload;
   const std::vector<GpuInfo>& gpus = prepared.gpus;
   note_work("while simulating " + program_scale(workload));
   StepCollector collector(workload, gpus, timeline_ranks, prepared.scenario.reserve);
   SpanRecorder spans(workload, span_ranks);
-  ObserverFanout observers({&collector, &spans});
+  std::vector<ReplayObserver*> listening{&collector, &spans};
+  std::optional<RunProgress> reporter;
+  if (progress) {
+    reporter.emplace(workload, std::cerr, ::isatty(STDERR_FILENO) != 0);
+    listening.push_back(&*reporter);
+  }
+  ObserverFanout observers(listening);
   replay(context, workload, gpus, settings, observers);
   return {collector.finish(prepared.run.training_tokens), std::move(spans)};
 }

@@ -37,8 +37,10 @@ struct SimulatedRun {
 };
 
 // Replays the programs with the collectors listening: metrics of every rank, with the memory
-// timelines of `timeline_ranks` (see StepCollector), and the op spans of `span_ranks`.
+// timelines of `timeline_ranks` (see StepCollector), and the op spans of `span_ranks`; with
+// `progress`, a long replay tells where it stands on stderr (RunProgress).
 SimulatedRun simulate(SimulationContext& context, const PreparedRun& prepared, const ReplaySettings& settings,
-                      const std::vector<bool>& timeline_ranks, const std::vector<int>& span_ranks);
+                      const std::vector<bool>& timeline_ranks, const std::vector<int>& span_ranks,
+                      bool progress = false);
 
 } // namespace trainsim

@@ -1,6 +1,11 @@
 // The pure pieces of the report: the SVG writer's helpers and the bottleneck line.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <memory>
+#include <sstream>
+
+#include "report/run_progress.hpp"
 #include "report/svg.hpp"
 #include "report/writers.hpp"
 
@@ -122,4 +127,30 @@ TEST_CASE("axis ticks beyond the scale's data are left out") {
   for (auto at = text.find("class=\"tick\""); at != std::string::npos; at = text.find("class=\"tick\"", at + 1))
     ++ticks;
   CHECK(ticks == 6);  // 0, 0.2, 0.4, 0.6, 0.8, 1
+}
+
+TEST_CASE("a long replay tells how many ops are done of how many, the simulated time, the rate and the time left") {
+  // Two ranks sharing a program of 10,240 ops: 20,480 in all. Lines come every 4,096 finished ops
+  // once the delay is over (none here), a new one only after the interval (30 s off a terminal).
+  Workload workload;
+  auto program = std::make_shared<Program>();
+  program->ops.resize(10240);
+  workload.programs = {program, program};
+  std::ostringstream out;
+  {
+    RunProgress progress(workload, out, false, 0);
+    for (OpId op = 0; op < 4095; ++op)
+      progress.op_finished(0, op, 1.5);
+    CHECK(out.str().empty());
+    progress.op_finished(0, 4095, 1.5);
+    CHECK(out.str().rfind("trainsim: simulating, 4.10K of 20.48K ops (20 %), 1.500 s simulated, ", 0) == 0);
+    for (OpId op = 0; op < 4096; ++op)
+      progress.op_finished(1, op, 2.0);
+    const std::string printed = out.str();
+    CHECK(std::count(printed.begin(), printed.end(), '\n') == 1);  // within 30 s of the first line
+  }
+  // 10,240 of 20,480 ops in 100 s: 102.4 ops/s (counts under a thousand shown whole), 100 s left.
+  RunProgress progress(workload, out, false, 0);
+  CHECK(progress.line(10240, 3, 100) ==
+        "trainsim: simulating, 10.24K of 20.48K ops (50 %), 3.000 s simulated, 102 ops/s, about 1m40s left");
 }
