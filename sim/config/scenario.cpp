@@ -818,9 +818,11 @@ void read_training_keys(const ValueReader& values, Scenario& scenario) {
                     std::to_string(scenario.dp) + " = " + std::to_string(replica_batch) +
                     "; gradient accumulation steps must be a whole number");
   scenario.grad_accum = scenario.global_batch / replica_batch;
-  if (scenario.schedule == Schedule::interleaved && scenario.pp > 1 && scenario.grad_accum < scenario.pp)
+  // Megatron-Core refuses a last group of micro-batches smaller than pp (schedules.py): with its
+  // default group size, pp, m must be a multiple of pp.
+  if (scenario.schedule == Schedule::interleaved && scenario.pp > 1 && scenario.grad_accum % scenario.pp != 0)
     values.fail("training.global_batch", "gives " + std::to_string(scenario.grad_accum) +
-                                             " micro-batches per pipeline, fewer than pp = " +
+                                             " micro-batches per pipeline, not a multiple of pp = " +
                                              std::to_string(scenario.pp) + " as the interleaved schedule needs");
   if (scenario.seq_len % scenario.cp != 0)
     values.fail("training.seq_len", "not divisible by parallel.cp = " + std::to_string(scenario.cp));
@@ -875,6 +877,17 @@ void read_framework_key(const ValueReader& values, Scenario& scenario) {
   if (scenario.framework != Framework::deepspeed && offloads)
     values.fail("training.framework", "offload is simulated as DeepSpeed's ZeRO-Offload and ZeRO-Infinity; with "
                                           "memory.offload_* accepted: deepspeed or auto");
+}
+
+// The zero-bubble schedules are Megatron's (the authors' fork, Transformer Engine's
+// delay_wgrad_compute) and PyTorch's (torch.distributed.pipelining); DeepSpeed's pipeline engine
+// runs 1F1B only.
+void refuse_schedule_without_framework(const ValueReader& values, const Scenario& scenario) {
+  if (splits_backward(scenario.schedule) && scenario.framework == Framework::deepspeed)
+    values.fail("parallel.schedule", std::string(to_string(scenario.schedule)) +
+                                         " is not in DeepSpeed's pipeline engine (training.framework = deepspeed" +
+                                         (values.text("training.framework") == "auto" ? ", as offload implies" : "") +
+                                         "); accepted with it: 1f1b or gpipe");
 }
 
 // [compute]: how kernels are timed.
@@ -1092,6 +1105,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   refuse_memory_keys_without_effect(values, scenario);
   read_training_keys(values, scenario);
   read_framework_key(values, scenario);
+  refuse_schedule_without_framework(values, scenario);
   read_compute_keys(values, scenario);
   read_comm_keys(values, scenario);
   record_settings(values, scenario);

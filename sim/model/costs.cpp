@@ -478,7 +478,6 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   costs.head_backward_weight = {costs.head_forward.flops, 2 * vocab / t * h * g + costs.head_weight_gradient_inputs};
   costs.head_backward_input = {costs.head_backward.flops - costs.head_backward_weight.flops,
                                std::max(0.0, costs.head_backward.bytes - costs.head_backward_weight.bytes)};
-  costs.embedding_weight_gradient_inputs = e * tokens * h;
   // Final norm input, output projection input, and the fp32 logits the loss keeps.
   costs.head_activations = 2 * e * tokens * h / unsplit + 4 * logits;
   costs.activation_gradient_buffer = 2 * e * tokens * h;

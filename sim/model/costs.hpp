@@ -94,9 +94,8 @@ struct ModelCosts {
   Work embedding_backward;
   Work head_forward;           // final norm, output projection, cross-entropy
   Work head_backward;
-  Work head_backward_input, head_backward_weight;  // split as the layers' (the embedding's backward is all W)
+  Work head_backward_input, head_backward_weight;  // split as the layers'
   double head_weight_gradient_inputs = 0;         // what the head's W needs: its input and the logits' gradient
-  double embedding_weight_gradient_inputs = 0;    // the embedding's output gradient
   double embedding_activations = 0;   // bytes kept for backward
   double head_activations = 0;
   double activation_gradient_buffer = 0;  // working gradient tensors during backward

@@ -147,7 +147,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               if (request.global_batch % (micro_batch * dp))
                 continue;
               const long long accumulation = request.global_batch / (micro_batch * dp);
-              if (pp > 1 && accumulation < pp)
+              if (pp > 1 && (accumulation < pp || (vpp > 1 && accumulation % pp)))
                 continue;  // fewer micro-batches than stages is mostly bubble
               // The stages that differ on this layout (each a distinct plan of model states).
               std::vector<int> zeros;
@@ -159,8 +159,8 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                 for (const char* recompute : {"none", "selective", "full"}) {
                   for (int zero : zeros)
                     variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "none", schedule});
-                  if (request.host_capacity <= 0)
-                    continue;  // offload needs a CPU host
+                  if (request.host_capacity <= 0 || zero_bubble(schedule))
+                    continue;  // offload needs a CPU host, and is DeepSpeed's, whose pipelines run 1F1B
                   for (int zero : zeros)
                     variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer", schedule});
                   if (pp == 1)  // parameters are streamed by ZeRO-3, which pipelines do not combine with

@@ -1,7 +1,6 @@
 #include "program/pipeline_schedule.hpp"
 
 #include <algorithm>
-#include <utility>
 
 namespace trainsim {
 
@@ -54,19 +53,17 @@ std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunk
       steps.push_back({backward, mb, 0});
     return steps;
   }
-  // Interleaved (Megatron-Core's get_schedule_table): micro-batches go through the chunks in
-  // groups of pp, the last group holding what remains, so that m need only be at least pp.
-  std::vector<std::pair<long long, int>> table;  // (micro-batch, chunk) of the k-th forward
-  for (long long first = 0; first < m; first += pp) {
-    const long long end = std::min<long long>(first + pp, m);
-    for (int chunk = 0; chunk < chunks; ++chunk)
-      for (long long mb = first; mb < end; ++mb)
-        table.emplace_back(mb, chunk);
-  }
+  // Interleaved (Megatron-LM): micro-batches go through the chunks in groups of pp.
   const long long total = m * chunks;
-  const auto forward_step = [&](long long k) { return PipelineStep{forward, table[k].first, table[k].second}; };
+  const long long group = static_cast<long long>(pp) * chunks;
+  const auto forward_step = [&](long long k) {
+    return PipelineStep{forward, (k / group) * pp + k % pp, static_cast<int>((k % group) / pp)};
+  };
   const auto backward_step = [&](long long k) {
-    return PipelineStep{backward, table[k].first, chunks - 1 - table[k].second};
+    PipelineStep step = forward_step(k);
+    step.pass = backward;
+    step.chunk = chunks - 1 - step.chunk;
+    return step;
   };
   const long long warmup =
       m == pp ? total : std::min<long long>(static_cast<long long>(pp - stage - 1) * 2 + (chunks - 1) * pp, total);

@@ -6,7 +6,7 @@
 // its input-gradient pass (B) and its weight-gradient pass (W) and move W into the bubbles.
 // Pure: the replay makes the bubbles, this only says the order.
 // 1F1B runs p - stage - 1 warm-up forwards, then alternates; interleaved follows Megatron's order
-// over chunks, (p - stage - 1) x 2 + (v - 1) x p warm-up steps, and needs m >= p.
+// over chunks, (p - stage - 1) x 2 + (v - 1) x p warm-up steps, and needs m divisible by p.
 #include <vector>
 
 #include "config/schedule.hpp"

@@ -295,10 +295,9 @@ private:
       }
     }
     if (first_virtual_stage(step.chunk)) {
-      if (!split)
-        track(ops_.embedding_backward("embedding.bwd" + sfx, deps));
+      // Whole in B: the zero-bubble schedules run the first stage's backwards whole anyway.
+      track(ops_.embedding_backward("embedding.bwd" + sfx, deps));
       release("embedding.act" + sfx);
-      hold_for_weight_gradients("embedding", costs_.embedding_weight_gradient_inputs);
     } else {
       send(Stream::pp_bwd, previous_stage_slot, tag(step.micro_batch, vs - 1, 1), boundary_bytes(),
            "send.grad" + sfx, {last});
@@ -308,7 +307,7 @@ private:
   }
 
   // The weight-gradient pass of a split backward, after `after` (the previous step's last op):
-  // the head's, the layers' in backward order, the embedding's (all of its backward).
+  // the head's, then the layers' in backward order.
   OpId weight_gradients(const PipelineStep& step, OpId after, std::vector<OpId>& started) {
     const std::string sfx = suffix(step);
     const PlacedAt in_step(*this, place_in_step(step));
@@ -325,8 +324,6 @@ private:
       const std::string layer = layer_name(step.chunk, l);
       run(ops_.backward_weight(layer + ".bwd-weight" + sfx, track.last), layer);
     }
-    if (first_virtual_stage(step.chunk))
-      run(ops_.embedding_backward("embedding.bwd-weight" + sfx, {track.last}, Phase::weight_gradient), "embedding");
     return track.last;
   }
 

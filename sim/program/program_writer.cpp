@@ -293,11 +293,13 @@ OpId LayerOps::block_backward(const std::string& name, const BlockParts& parts, 
 OpId LayerOps::block_backward_input(const std::string& name, const BlockParts& parts, std::vector<OpId> deps) {
   const Phase phase = Phase::backward;
   const OpId to_column = w_.compute(name + ".to-column", parts.to_column_input, phase, gather_input(name, std::move(deps)));
-  if (groups_.sp)  // gathered beside the dgrad and kept for the weight gradient
-    w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, costs_.layer.tp_collective_bytes,
-                  name + ".input-allgather", {to_column});
+  std::vector<OpId> gathered;
+  if (groups_.sp)  // gathered beside the dgrad and kept for the weight gradient: B ends once it is here
+    gathered.push_back(w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp,
+                                     costs_.layer.tp_collective_bytes, name + ".input-allgather", {to_column}));
   const OpId column_dgrad = w_.compute(name + ".column-dgrad", parts.column_dgrad, phase, {to_column});
-  return w_.compute(name + ".before", parts.before_back, phase, {reduce_output(name + ".column-dgrad", column_dgrad)});
+  gathered.insert(gathered.begin(), reduce_output(name + ".column-dgrad", column_dgrad));
+  return w_.compute(name + ".before", parts.before_back, phase, std::move(gathered));
 }
 
 OpId LayerOps::block_backward_weight(const std::string& name, const BlockParts& parts, OpId after) {
@@ -359,8 +361,8 @@ OpId LayerOps::embedding_forward(const std::string& name, std::vector<OpId> deps
   return reduce_output(name, w_.compute(name, costs_.embedding_forward, Phase::forward, std::move(deps)));
 }
 
-OpId LayerOps::embedding_backward(const std::string& name, std::vector<OpId> deps, Phase phase) {
-  return w_.compute(name, costs_.embedding_backward, phase, gather_input(name, std::move(deps)));
+OpId LayerOps::embedding_backward(const std::string& name, std::vector<OpId> deps) {
+  return w_.compute(name, costs_.embedding_backward, Phase::backward, gather_input(name, std::move(deps)));
 }
 
 OpId LayerOps::head_forward(const std::string& name, std::vector<OpId> deps) {

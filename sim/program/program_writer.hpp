@@ -153,8 +153,7 @@ public:
   OpId forward(const std::string& name, std::vector<OpId> deps, Phase phase);
   OpId backward(const std::string& name, std::vector<OpId> deps);
   OpId embedding_forward(const std::string& name, std::vector<OpId> deps);
-  // Under a split backward the embedding's is all weight gradient: `phase` says which it is.
-  OpId embedding_backward(const std::string& name, std::vector<OpId> deps, Phase phase = Phase::backward);
+  OpId embedding_backward(const std::string& name, std::vector<OpId> deps);
   OpId head_forward(const std::string& name, std::vector<OpId> deps);
   OpId head_backward(const std::string& name, std::vector<OpId> deps);
   // A backward split in two (the zero-bubble schedules; not with context parallelism or

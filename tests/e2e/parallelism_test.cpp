@@ -152,8 +152,8 @@ TEST_CASE("layouts that do not divide are refused with the numbers that clash") 
   for (const Case& c :
        {Case{"heads", "--set parallel.tp=16 --set parallel.dp=1", "8 attention heads, not divisible by parallel.tp = 16"},
         Case{"layers", "--set parallel.pp=3 --set parallel.dp=4", "4 layers, not divisible by pp x vpp = 3 x 1"},
-        Case{"interleaved", "--set parallel.pp=2 --set parallel.vpp=2 --set parallel.dp=2 --set training.global_batch=4",
-             "gives 1 micro-batches per pipeline, fewer than pp = 2"},
+        Case{"interleaved", "--set parallel.pp=2 --set parallel.vpp=2 --set parallel.dp=2 --set training.global_batch=12",
+             "not a multiple of pp = 2"},
         Case{"sp", "--set parallel.sp=true", "needs parallel.tp > 1"},
         Case{"cp", "--set parallel.cp=3 --set parallel.dp=4", "not divisible by parallel.cp = 3"},
         Case{"zero", "--set parallel.pp=2 --set parallel.dp=8 --set memory.zero=2", "with pp > 1 accepted: 0 or 1"},
@@ -162,7 +162,12 @@ TEST_CASE("layouts that do not divide are refused with the numbers that clash") 
              "adds up to 3 layers"},
         Case{"first_stage", "--set parallel.pp=2 --set parallel.dp=8 --set parallel.first_stage_layers=4",
              "leave 0 of model tiny-gpt's 4 layers to 1 other pipeline ranks"},
-        Case{"first_stage_no_pipeline", "--set parallel.first_stage_layers=2", "it needs parallel.pp > 1"}}) {
+        Case{"first_stage_no_pipeline", "--set parallel.first_stage_layers=2", "it needs parallel.pp > 1"},
+        Case{"zero_bubble_deepspeed",
+             "--set parallel.pp=2 --set parallel.dp=8 --set parallel.schedule=zb-h1 --set training.framework=deepspeed",
+             "zb-h1 is not in DeepSpeed's pipeline engine"},
+        Case{"zero_bubble_cp", "--set parallel.pp=2 --set parallel.cp=2 --set parallel.dp=4 --set parallel.schedule=zb-h2",
+             "not simulated with context parallelism"}}) {
     CAPTURE(c.name);
     const CliResult result = run_trainsim(std::string("layout_error_") + c.name, "run " + tiny + " --out out " + c.arguments);
     CHECK(result.status == 2);

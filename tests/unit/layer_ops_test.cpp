@@ -206,7 +206,8 @@ TEST_CASE("sequence parallelism all-gathers each block's input and reduce-scatte
 TEST_CASE("a backward split in two keeps its collectives in the input-gradient pass and leaves the weight gradients none") {
   // Transformer Engine's delay_wgrad_compute under SP, MLP first: FC2's output gradient gathered
   // (1), up to FC1 without FC2's wgrad (2), FC1's input gathered (3, kept for W) beside FC1's
-  // dgrad (4), reduce-scattered (5), the norm part after it (6); then the attention the same way.
+  // dgrad (4), that reduce-scattered (5), the norm part once both collectives are done (6); then
+  // the attention the same way.
   const ModelParallelGroups sp{tp_group, -1, 1, true};
   ProgramWriter writer;
   const OpId input = writer.compute("input", Work{}, Phase::other);
@@ -221,7 +222,7 @@ TEST_CASE("a backward split in two keeps its collectives in the input-gradient p
   check_collective(op(3), Stream::tp_comm, Collective::all_gather, tp_group, layer_output_bytes, {2});
   check_compute(op(4), 80, Phase::backward, {2});
   check_collective(op(5), Stream::tp_comm, Collective::reduce_scatter, tp_group, layer_output_bytes, {4});
-  check_compute(op(6), 0, Phase::backward, {5});
+  check_compute(op(6), 0, Phase::backward, {5, 3});
   check_compute(op(8), 100, Phase::backward, {7});
   CHECK(input_done == 12);
   // W: FC2's and FC1's wgrads, then the output projection's and QKV's, on the compute stream only.

@@ -255,6 +255,19 @@ TEST_CASE("at its peak a stage holds the activations of the micro-batches the sc
   // Stage 1 holds at most 3 chunks ({0c0 1c0 0c1} and alike), one of them its chunk 1, the last
   // virtual stage with the head.
   CHECK(activations_at_peak(stage_program(interleaved, 1)) == doctest::Approx(3 * two_layers + head_activations));
+
+  // ZB-H1, p = 2, m = 4 (four layers per stage): the last stage runs F(x), B(x), W(x - 1) in slot
+  // x (Qi et al. 2024), so after F(x) it holds x's activations and what x - 1's W needs. W needs
+  // each linear layer's input and output gradient (2 bytes each): inputs h (QKV), h (projection),
+  // h (FC1), 4h (FC2); output gradients 3h, h, 4h, h: 16 sbh per layer; the head's, its input h
+  // and the logits' gradient V: 2 sbh + 2 b s V.
+  const double four_layers = 4 * layer_activations;
+  const double held_for_w = 4 * 32 * sbh + 2 * sbh + 2 * b * s * vocab;
+  const Scenario zb_h1 = pipeline_scenario(Schedule::zb_h1, 2, 1, 4);
+  CHECK(activations_at_peak(stage_program(zb_h1, 1)) == doctest::Approx(four_layers + head_activations + held_for_w));
+  // Its first stage runs each W right after its B: 1F1B's p micro-batches.
+  CHECK(activations_at_peak(stage_program(zb_h1, 0)) ==
+        doctest::Approx(2 * (four_layers + embedding_activations)));
 }
 
 TEST_CASE("each chunk's gradients are reduced over data parallelism once its last backward is done") {
@@ -322,6 +335,26 @@ TEST_CASE("each chunk's gradients are reduced over data parallelism once its las
             doctest::Approx(zero == 1 ? 2 * (chunk_parameters[stage][0] + chunk_parameters[stage][1]) : 0.0));
     }
   }
+}
+
+TEST_CASE("under a split backward the gradients are reduced after the last weight-gradient pass") {
+  // ZB-H1, p = 2, m = 4, dp = 2: the last stage's W of micro-batch 3 is its last pass; its
+  // gradients are final only then, however early the B passes ended.
+  Scenario scenario = pipeline_scenario(Schedule::zb_h1, 2, 1, 4);
+  scenario.dp = 2;
+  const Program program = stage_program(scenario, 1);
+  std::vector<OpId> reductions;
+  for (OpId id = 0; id < program.ops.size(); ++id)
+    if (program.ops[id].kind == OpKind::collective && program.ops[id].stream == Stream::dp_comm)
+      reductions.push_back(id);
+  REQUIRE(reductions.size() == 1);
+  const Op& reduction = program.ops[reductions[0]];
+  REQUIRE(reduction.deps.size() == 1);
+  const Op& producer = program.ops[reduction.deps[0]];
+  CHECK(producer.phase == Phase::weight_gradient);
+  CHECK(step_of(producer) == "3");
+  for (OpId later = reduction.deps[0] + 1; later < program.ops.size(); ++later)
+    CHECK_MESSAGE(program.ops[later].phase != Phase::weight_gradient, program.ops[later].name);
 }
 
 TEST_CASE("overlapped parameter all-gathers are cut per chunk and waited for by the chunk's first forward") {
