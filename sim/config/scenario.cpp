@@ -56,8 +56,9 @@ const std::vector<OptionSpec>& option_specs() {
       {"parallel.cp", "1", "context-parallel degree: the sequence is split, K/V go around a ring"},
       {"parallel.sp", "false", "sequence parallelism on top of tensor parallelism: true | false"},
       {"parallel.schedule", "auto",
-       "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 (auto: interleaved if vpp > 1, else 1f1b); "
-       "the zero-bubble zb-h1 and zb-h2 split each backward into input and weight gradients"},
+       "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v (auto: interleaved if vpp > 1, else "
+       "1f1b); the zero-bubble zb-* split each backward into input and weight gradients, zb-v over two chunks per "
+       "rank in a V"},
       {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
       {"parallel.layers_per_stage", "uniform", "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (uniform: equal)"},
       {"parallel.first_stage_layers", "auto",
@@ -475,6 +476,7 @@ const char* to_string(Schedule schedule) {
   case Schedule::interleaved: return "interleaved";
   case Schedule::zb_h1: return "zb-h1";
   case Schedule::zb_h2: return "zb-h2";
+  case Schedule::zb_v: return "zb-v";
   }
   return "?";
 }
@@ -642,9 +644,15 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
                                                                       {"1f1b", Schedule::one_f_one_b},
                                                                       {"interleaved", Schedule::interleaved},
                                                                       {"zb-h1", Schedule::zb_h1},
-                                                                      {"zb-h2", Schedule::zb_h2}});
-  if (scenario.vpp > 1 && scenario.schedule != Schedule::interleaved)
-    values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved");
+                                                                      {"zb-h2", Schedule::zb_h2},
+                                                                      {"zb-v", Schedule::zb_v}});
+  if (v_placement(scenario.schedule)) {
+    if (values.given("parallel.vpp") && scenario.vpp != 2)
+      values.fail("parallel.vpp", "zb-v places two model chunks on each pipeline rank; accepted with it: 2, or unset");
+    scenario.vpp = 2;
+  } else if (scenario.vpp > 1 && scenario.schedule != Schedule::interleaved) {
+    values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved (or zb-v, with 2)");
+  }
   values.needs("parallel.schedule", scenario.pp > 1, "parallel.pp > 1 (a schedule orders pipeline stages)");
   if (splits_backward(scenario.schedule) && scenario.cp > 1)
     values.fail("parallel.schedule", std::string(to_string(scenario.schedule)) +
@@ -1022,6 +1030,7 @@ void record_settings(const ValueReader& values, Scenario& scenario) {
   scenario.settings["memory.zero"] = std::to_string(scenario.zero);
   scenario.settings["comm.grad_sync"] = to_string(scenario.grad_sync);
   scenario.settings["parallel.schedule"] = to_string(scenario.schedule);
+  scenario.settings["parallel.vpp"] = std::to_string(scenario.vpp);
   scenario.settings["training.framework"] = to_string(scenario.framework);
   scenario.settings["comm.overlap_grad_reduce"] = scenario.overlap_grad_reduce ? "true" : "false";
   scenario.settings["comm.overlap_param_gather"] = scenario.overlap_param_gather ? "true" : "false";

@@ -29,26 +29,33 @@ double technique_cost(const Candidate& c) {
   return recompute_cost + zero_cost + offload_cost;
 }
 
-bool zero_bubble(const std::string& schedule) { return schedule == "zb-h1" || schedule == "zb-h2"; }
+bool zero_bubble(const std::string& schedule) { return schedule.rfind("zb-", 0) == 0; }
 
 using LayoutKey = std::tuple<int, int, int, int, int, int, long long, std::string>;
 LayoutKey layout_key(const Candidate& c) { return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch, c.schedule}; }
 
-// The schedules a pipeline layout may run: interleaved with virtual stages; otherwise 1F1B and
-// the zero-bubble schedules, which split the backward (not with context parallelism).
-std::vector<std::string> schedules_for(int pp, int vpp, int cp) {
+// The schedules a pipeline layout may run: with two chunks per rank interleaved (m a multiple of
+// pp) and ZB-V, with more interleaved; otherwise 1F1B and ZB-H1/H2. The zero-bubble schedules
+// split the backward, which is not simulated with context parallelism.
+std::vector<std::string> schedules_for(int pp, int vpp, int cp, long long micro_batches) {
   if (pp == 1)
     return {""};
-  if (vpp > 1)
-    return {"interleaved"};
+  std::vector<std::string> schedules;
+  if (vpp == 1)
+    schedules = {"1f1b", "zb-h1", "zb-h2"};
+  else if (micro_batches % pp == 0)
+    schedules = {"interleaved"};
+  if (vpp == 2)
+    schedules.push_back("zb-v");
   if (cp > 1)
-    return {"1f1b"};
-  return {"1f1b", "zb-h1", "zb-h2"};
+    schedules.erase(std::remove_if(schedules.begin(), schedules.end(), zero_bubble), schedules.end());
+  return schedules;
 }
 
 // The bubble over the ideal compute time, for ordering: Narayanan et al.'s (p-1)/(v m); the
-// zero-bubble schedules about a third of 1F1B's with T_F = T_B = T_W (Qi et al. 2024: ZB-H1
-// (p-1)(T_F + T_B - T_W), ZB-H2 the pipeline's fill (p-1) T_F in a synchronous step).
+// zero-bubble schedules a third of that with T_F = T_B = T_W (Qi et al. 2024: ZB-H1
+// (p-1)(T_F + T_B - T_W), ZB-H2 the pipeline's fill (p-1) T_F in a synchronous step, ZB-V the
+// fill of (p-1) chunk forwards).
 double bubble_estimate(const Candidate& c, long long micro_batches) {
   if (c.pp == 1)
     return 0.0;
@@ -109,7 +116,7 @@ Settings Candidate::settings(const PlanRequest& request) const {
 
 ParallelSizes Candidate::sizes() const { return {dp, tp, pp, vpp, cp, tp > 1}; }
 
-// Interleaving shows in the sizes (pp=4x2); the zero-bubble schedules are named.
+// Virtual stages show in the sizes (pp=4x2); the zero-bubble schedules are named.
 std::string Candidate::sizes_label() const {
   return sizes().label() + (zero_bubble(schedule) ? " " + schedule : "");
 }
@@ -147,14 +154,14 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               if (request.global_batch % (micro_batch * dp))
                 continue;
               const long long accumulation = request.global_batch / (micro_batch * dp);
-              if (pp > 1 && (accumulation < pp || (vpp > 1 && accumulation % pp)))
+              if (pp > 1 && accumulation < pp)
                 continue;  // fewer micro-batches than stages is mostly bubble
               // The stages that differ on this layout (each a distinct plan of model states).
               std::vector<int> zeros;
               for (int zero = 0; zero <= 3; ++zero)
                 if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero)
                   zeros.push_back(zero);
-              for (const std::string& schedule : schedules_for(pp, vpp, cp)) {
+              for (const std::string& schedule : schedules_for(pp, vpp, cp, accumulation)) {
                 std::vector<Candidate> variants;
                 for (const char* recompute : {"none", "selective", "full"}) {
                   for (int zero : zeros)

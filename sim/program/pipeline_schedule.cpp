@@ -1,8 +1,80 @@
 #include "program/pipeline_schedule.hpp"
 
 #include <algorithm>
+#include <initializer_list>
+#include <utility>
 
 namespace trainsim {
+
+int virtual_stage(Schedule schedule, int pp, int chunk, int stage) {
+  return v_placement(schedule) && chunk == 1 ? 2 * pp - 1 - stage : chunk * pp + stage;
+}
+
+int stage_of_virtual_stage(Schedule schedule, int pp, int virtual_stage) {
+  return v_placement(schedule) && virtual_stage >= pp ? 2 * pp - 1 - virtual_stage : virtual_stage % pp;
+}
+
+namespace {
+
+// Qi et al. 2024, section 6 (ZB-V, handcrafted for T_F = T_B = T_W; the order PyTorch's
+// ScheduleZBVZeroBubble also runs): on rank r of p, with n = max(m, 2p - 1) micro-batches (those
+// past m left out), warm up with 2(p - r) - 1 forwards of chunk 0, then r pairs F1 F0, then
+// p - r triples F1 B1 W1; in the steady state F0 B0 W0 F1 B1 W1; cool down with r pairs B0 B1,
+// p - r pairs B0 W0, and the W left, chunk 1's first. Its first stage holds at most 2p chunks,
+// as many layers as 1F1B's p micro-batches.
+std::vector<PipelineStep> zb_v_schedule(int pp, long long m, int rank) {
+  const long long n = std::max<long long>(m, 2LL * pp - 1);
+  std::vector<PipelineStep> steps;
+  long long next[3][2] = {};  // per pass (F, B, W) and chunk: the next micro-batch
+  const auto run = [&](Pass pass, int chunk) {
+    const int kind = pass == Pass::forward ? 0 : pass == Pass::backward_input ? 1 : 2;
+    const long long mb = next[kind][chunk]++;
+    if (mb < m)
+      steps.push_back({pass, mb, chunk});
+  };
+  const Pass F = Pass::forward, B = Pass::backward_input, W = Pass::backward_weight;
+  // `count` times the passes (pass, chunk) in order.
+  const auto repeat = [&](int count, std::initializer_list<std::pair<Pass, int>> passes) {
+    for (int i = 0; i < count; ++i)
+      for (const auto& [pass, chunk] : passes)
+        run(pass, chunk);
+  };
+  repeat(2 * (pp - rank) - 1, {{F, 0}});
+  repeat(rank, {{F, 1}, {F, 0}});
+  repeat(pp - rank, {{F, 1}, {B, 1}, {W, 1}});
+  while (next[0][1] < next[0][0] || next[0][0] < n) {
+    if (next[0][0] < n)
+      run(F, 0);
+    repeat(1, {{B, 0}, {W, 0}, {F, 1}, {B, 1}, {W, 1}});
+  }
+  repeat(rank, {{B, 0}, {B, 1}});
+  repeat(pp - rank, {{B, 0}, {W, 0}});
+  while (next[2][1] < n)
+    run(W, 1);
+  while (next[2][0] < n)
+    run(W, 0);
+  return steps;
+}
+
+// On the first virtual stage, whose input gradient goes nowhere, a W right after its own B (same
+// micro-batch and chunk) runs with it as one backward, as the authors' Megatron implementation
+// does: it keeps tensor parallelism's overlaps. Elsewhere that would hold the input gradient
+// back from the previous stage until W is done as well.
+std::vector<PipelineStep> joined_backwards(std::vector<PipelineStep> steps, Schedule schedule, int pp, int stage) {
+  std::vector<PipelineStep> joined;
+  for (const PipelineStep& step : steps) {
+    PipelineStep* previous = joined.empty() ? nullptr : &joined.back();
+    if (step.pass == Pass::backward_weight && previous && previous->pass == Pass::backward_input &&
+        previous->micro_batch == step.micro_batch && previous->chunk == step.chunk &&
+        virtual_stage(schedule, pp, step.chunk, stage) == 0)
+      previous->pass = Pass::backward;
+    else
+      joined.push_back(step);
+  }
+  return joined;
+}
+
+} // namespace
 
 std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage) {
   std::vector<PipelineStep> steps;
@@ -15,15 +87,15 @@ std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunk
       steps.push_back({backward, mb, 0});
     return steps;
   }
+  if (schedule == Schedule::zb_v)
+    return joined_backwards(zb_v_schedule(pp, m, stage), schedule, pp, stage);
   if (splits_backward(schedule)) {
     // Qi et al. 2024, section 2: in time slot x stage i runs F of micro-batch x, B of x - (p-1-i)
     // and W of x - (p-1), those that exist. B follows F as soon as 1F1B would let it, so the
     // first stage keeps p micro-batches in flight as under 1F1B; W waits (p-1) slots and fills
     // the tail's bubbles: ZB-H1. ZB-H2 doubles both lags, warming up with 2(p-1-i) forwards
-    // (2p-1 micro-batches in flight on the first stage) so that no stage waits.
-    // A W right after its own B runs with it as one backward, as the authors' Megatron
-    // implementation does (it keeps tensor parallelism's overlaps and its gathered inputs): on
-    // the first stage always.
+    // (2p-1 micro-batches in flight on the first stage) so that no stage waits. (On the first
+    // stage each W follows its B: whole backwards.)
     const long long lag = schedule == Schedule::zb_h2 ? 2 : 1;
     const long long input_lag = lag * (pp - 1 - stage), weight_lag = lag * (pp - 1);
     const auto exists = [&](long long mb) { return mb >= 0 && mb < m; };
@@ -32,14 +104,10 @@ std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunk
         steps.push_back({forward, x, 0});
       if (exists(x - input_lag))
         steps.push_back({Pass::backward_input, x - input_lag, 0});
-      if (!exists(x - weight_lag))
-        continue;
-      if (input_lag == weight_lag)
-        steps.back().pass = backward;
-      else
+      if (exists(x - weight_lag))
         steps.push_back({Pass::backward_weight, x - weight_lag, 0});
     }
-    return steps;
+    return joined_backwards(std::move(steps), schedule, pp, stage);
   }
   if (schedule == Schedule::one_f_one_b || chunks == 1) {
     const long long warmup = std::min<long long>(pp - stage - 1, m);

@@ -2,8 +2,9 @@
 // The order in which one pipeline rank runs the forward and backward passes of its
 // micro-batches and model chunks: GPipe (all forwards, then all backwards), 1F1B
 // (Narayanan et al. 2021, PipeDream-Flush), interleaved 1F1B with virtual stages (Megatron-LM),
-// and the zero-bubble schedules ZB-H1 and ZB-H2 (Qi et al. 2024), which split each backward into
-// its input-gradient pass (B) and its weight-gradient pass (W) and move W into the bubbles.
+// and the zero-bubble schedules ZB-H1, ZB-H2 and ZB-V (Qi et al. 2024), which split each backward
+// into its input-gradient pass (B) and its weight-gradient pass (W) and move W into the bubbles;
+// on the first virtual stage a W right after its own B runs with it as one backward.
 // Pure: the replay makes the bubbles, this only says the order.
 // 1F1B runs p - stage - 1 warm-up forwards, then alternates; interleaved follows Megatron's order
 // over chunks, (p - stage - 1) x 2 + (v - 1) x p warm-up steps, and needs m divisible by p.
@@ -22,6 +23,11 @@ struct PipelineStep {
   long long micro_batch = 0;
   int chunk = 0;              // model chunk on this rank; virtual stage = chunk * pp + stage
 };
+
+// The virtual stage of a rank's chunk: chunk x pp + stage, or in ZB-V's V chunk 1 at
+// 2 pp - 1 - stage; and the pipeline rank of a virtual stage.
+int virtual_stage(Schedule schedule, int pp, int chunk, int stage);
+int stage_of_virtual_stage(Schedule schedule, int pp, int virtual_stage);
 
 // `stage` in [0, pp), `micro_batches` per pipeline per step, `chunks` = vpp.
 std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage);

@@ -43,9 +43,8 @@ public:
                                  scenario.tp_comm_overlap}),
         stage_layers_(layers_per_virtual_stage(scenario, model)) {
     for (int c = 0; c < v_; ++c) {
-      const int virtual_stage = c * p_ + coords_.pp;
       long long first = 0;
-      for (int k = 0; k < virtual_stage; ++k)
+      for (int k = 0; k < virtual_stage(c); ++k)
         first += stage_layers_[k];
       chunk_first_.push_back(first);
     }
@@ -62,13 +61,16 @@ public:
     // Per step: a chunk's layers with their collectives, allocs and frees, and the transfers.
     expect(steps.size() * static_cast<std::size_t>(stage_layers_.front() + 2) * 12 + 64);
     std::vector<long long> backwards_left(static_cast<std::size_t>(v_), s_.grad_accum);
-    // Receives are posted two steps ahead, so that a sender rarely waits for its receiver.
+    // Receives are posted a whole warm-up (2 pp x vpp steps) ahead, so that a sender rarely waits
+    // for its receiver (a waiting send is communication under way, which slows the kernels beside
+    // it): ZB-V's chunk-1 forwards come long after their receiver's previous steps.
+    const std::size_t ahead = 2 * static_cast<std::size_t>(p_ * v_);
     std::vector<std::vector<OpId>> step_start(steps.size());
     std::vector<int> finished_chunks;  // in the order their last backward ended
     OpId last = 0;
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipelineStep& step = steps[i];
-      const std::vector<OpId> post_after = i >= 2 ? step_start[i - 2] : std::vector<OpId>{};
+      const std::vector<OpId> post_after = i >= ahead ? step_start[i - ahead] : std::vector<OpId>{};
       if (step.pass == Pass::forward)
         last = forward(step, post_after, step_start[i]);
       else if (step.pass == Pass::backward_weight)
@@ -93,7 +95,22 @@ public:
   }
 
 private:
-  int virtual_stage(int chunk) const { return chunk * p_ + coords_.pp; }
+  int virtual_stage(int chunk) const { return trainsim::virtual_stage(s_.schedule, p_, chunk, coords_.pp); }
+  // The slots of the ranks holding the virtual stages before and after a chunk's: the previous
+  // and the next pipeline rank (around the ring for interleaved chunks), or -1 where ZB-V's V
+  // turns on the last rank and the chunk's neighbour is this rank's other chunk.
+  int upstream_slot(int chunk) const {
+    if (!v_placement(s_.schedule) || chunk == 0)
+      return previous_stage_slot;
+    return coords_.pp == p_ - 1 ? -1 : next_stage_slot;
+  }
+  int downstream_slot(int chunk) const {
+    if (!v_placement(s_.schedule))
+      return next_stage_slot;
+    if (chunk == 1)
+      return previous_stage_slot;
+    return coords_.pp == p_ - 1 ? -1 : next_stage_slot;
+  }
   bool first_virtual_stage(int chunk) const { return virtual_stage(chunk) == 0; }
   bool last_virtual_stage(int chunk) const { return virtual_stage(chunk) == p_ * v_ - 1; }
   long long chunk_layers(int chunk) const { return stage_layers_[virtual_stage(chunk)]; }
@@ -152,8 +169,11 @@ private:
       pieces.push_back(costs_.head_parameters + tied_embedding_parameters());
     return pieces;
   }
+  // The head's copy of a tied embedding, unless the embedding is on this rank too (ZB-V's V).
   double tied_embedding_parameters() const {
-    return model_.tied_embeddings ? static_cast<double>(count_parameters(model_).embedding) / s_.tp : 0.0;
+    if (!model_.tied_embeddings || stage_of_virtual_stage(s_.schedule, p_, p_ * v_ - 1) == 0)
+      return 0.0;
+    return static_cast<double>(count_parameters(model_).embedding) / s_.tp;
   }
 
   // Gradient buckets in parameters: the all-gathers of the updated parameters use the same buckets.
@@ -197,8 +217,8 @@ private:
     const PlacedAt in_step(*this, place_in_step(step));
     const int vs = virtual_stage(step.chunk);
     std::vector<OpId> deps;
-    if (vs > 0)
-      deps.push_back(gather_boundary(recv(Stream::pp_comm, previous_stage_slot, tag(step.micro_batch, vs, 0),
+    if (vs > 0 && upstream_slot(step.chunk) >= 0)
+      deps.push_back(gather_boundary(recv(Stream::pp_comm, upstream_slot(step.chunk), tag(step.micro_batch, vs, 0),
                                           boundary_bytes(), "recv.act" + sfx, post_after),
                                      "recv.act" + sfx));
     StepOps track(started);
@@ -226,8 +246,8 @@ private:
     if (last_virtual_stage(step.chunk)) {
       alloc("head.act" + sfx, MemCategory::activations, costs_.head_activations);
       track(ops_.head_forward("head.fwd" + sfx, updated(step, piece, deps)));
-    } else {
-      send(Stream::pp_comm, next_stage_slot, tag(step.micro_batch, vs + 1, 0), boundary_bytes(),
+    } else if (downstream_slot(step.chunk) >= 0) {
+      send(Stream::pp_comm, downstream_slot(step.chunk), tag(step.micro_batch, vs + 1, 0), boundary_bytes(),
            "send.act" + sfx, {last});
     }
     return last;
@@ -257,13 +277,14 @@ private:
       track(split ? ops_.head_backward_input("head" + pass + sfx, deps) : ops_.head_backward("head.bwd" + sfx, deps));
       release("head.act" + sfx);
       hold_for_weight_gradients("head", costs_.head_weight_gradient_inputs);
-    } else {
-      track(recv(Stream::pp_bwd, next_stage_slot, tag(step.micro_batch, vs, 1), boundary_bytes(),
+    } else if (downstream_slot(step.chunk) >= 0) {
+      track(recv(Stream::pp_bwd, downstream_slot(step.chunk), tag(step.micro_batch, vs, 1), boundary_bytes(),
                  "recv.grad" + sfx, post_after));
       if (scatters_boundary())
         track(gather_boundary(last, "recv.grad" + sfx));
     }
-    deps = {last};
+    if (last != 0)  // else the gradient comes from this rank's other chunk, before on this stream
+      deps = {last};
     const RecomputePlan& plan = plans_[step.chunk];
     const LayerActivations& act = costs_.layer.activations;
     for (auto segment = plan.segments.rbegin(); segment != plan.segments.rend(); ++segment) {
@@ -298,8 +319,8 @@ private:
       // Whole in B: the zero-bubble schedules run the first stage's backwards whole anyway.
       track(ops_.embedding_backward("embedding.bwd" + sfx, deps));
       release("embedding.act" + sfx);
-    } else {
-      send(Stream::pp_bwd, previous_stage_slot, tag(step.micro_batch, vs - 1, 1), boundary_bytes(),
+    } else if (upstream_slot(step.chunk) >= 0) {
+      send(Stream::pp_bwd, upstream_slot(step.chunk), tag(step.micro_batch, vs - 1, 1), boundary_bytes(),
            "send.grad" + sfx, {last});
     }
     release("act-grad" + sfx);
@@ -432,7 +453,7 @@ std::vector<long long> uneven_virtual_stages(const Scenario& scenario, const Mod
       throw InputError(where + "pipeline rank " + std::to_string(rank) + " has " + std::to_string(per_rank[rank]) +
                        " layers, not divisible by vpp = " + std::to_string(scenario.vpp) + " (set by " + keys + ")");
     for (int chunk = 0; chunk < scenario.vpp; ++chunk)
-      stages[static_cast<std::size_t>(chunk) * scenario.pp + rank] = per_rank[rank] / scenario.vpp;
+      stages[virtual_stage(scenario.schedule, scenario.pp, chunk, rank)] = per_rank[rank] / scenario.vpp;
   }
   return stages;
 }

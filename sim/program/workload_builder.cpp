@@ -60,7 +60,7 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
 std::vector<int> embedding_groups(const Scenario& s, const ModelSpec& model, const Layout& layout,
                                   LayoutGroups& groups) {
   std::vector<int> of_rank(static_cast<std::size_t>(layout.world()), -1);
-  if (!model.tied_embeddings || s.pp == 1)
+  if (!model.tied_embeddings || s.pp == 1 || v_placement(s.schedule))  // ZB-V: both ends on the first rank
     return of_rank;
   int count = 0;
   for (int rank = 0; rank < layout.world(); ++rank) {
@@ -181,7 +181,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
     if (!program) {
       std::vector<RecomputePlan> plans;
       for (int chunk = 0; chunk < scenario.vpp; ++chunk)
-        plans.push_back(plan_recompute(scenario, stage_layers[chunk * scenario.pp + stage], costs.layer, budget));
+        plans.push_back(plan_recompute(
+            scenario, stage_layers[virtual_stage(scenario.schedule, scenario.pp, chunk, stage)], costs.layer, budget));
       if (stage == 0)
         build.recompute = plans.front();
       program =

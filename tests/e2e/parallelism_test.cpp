@@ -54,9 +54,9 @@ TEST_CASE("with free communication and uniform stages the bubble matches Narayan
   }
 }
 
-TEST_CASE("stage 0 holds m micro-batches under GPipe, p under 1F1B and ZB-H1, 2p - 1 under ZB-H2, and (1 + (p-1)/(pv)) L layers interleaved") {
-  // Korthikanti et al. 2022, section 4 (REFERENCES.md); Qi et al. 2024, section 2 (p M_B under
-  // ZB-H1, (2p - 1) M_B under ZB-H2). One micro-batch of one stage keeps 16/p layers of
+TEST_CASE("stage 0 holds m micro-batches under GPipe, p under 1F1B, ZB-H1 and ZB-V, 2p - 1 under ZB-H2, and (1 + (p-1)/(pv)) L layers interleaved") {
+  // Korthikanti et al. 2022, section 4 (REFERENCES.md); Qi et al. 2024, sections 2 and 6 (p M_B
+  // under ZB-H1 and ZB-V, (2p - 1) M_B under ZB-H2). One micro-batch of one stage keeps 16/p layers of
   // activations; the memory summary's stage 0 peak minus its model states and buffers, over
   // that, counts micro-batches in flight.
   const auto activations_on_stage0 = [&](const std::string& name, const std::string& arguments) {
@@ -70,20 +70,26 @@ TEST_CASE("stage 0 holds m micro-batches under GPipe, p under 1F1B and ZB-H1, 2p
   const double interleaved = activations_on_stage0("stage0_interleaved", "--set parallel.vpp=2");
   const double zb_h1 = activations_on_stage0("stage0_zb_h1", "--set parallel.schedule=zb-h1");
   const double zb_h2 = activations_on_stage0("stage0_zb_h2", "--set parallel.schedule=zb-h2");
+  const double zb_v = activations_on_stage0("stage0_zb_v", "--set parallel.schedule=zb-v");
   // pp = 4 stages of 4 layers, m = 8 micro-batches.
   CHECK(gpipe / (4 * one_layer) == doctest::Approx(8).epsilon(0.01));
   CHECK(one_f_one_b / (4 * one_layer) == doctest::Approx(4).epsilon(0.01));
   CHECK(zb_h1 / (4 * one_layer) == doctest::Approx(4).epsilon(0.01));
   CHECK(zb_h2 / (4 * one_layer) == doctest::Approx(7).epsilon(0.01));
+  CHECK(zb_v / (4 * one_layer) == doctest::Approx(4).epsilon(0.01));  // 2p chunks of two layers
   CHECK(interleaved / one_layer == doctest::Approx(16 * (1 + 3.0 / 8)).epsilon(0.01));
 }
 
-TEST_CASE("the zero-bubble schedules: ZB-H1's bubble as Qi et al. give it, ZB-H2 only the pipeline's fill") {
+TEST_CASE("the zero-bubble schedules: ZB-H1's bubble as Qi et al. give it, ZB-H2 and ZB-V only the pipeline's fill") {
   // Qi et al. 2024, section 2 (handcrafted schedules, a synchronous optimizer step): 1F1B idles
   // (p-1)(T_F + T_B + T_W) per step, ZB-H1 (p-1)(T_F + T_B - T_W). ZB-H2 runs without a gap once
   // a stage has started (the paper's parallelogram); a step that ends at one optimizer step, as
   // here, keeps the (p-1) T_F its last stage waits for the first forward (the paper removes it
   // with its optimizer post-validation, not simulated).
+  // ZB-V (section 6) runs two chunks of half a stage per rank in a V and, with T_F = T_B = T_W, no
+  // gap once the V is full. Its last rank waits for (p-1) chunk forwards at the start and its
+  // first for a drain of (p-1) chunk input-gradient passes at the end, the W passes filling the
+  // shorter of the two: (p-1) max(T_F, T_B) / 2 in a stage's units.
   // T_F : T_B : T_W by hand, the roofline taking model FLOPs on compute-bound layers (the uniform
   // model: h = 2048, SwiGLU f = 8192, 16 heads, s = 2048, b = 1; vocabulary 128, negligible). In
   // units of 2 s h^2: QKV 3, output projection 1, MLP 3 x 4 = 12, attention core 4 b s^2 h = 2.
@@ -99,6 +105,8 @@ TEST_CASE("the zero-bubble schedules: ZB-H1's bubble as Qi et al. give it, ZB-H2
                         Case{"zb-h1", 2, 6, 1 * (forward + input - weight)},
                         Case{"zb-h1", 8, 16, 7 * (forward + input - weight)},
                         Case{"zb-h2", 4, 8, 3 * forward}, Case{"zb-h2", 4, 16, 3 * forward},
+                        Case{"zb-v", 2, 6, 1 * input / 2}, Case{"zb-v", 4, 8, 3 * input / 2},
+                        Case{"zb-v", 4, 16, 3 * input / 2},
                         Case{"1f1b", 4, 8, 3 * work}}) {
     CAPTURE(c.schedule);
     CAPTURE(c.p);
@@ -167,7 +175,9 @@ TEST_CASE("layouts that do not divide are refused with the numbers that clash") 
              "--set parallel.pp=2 --set parallel.dp=8 --set parallel.schedule=zb-h1 --set training.framework=deepspeed",
              "zb-h1 is not in DeepSpeed's pipeline engine"},
         Case{"zero_bubble_cp", "--set parallel.pp=2 --set parallel.cp=2 --set parallel.dp=4 --set parallel.schedule=zb-h2",
-             "not simulated with context parallelism"}}) {
+             "not simulated with context parallelism"},
+        Case{"zb_v_chunks", "--set parallel.pp=2 --set parallel.dp=8 --set parallel.schedule=zb-v --set parallel.vpp=4",
+             "zb-v places two model chunks on each pipeline rank"}}) {
     CAPTURE(c.name);
     const CliResult result = run_trainsim(std::string("layout_error_") + c.name, "run " + tiny + " --out out " + c.arguments);
     CHECK(result.status == 2);

@@ -8,7 +8,8 @@
 //   are what it prints;
 // - a line "<!-- $ COMMAND -->" makes the block that follows it (a fenced block, or the next
 //   paragraph, such as a Markdown table trainsim printed) the output of COMMAND.
-// A command is run by the shell, stdout and stderr together, in a scratch folder where
+// A command is run by the shell, stdout and stderr together (without a long run's progress
+// lines, which depend on timing), in a scratch folder where
 // scenarios/, models/ and platforms/ are the project's (so relative paths resolve and outputs
 // stay out of the repository), with trainsim first on PATH; the commands of one block run one
 // after the other in the same folder (a sweep, then a look at its CSV). The output must equal the block line

@@ -109,18 +109,21 @@ TEST_CASE("pipeline schedules run every micro-batch's forward before its backwar
     long long m;
   };
   for (const Case& c : {Case{Schedule::gpipe, 8}, Case{Schedule::one_f_one_b, 8}, Case{Schedule::interleaved, 8},
-                        Case{Schedule::interleaved, 12}, Case{Schedule::zb_h1, 8}, Case{Schedule::zb_h2, 8}}) {
+                        Case{Schedule::interleaved, 12}, Case{Schedule::zb_h1, 8}, Case{Schedule::zb_h2, 8},
+                        Case{Schedule::zb_v, 8}, Case{Schedule::zb_v, 3}}) {
     const Schedule schedule = c.schedule;
     const long long m = c.m;
     CAPTURE(to_string(schedule));
     CAPTURE(m);
-    const int chunks = schedule == Schedule::interleaved ? 2 : 1;
+    const int chunks = schedule == Schedule::interleaved || schedule == Schedule::zb_v ? 2 : 1;
     for (int stage = 0; stage < 4; ++stage) {
       CAPTURE(stage);
-      // The zero-bubble schedules' first stage runs each W right after its B: one backward.
-      const std::size_t passes = splits_backward(schedule) && stage > 0 ? 3 : 2;
+      // The zero-bubble schedules' first virtual stage runs each W right after its B: one backward.
+      std::size_t passes = 0;
+      for (int chunk = 0; chunk < chunks; ++chunk)
+        passes += splits_backward(schedule) && virtual_stage(schedule, 4, chunk, stage) > 0 ? 3 : 2;
       const auto steps = pipeline_schedule(schedule, 4, chunks, m, stage);
-      CHECK(steps.size() == passes * static_cast<std::size_t>(m * chunks));
+      CHECK(steps.size() == passes * static_cast<std::size_t>(m));
       std::map<std::pair<long long, int>, int> seen;
       for (const PipelineStep& step : steps) {
         int& state = seen[{step.micro_batch, step.chunk}];
@@ -149,6 +152,36 @@ TEST_CASE("pipeline schedules run every micro-batch's forward before its backwar
   CHECK(peak_in_flight(pipeline_schedule(Schedule::zb_h1, 4, 1, 8, 3)) == 4);
   CHECK(peak_in_flight(pipeline_schedule(Schedule::zb_h2, 4, 1, 8, 0)) == 7);
   CHECK(peak_in_flight(pipeline_schedule(Schedule::zb_h2, 4, 1, 8, 3)) == 7);
+  // ZB-V (section 6): 2p chunks, half a stage each, as many layers as 1F1B's p micro-batches.
+  for (int stage = 0; stage < 4; ++stage)
+    CHECK(peak_in_flight(pipeline_schedule(Schedule::zb_v, 4, 2, 8, stage)) <= 8);
+  CHECK(peak_in_flight(pipeline_schedule(Schedule::zb_v, 4, 2, 8, 0)) == 8);
+}
+
+TEST_CASE("ZB-V runs each rank's chunks in the order of Qi et al.'s V schedule") {
+  // Section 6, p = 2, m = 4 (n = max(m, 2p - 1) = 4). Rank 0 holds virtual stages 0 (chunk 0) and
+  // 3 (chunk 1): 2(p - r) - 1 = 3 forwards of chunk 0, p - r = 2 triples F1 B1 W1, the steady
+  // F0 B0 W0 F1 B1 W1 (without F0 once all 4 are done), p - r = 2 pairs B0 W0. On the first
+  // virtual stage each W follows its B: whole backwards (BW). Rank 1 (virtual stages 1 and 2): 1
+  // forward of chunk 0, r = 1 pair F1 F0, 1 triple F1 B1 W1, the steady state twice, r = 1 pair
+  // B0 B1, 1 pair B0 W0, then the Ws left, chunk 1's first.
+  const auto order = [](int stage) {
+    std::string text;
+    for (const PipelineStep& step : pipeline_schedule(Schedule::zb_v, 2, 2, 4, stage)) {
+      const char* pass = step.pass == Pass::forward          ? "F"
+                         : step.pass == Pass::backward_input ? "B"
+                         : step.pass == Pass::backward_weight ? "W"
+                                                              : "BW";
+      text += pass + std::to_string(step.micro_batch) + (step.chunk == 1 ? "' " : " ");
+    }
+    return text;
+  };
+  CHECK(order(0) == "F0 F1 F2 F0' B0' W0' F1' B1' W1' F3 BW0 F2' B2' W2' BW1 F3' B3' W3' BW2 BW3 ");
+  CHECK(order(1) == "F0 F0' F1 F1' B0' W0' F2 B0 W0 F2' B1' W1' F3 B1 W1 F3' B2' W2' B2 B3' B3 W2 W3' W3 ");
+  // The V: chunk 1 of rank r is virtual stage 2p - 1 - r, so rank 0 holds the first and the last.
+  CHECK(virtual_stage(Schedule::zb_v, 4, 1, 0) == 7);
+  CHECK(stage_of_virtual_stage(Schedule::zb_v, 4, 5) == 2);
+  CHECK(stage_of_virtual_stage(Schedule::interleaved, 4, 5) == 1);
 }
 
 TEST_CASE("ZB-H1 runs F, B and W in the slots of Qi et al.") {
