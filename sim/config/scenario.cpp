@@ -52,7 +52,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"parallel.dp", "1", "data-parallel degree (number of model replicas)"},
       {"parallel.tp", "1", "tensor-parallel degree (Megatron column/row-parallel layers)"},
       {"parallel.pp", "1", "pipeline stages"},
-      {"parallel.vpp", "1", "virtual pipeline stages (model chunks) per pipeline rank; > 1 needs the interleaved schedule"},
+      {"parallel.vpp", "1", "virtual pipeline stages (model chunks) per pipeline rank; > 1 needs the interleaved schedule "
+                            "(zb-v: 2)"},
       {"parallel.cp", "1", "context-parallel degree: the sequence is split, K/V go around a ring"},
       {"parallel.sp", "false", "sequence parallelism on top of tensor parallelism: true | false"},
       {"parallel.schedule", "auto",
@@ -686,6 +687,9 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
       continue;
     *layers = values.integer(key, 1, 1'000'000);
     values.needs(key, scenario.pp > 1, "parallel.pp > 1 (it sets a pipeline stage's layers)");
+    if (layers == &scenario.last_stage_layers && v_placement(scenario.schedule))
+      values.fail(key, "under zb-v the last pipeline rank holds the middle of the model (the first holds the output "
+                       "layer); accepted with it: parallel.first_stage_layers");
     if (!scenario.layers_per_stage.empty())
       values.fail(key, "and parallel.layers_per_stage both split the layers; accepted: one of them");
   }

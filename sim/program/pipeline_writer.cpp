@@ -42,6 +42,7 @@ public:
                                  placement.groups->cp[rank] >= 0 ? cp_slot : -1, scenario.cp, scenario.sp, scenario.tp,
                                  scenario.tp_comm_overlap}),
         stage_layers_(layers_per_virtual_stage(scenario, model)) {
+    turn_.assign(static_cast<std::size_t>(scenario.grad_accum), 0);
     for (int c = 0; c < v_; ++c) {
       long long first = 0;
       for (int k = 0; k < virtual_stage(c); ++k)
@@ -221,6 +222,8 @@ private:
       deps.push_back(gather_boundary(recv(Stream::pp_comm, upstream_slot(step.chunk), tag(step.micro_batch, vs, 0),
                                           boundary_bytes(), "recv.act" + sfx, post_after),
                                      "recv.act" + sfx));
+    else if (vs > 0)
+      deps.push_back(turn_.at(static_cast<std::size_t>(step.micro_batch)));
     StepOps track(started);
     OpId& last = track.last;
     std::size_t piece = 0;
@@ -249,6 +252,8 @@ private:
     } else if (downstream_slot(step.chunk) >= 0) {
       send(Stream::pp_comm, downstream_slot(step.chunk), tag(step.micro_batch, vs + 1, 0), boundary_bytes(),
            "send.act" + sfx, {last});
+    } else {
+      turn_.at(static_cast<std::size_t>(step.micro_batch)) = last;
     }
     return last;
   }
@@ -283,8 +288,9 @@ private:
       if (scatters_boundary())
         track(gather_boundary(last, "recv.grad" + sfx));
     }
-    if (last != 0)  // else the gradient comes from this rank's other chunk, before on this stream
-      deps = {last};
+    deps = {last_virtual_stage(step.chunk) || downstream_slot(step.chunk) >= 0
+                ? last
+                : turn_.at(static_cast<std::size_t>(step.micro_batch))};
     const RecomputePlan& plan = plans_[step.chunk];
     const LayerActivations& act = costs_.layer.activations;
     for (auto segment = plan.segments.rbegin(); segment != plan.segments.rend(); ++segment) {
@@ -322,6 +328,8 @@ private:
     } else if (upstream_slot(step.chunk) >= 0) {
       send(Stream::pp_bwd, upstream_slot(step.chunk), tag(step.micro_batch, vs - 1, 1), boundary_bytes(),
            "send.grad" + sfx, {last});
+    } else {
+      turn_.at(static_cast<std::size_t>(step.micro_batch)) = last;
     }
     release("act-grad" + sfx);
     return last;
@@ -422,6 +430,9 @@ private:
   double optimizer_parameters_ = 0;
   std::vector<OpId> sync_ops_;
   std::vector<std::vector<OpId>> updated_parameters_;  // overlap_param_gather: per chunk, per forward piece
+  // Where ZB-V's V turns on the last rank, per micro-batch: the op that ended the pass of the
+  // chunk before the turn (chunk 0's forward, then chunk 1's input gradients) on this rank.
+  std::vector<OpId> turn_;
   std::optional<OffloadedOptimizer> offloaded_;  // when the optimizer runs on the CPU
 };
 

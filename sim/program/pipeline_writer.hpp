@@ -1,21 +1,26 @@
 #pragma once
-// Pipeline-parallel training (GPipe, 1F1B, interleaved 1F1B) as one rank's program, with
-// tensor and context parallelism inside each layer (LayerOps), data parallelism across
+// Pipeline-parallel training (GPipe, 1F1B, interleaved 1F1B, ZB-H1/H2/V) as one rank's program,
+// with tensor and context parallelism inside each layer (LayerOps), data parallelism across
 // pipelines (gradients all-reduced, or reduce-scattered with ZeRO-1 / Megatron's distributed
-// optimizer, once each chunk's last backward is done) and activation recompute per chunk.
-// Activations go to the next stage and gradients to the previous one as sends and receives
-// tagged by micro-batch and virtual stage; each rank waits for their real arrival.
+// optimizer, once each chunk's last backward, or last weight-gradient pass, is done) and
+// activation recompute per chunk. Activations go to the next virtual stage and gradients to the
+// previous one as sends and receives tagged by micro-batch and virtual stage; each rank waits for
+// their real arrival.
 //
-// Layers are split into pp x vpp virtual stages (uniformly, or parallel.layers_per_stage); rank
-// pp = r holds virtual stages c x pp + r for its chunks c; the first holds the embedding, the last
-// the output layer (with a tied embedding the last stage holds a copy and the two all-reduce its
+// Layers are split into pp x vpp virtual stages (uniformly, parallel.layers_per_stage, or
+// first/last_stage_layers); rank r holds the virtual stages of its chunks (pipeline_schedule's
+// virtual_stage: c x pp + r, or ZB-V's V, whose turn on the last rank passes between its two
+// chunks without a transfer); the first holds the embedding, the last the output layer (with a
+// tied embedding on another rank the last stage holds a copy and the two all-reduce its
 // gradient, group kind `emb`). A forward step receives (pp-comm), runs the chunk's layers and
-// sends on; a backward step receives the gradient (pp-bwd), recomputes, runs backward and sends
-// back. Receives are posted two steps ahead and sends and receives are not stream-ordered, so the
-// schedule cannot deadlock on a busy peer; nothing computes the bubble. With comm.pp_scatter_gather
-// (tp without SP) each tp rank sends 1/tp of the boundary and the receiver all-gathers it over tp. The optimal recompute
-// budget is shared among the chunk forwards the schedule keeps in flight on stage 0. ZeRO-2/3 are
-// refused with pipelines (as DeepSpeed does), and so are parameter and activation offload.
+// sends on; a backward step receives the gradient (pp-bwd), recomputes, runs backward (or its
+// input-gradient pass, keeping what the weight-gradient pass needs) and sends back. Receives are
+// posted a whole warm-up ahead and sends and receives are not stream-ordered, so the schedule
+// cannot deadlock on a busy peer; nothing computes the bubble. With comm.pp_scatter_gather (tp
+// without SP) each tp rank sends 1/tp of the boundary and the receiver all-gathers it over tp. The
+// optimal recompute budget is shared among the chunk forwards the schedule keeps in flight on
+// stage 0. ZeRO-2/3 are refused with pipelines (as DeepSpeed does), and so are parameter and
+// activation offload.
 #include <vector>
 
 #include "config/scenario.hpp"

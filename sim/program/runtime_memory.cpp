@@ -20,7 +20,9 @@ int runtime_communicators(const Workload& workload, int rank, const RankCoords& 
       ++count;
   if (scenario.pp == 1)
     return count;
-  if (scenario.vpp > 1)  // the last stage's chunk feeds the first stage's next chunk
+  // Interleaved, the last stage's chunk feeds the first stage's next chunk; ZB-V's V turns on
+  // the last stage, so its ends talk to one neighbour each, as 1F1B's.
+  if (scenario.vpp > 1 && !v_placement(scenario.schedule))
     return count + (scenario.pp == 2 ? 1 : 2);
   return count + (coords.pp > 0) + (coords.pp < scenario.pp - 1);
 }

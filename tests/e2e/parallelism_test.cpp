@@ -88,8 +88,8 @@ TEST_CASE("the zero-bubble schedules: ZB-H1's bubble as Qi et al. give it, ZB-H2
   // with its optimizer post-validation, not simulated).
   // ZB-V (section 6) runs two chunks of half a stage per rank in a V and, with T_F = T_B = T_W, no
   // gap once the V is full. Its last rank waits for (p-1) chunk forwards at the start and its
-  // first for a drain of (p-1) chunk input-gradient passes at the end, the W passes filling the
-  // shorter of the two: (p-1) max(T_F, T_B) / 2 in a stage's units.
+  // first for a drain of (p-1) chunk input-gradient passes at the end; with T_B >= T_F (here) the
+  // W passes fill the fill and the drain is left: (p-1) T_B / 2 in a stage's units.
   // T_F : T_B : T_W by hand, the roofline taking model FLOPs on compute-bound layers (the uniform
   // model: h = 2048, SwiGLU f = 8192, 16 heads, s = 2048, b = 1; vocabulary 128, negligible). In
   // units of 2 s h^2: QKV 3, output projection 1, MLP 3 x 4 = 12, attention core 4 b s^2 h = 2.
@@ -177,7 +177,10 @@ TEST_CASE("layouts that do not divide are refused with the numbers that clash") 
         Case{"zero_bubble_cp", "--set parallel.pp=2 --set parallel.cp=2 --set parallel.dp=4 --set parallel.schedule=zb-h2",
              "not simulated with context parallelism"},
         Case{"zb_v_chunks", "--set parallel.pp=2 --set parallel.dp=8 --set parallel.schedule=zb-v --set parallel.vpp=4",
-             "zb-v places two model chunks on each pipeline rank"}}) {
+             "zb-v places two model chunks on each pipeline rank"},
+        Case{"zb_v_last_stage", "--set parallel.pp=2 --set parallel.dp=8 --set parallel.schedule=zb-v "
+                                "--set parallel.last_stage_layers=1",
+             "under zb-v the last pipeline rank holds the middle of the model"}}) {
     CAPTURE(c.name);
     const CliResult result = run_trainsim(std::string("layout_error_") + c.name, "run " + tiny + " --out out " + c.arguments);
     CHECK(result.status == 2);

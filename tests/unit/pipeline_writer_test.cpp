@@ -466,3 +466,31 @@ TEST_CASE("the first and last pipeline ranks take their own layer counts and the
   CHECK(std::any_of(middle.ops.begin(), middle.ops.end(), [](const Op& op) { return op.name.rfind("L5.fwd", 0) == 0; }));
   CHECK(std::none_of(middle.ops.begin(), middle.ops.end(), [](const Op& op) { return op.name.rfind("L6.fwd", 0) == 0; }));
 }
+
+TEST_CASE("where ZB-V's V turns, a chunk waits for the other chunk's pass on the same rank") {
+  // p = 2, the small GPT's 8 layers in 4 virtual stages of 2: rank 1 holds virtual stages 1
+  // (layers 2-3, chunk 0) and 2 (layers 4-5, chunk 1). Nothing travels between them, yet chunk 1's
+  // forward needs chunk 0's output, which under tp (without SP) its all-reduce completes on the
+  // tp stream; and chunk 0's input gradients need chunk 1's.
+  Scenario scenario = pipeline_scenario(Schedule::zb_v, 2, 2, 4);
+  scenario.tp = 2;
+  const Program program = stage_program(scenario, 1);
+  const auto id_of = [&](const std::string& name) {
+    for (OpId id = 0; id < program.ops.size(); ++id)
+      if (program.ops[id].name == name)
+        return id;
+    FAIL("no op " << name);
+    return OpId{0};
+  };
+  const Op& chunk1_forward = program.ops[id_of("L4.fwd.mb0.c1.attn")];
+  CHECK(chunk1_forward.deps == std::vector<OpId>{id_of("L3.fwd.mb0.c0.mlp.tp-allreduce")});
+  // Chunk 1's input gradients end with layer 4's attention block; chunk 0's begin with layer 3.
+  const OpId chunk1_input_gradients = id_of("L4.bwd-input.mb0.c1.attn.before");
+  const Op& chunk0_backward = program.ops[id_of("L3.bwd-input.mb0.c0.mlp.to-column")];
+  CHECK(chunk0_backward.deps == std::vector<OpId>{chunk1_input_gradients});
+  // No transfer at the turn: rank 1 sends activations only to rank 0 (chunk 1's forward output)
+  // and gradients only to rank 0 (chunk 0's input gradients).
+  for (const Op& op : program.ops)
+    if (op.kind == OpKind::send)
+      CHECK(op.peer == previous_stage_slot);
+}

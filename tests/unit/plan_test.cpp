@@ -57,8 +57,23 @@ TEST_CASE("candidates use every GPU, divide the model and the batch, and try mem
     CHECK(request.global_batch % (c.micro_batch * c.dp) == 0);
     if (c.pp > 1)
       CHECK(c.zero <= 1);  // pipelines support ZeRO 0 and 1
+    // A pipeline names its schedule: 1F1B or ZB-H1/H2 on one chunk per rank, interleaved or ZB-V
+    // on two; the zero-bubble ones never with offload (DeepSpeed's, whose pipelines run 1F1B).
+    if (c.pp == 1)
+      CHECK(c.schedule.empty());
+    else if (c.vpp == 1)
+      CHECK((c.schedule == "1f1b" || c.schedule == "zb-h1" || c.schedule == "zb-h2"));
+    else
+      CHECK((c.schedule == "interleaved" || (c.vpp == 2 && c.schedule == "zb-v")));
+    if (c.schedule.rfind("zb-", 0) == 0)
+      CHECK(c.offload == "none");
     by_layout[c.layout_label()].push_back(&c);
   }
+  // Every pipeline layout of one chunk per rank is tried under the three schedules.
+  int zb_h2 = 0;
+  for (const Candidate& c : candidates)
+    zb_h2 += c.schedule == "zb-h2";
+  CHECK(zb_h2 > 0);
   for (const auto& [layout, variants] : by_layout) {
     CAPTURE(layout);
     CHECK(variants.front()->recompute == "none");

@@ -71,6 +71,17 @@ TEST_CASE("NCCL's buffers count the rank's communicators and the pipeline neighb
     CAPTURE(rank);
     CHECK(held(deep_build, rank, MemCategory::nccl_buffers) == 3 * communicator);
   }
+  // ZB-V's V on pp = 4 (Llama 3 8B, untied, 32 layers in 8 chunks): its turn is on the last rank,
+  // so the end ranks talk to one neighbour and the middle ones to two, as under 1F1B, each with
+  // its tp group: 2, 3, 3, 2 (interleaved chunks would link every rank to two).
+  const Scenario v = scenario_with({"model.name=llama3-8b", "parallel.dp=1", "parallel.tp=2", "parallel.pp=4",
+                                    "parallel.schedule=zb-v", "training.global_batch=8"});
+  const WorkloadBuild v_build = build_workload(v, load_model(v.model_file, v.vocab_multiple), 0);
+  for (int rank = 0; rank < 8; ++rank) {
+    CAPTURE(rank);
+    const int stage = rank / 2;
+    CHECK(held(v_build, rank, MemCategory::nccl_buffers) == (stage == 0 || stage == 3 ? 2 : 3) * communicator);
+  }
   // One GPU has no communicator, and a context of 0 bytes is not allocated.
   const Scenario single = scenario_with({"parallel.dp=1", "training.global_batch=2", "memory.cuda_context=0B"});
   const WorkloadBuild alone = build_workload(single, model, 0);
