@@ -15,7 +15,7 @@
 // gradient, group kind `emb`). A forward step receives (pp-comm), runs the chunk's layers and
 // sends on; a backward step receives the gradient (pp-bwd), recomputes, runs backward (or its
 // input-gradient pass, keeping what the weight-gradient pass needs) and sends back. Receives are
-// posted a whole warm-up ahead and sends and receives are not stream-ordered, so the schedule
+// posted two steps ahead and sends and receives are not stream-ordered, so the schedule
 // cannot deadlock on a busy peer; nothing computes the bubble. With comm.pp_scatter_gather (tp
 // without SP) each tp rank sends 1/tp of the boundary and the receiver all-gathers it over tp. The
 // optimal recompute budget is shared among the chunk forwards the schedule keeps in flight on

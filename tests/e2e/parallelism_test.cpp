@@ -89,7 +89,9 @@ TEST_CASE("the zero-bubble schedules: ZB-H1's bubble as Qi et al. give it, ZB-H2
   // ZB-V (section 6) runs two chunks of half a stage per rank in a V and, with T_F = T_B = T_W, no
   // gap once the V is full. Its last rank waits for (p-1) chunk forwards at the start and its
   // first for a drain of (p-1) chunk input-gradient passes at the end; with T_B >= T_F (here) the
-  // W passes fill the fill and the drain is left: (p-1) T_B / 2 in a stage's units.
+  // W passes fill the fill and the drain is left: (p-1) T_B / 2 in a stage's units. Compute is not
+  // slowed by communication beside it (compute.comm_slowdown = 0): under ZB-V a chunk-1 sender
+  // may wait for its receiver, and a waiting send would count as such communication.
   // T_F : T_B : T_W by hand, the roofline taking model FLOPs on compute-bound layers (the uniform
   // model: h = 2048, SwiGLU f = 8192, 16 heads, s = 2048, b = 1; vocabulary 128, negligible). In
   // units of 2 s h^2: QKV 3, output projection 1, MLP 3 x 4 = 12, attention core 4 b s^2 h = 2.
@@ -113,7 +115,8 @@ TEST_CASE("the zero-bubble schedules: ZB-H1's bubble as Qi et al. give it, ZB-H2
     CAPTURE(c.m);
     const json summary = run(std::string("zero_bubble_") + c.schedule + std::to_string(c.p) + "_" + std::to_string(c.m),
                              pipeline,
-                             "--set compute.model=roofline --set parallel.schedule=" + std::string(c.schedule) +
+                             "--set compute.model=roofline --set compute.comm_slowdown=0 --set parallel.schedule=" +
+                                 std::string(c.schedule) +
                                  " --set parallel.pp=" + std::to_string(c.p) +
                                  " --set training.global_batch=" + std::to_string(c.m));
     const json& time = summary["time"];
