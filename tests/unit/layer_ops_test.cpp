@@ -209,9 +209,10 @@ TEST_CASE("a backward split in two keeps its collectives in the input-gradient p
   // dgrad (4), that reduce-scattered (5), the norm part once both collectives are done (6); then
   // the attention the same way.
   const ModelParallelGroups sp{tp_group, -1, 1, true};
+  const ModelCosts costs = hand_made_costs();  // LayerOps keeps a reference
   ProgramWriter writer;
   const OpId input = writer.compute("input", Work{}, Phase::other);
-  LayerOps ops(writer, hand_made_costs(), sp);
+  LayerOps ops(writer, costs, sp);
   const OpId input_done = ops.backward_input("L0.bwd-input", {input});
   const OpId weight_done = ops.backward_weight("L0.bwd-weight", input_done);
   const Program program = writer.take();
@@ -240,7 +241,7 @@ TEST_CASE("a backward split in two keeps its collectives in the input-gradient p
   // Without model parallelism, one op each.
   ProgramWriter single_writer;
   const OpId start = single_writer.compute("input", Work{}, Phase::other);
-  LayerOps single(single_writer, hand_made_costs(), ModelParallelGroups{});
+  LayerOps single(single_writer, costs, ModelParallelGroups{});
   const OpId b = single.backward_input("L0.bwd-input", {start});
   single.backward_weight("L0.bwd-weight", b);
   const Program single_program = single_writer.take();
