@@ -58,7 +58,7 @@ for scenario in scenarios/default.ini scenarios/llama3-70b-2n.ini scenarios/llam
   times=()
   for ((i = 0; i < repetitions; i++)); do
     start=$(date +%s.%N)
-    "$build/trainsim" run "$scenario" --out "$out/run" > /dev/null
+    "$build/trainsim" --log-level error run "$scenario" --out "$out/run" > /dev/null
     end=$(date +%s.%N)
     times+=("$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')")
   done

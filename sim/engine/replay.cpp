@@ -55,11 +55,13 @@ namespace sg4 = simgrid::s4u;
 //   Disk::read_async / write_async, plus a flow between a drive's pcie_port and its host, so its
 //   bytes cross the PCIe tree and share it with the GPUs' copies; the op ends when both are done;
 // - alloc/free: instantaneous.
-// With comm_slowdown f, a rank with a collective or send under way beside its kernels runs a
-// companion execution on its GPU host, bounded at f / (1 + f) of the host's speed: SimGrid's fair
-// sharing leaves the kernels 1 / (1 + f) of it, so they take 1 + f times as long meanwhile. Such
-// communication is simulated, and a kernel it might overlap (mark_overlaps) is settled ahead only
-// once that communication has finished; the rest is settled as without a slowdown.
+// With comm_slowdown f, kernels run 1 + f times as long while a collective or send of their rank
+// is under way beside them. A rank whose kernels run one at a time keeps the spans of such
+// communication once they are known (settled ahead, or finished in the simulation) and settles a
+// kernel ahead once every communication that might overlap it (mark_overlaps) is known, its
+// duration stretched over those spans. A kernel started in the simulation shares its GPU host with
+// a companion execution bounded at f / (1 + f) of the host's speed while communication is under
+// way (SimGrid's fair sharing leaves the kernel 1 / (1 + f) of it), the same slowdown.
 // What each flow, CPU and drive carried is told to the observer (ResourceCollector adds it up).
 // Ranks blocked forever end the replay with unfinished ranks: the caller reports a deadlock.
 namespace trainsim {
@@ -96,10 +98,9 @@ struct ProgramPlan {
   // these ahead of the simulated clock without a round trip through SimGrid; only ops that share
   // platform resources or meet other ranks are started in the simulation.
   std::vector<bool> local;
-  // With a comm slowdown: the communication that may run beside a kernel (the ranks toggle their
-  // companion execution at its start and finish, so it is simulated), and, when the kernels run
-  // one at a time, for each such op the stream index of the last kernel it waits for, in that
-  // order: a kernel is settled ahead only once every op that might overlap it has finished.
+  // With a comm slowdown: the communication that may run beside a kernel, and, when the kernels
+  // run one at a time, for each such op the stream index of the last kernel it waits for, in that
+  // order: a kernel is settled ahead only once every op that might overlap it is known.
   std::vector<bool> overlaps_kernels = {};
   std::vector<std::int32_t> kernel_index = {};  // place among the serialised kernels; -1 for other ops
   std::vector<std::pair<std::int32_t, OpId>> overlapping_after = {};  // (last kernel waited for, op), sorted
@@ -133,6 +134,32 @@ struct SharedState {
   std::vector<std::size_t> ops_done;
   std::exception_ptr escaped;          // the first exception out of a rank: the replay stops with it
 };
+
+// A time interval [first, second] of the simulated clock.
+using Span = std::pair<double, double>;
+
+// When work of `seconds` started at `start` ends if it runs `slowdown` times as long inside
+// `spans` (sorted here; they may overlap) and at full speed elsewhere.
+double stretched_end(std::vector<Span>& spans, double start, double seconds, double slowdown) {
+  std::sort(spans.begin(), spans.end());
+  double time = start;
+  double left = seconds;
+  for (const auto& [from, to] : spans) {
+    if (to <= time)
+      continue;
+    if (from > time) {
+      if (left <= from - time)
+        return time + left;
+      left -= from - time;
+      time = from;
+    }
+    if (left * slowdown <= to - time)
+      return time + left * slowdown;
+    left -= (to - time) / slowdown;
+    time = to;
+  }
+  return time + left;
+}
 
 // Communication that slows the GPU's kernels while it runs (a recv is its send's other half).
 bool slows_compute(const Op& op) { return op.kind == OpKind::collective || op.kind == OpKind::send; }
@@ -173,7 +200,8 @@ void mark_overlaps(const Program& program, bool kernels_serialised, ProgramPlan&
 }
 
 // `analytic_slot[k]`: the group slot k is timed analytically on every rank running the program.
-// `comm_slowdown`: kernels overlapping communication are slowed, so neither is settled ahead.
+// `comm_slowdown`: kernels overlapping communication are slowed; where kernels run on several
+// streams, neither is settled ahead.
 ProgramPlan plan_program(const Program& program, const std::vector<bool>& analytic_slot, double comm_slowdown) {
   ProgramPlan plan{ProgramGraph(program), std::vector<bool>(program.ops.size(), false)};
   std::optional<Stream> compute_stream;
@@ -206,7 +234,8 @@ ProgramPlan plan_program(const Program& program, const std::vector<bool>& analyt
     case OpKind::compute: plan.local[id] = kernels_serialised && op.target.empty(); break;
     case OpKind::collective:
       plan.local[id] = analytic_slot[op.group] && op.collective != Collective::all_to_all &&
-                       !shared_groups.count(op.group) && !plan.overlaps_kernels[id];
+                       !shared_groups.count(op.group) &&
+                       (!plan.overlaps_kernels[id] || plan.kernels_wait_for_overlaps);
       break;
     default: break;
     }
@@ -243,6 +272,8 @@ public:
     while (finished_ < program_.ops.size()) {
       const double now = sg4::Engine::get_clock();
       tell_observer_until(now);
+      if (kernels_simulated_ > 0)
+        steer_companion();
       if (start_due(now))
         continue;
       const double wake = next_wake();
@@ -318,43 +349,59 @@ private:
       // Far enough ahead of the clock, local ops wait like the others (started in the simulation
       // at their ready time, with the same result), which bounds the events held back.
       if (!plan_.local[id] || !shared_.settle_ahead || events_.size() >= max_events_ahead ||
-          (plan_.kernels_wait_for_overlaps && plan_.kernel_index[id] >= 0 && !clear_of_overlaps(id, ready))) {
+          (plan_.kernels_wait_for_overlaps && plan_.kernel_index[id] >= 0 && !clear_of_overlaps(id))) {
         pending_.push({ready, sequence_++, id});
         continue;
       }
       tell(Told::started, id, ready);
-      const double end = ready + local_duration(id);
+      const double end = local_end(id, ready);
       if (program_.ops[id].kind == OpKind::collective)
         transferred(id, {ready, end});
+      if (plan_.overlaps_kernels[id])
+        overlap_known(id, ready, end);
       complete(id, end);
     }
   }
 
-  // True when every communication that might run beside kernel `id` (ready at `ready`) finished
-  // by then, so the kernel's time follows from its start; kernels are asked in stream order.
-  bool clear_of_overlaps(OpId id, double ready) {
+  // True when every communication that might run beside kernel `id` is known (its span is in
+  // `slow_spans_`), so the kernel's time follows from its start; kernels are asked in stream order.
+  bool clear_of_overlaps(OpId id) {
     const auto& overlapping = plan_.overlapping_after;
     while (next_overlap_ < overlapping.size() && overlapping[next_overlap_].first < plan_.kernel_index[id]) {
       const OpId op = overlapping[next_overlap_++].second;
-      const auto done = overlap_finished_.find(op);
-      if (done != overlap_finished_.end()) {
-        latest_overlap_end_ = std::max(latest_overlap_end_, done->second);
-        overlap_finished_.erase(done);
-      } else {
+      if (overlap_known_.erase(op) == 0)
         watched_overlaps_.insert(op);
-      }
     }
-    return watched_overlaps_.empty() && latest_overlap_end_ <= ready;
+    return watched_overlaps_.empty();
   }
 
-  // Communication that might overlap kernels finished at `time`.
-  void overlap_finished(OpId id, double time) {
+  // Communication that might overlap kernels ran over [start, end].
+  void overlap_known(OpId id, double start, double end) {
     if (!plan_.kernels_wait_for_overlaps)
       return;
-    if (watched_overlaps_.erase(id) > 0)
-      latest_overlap_end_ = std::max(latest_overlap_end_, time);
-    else
-      overlap_finished_[id] = time;
+    if (end > start)
+      slow_spans_.emplace_back(start, end);
+    if (watched_overlaps_.erase(id) == 0)
+      overlap_known_.insert(id);
+  }
+
+  // When an op settled ahead at `ready` ends: a kernel slowed where it meets communication.
+  double local_end(OpId id, double ready) {
+    const double seconds = local_duration(id);
+    if (!plan_.kernels_wait_for_overlaps || plan_.kernel_index[id] < 0 || slow_spans_.empty())
+      return ready + seconds;
+    // Kernels settle in stream order, each ready no earlier than the one before: spans over by
+    // now slow no later kernel.
+    forget_spans_until(ready);
+    return stretched_end(slow_spans_, ready, seconds, 1 + shared_.comm_slowdown);
+  }
+
+  // Drops the spans over by `time`: no kernel starts before it any more (kernels settle in stream
+  // order, and an op is settled or started no earlier than the clock).
+  void forget_spans_until(double time) {
+    slow_spans_.erase(std::remove_if(slow_spans_.begin(), slow_spans_.end(),
+                                     [time](const Span& span) { return span.second <= time; }),
+                      slow_spans_.end());
   }
 
   double gpu_kernel_seconds(const Op& op) const {
@@ -429,7 +476,7 @@ private:
       wake = timers_.top().time;
     if (!pending_.empty())
       wake = std::min(wake, pending_.top().time);
-    return wake;
+    return std::min(wake, next_span_edge(sg4::Engine::get_clock()));
   }
 
   void start_when_group_free(OpId id) {
@@ -448,15 +495,19 @@ private:
   void start(OpId id) {
     const Op& op = program_.ops[id];
     tell(Told::started, id, sg4::Engine::get_clock());
-    if (plan_.overlaps_kernels[id])
+    if (plan_.overlaps_kernels[id]) {
+      overlap_started_[id] = sg4::Engine::get_clock();
       communication_began();
+    }
     switch (op.kind) {
     case OpKind::compute: {
       if (!op.target.empty())
         return start_on_host(id, op);
       const double seconds = gpu_kernel_seconds(op);
+      ++kernels_simulated_;
       if (seconds <= 0)
         return finish(id);
+      steer_companion();
       track(host_->exec_async(seconds * host_->get_speed()), id);
       return;
     }
@@ -602,20 +653,48 @@ private:
     start_collective_phase(id, state.phase + 1);
   }
 
-  // The companion execution that slows this GPU's kernels runs while any communication does.
   void communication_began() {
-    if (shared_.comm_slowdown <= 0 || communicating_++ > 0)
-      return;
-    const double share = shared_.comm_slowdown / (1 + shared_.comm_slowdown);
-    // Far more work than any step: it is cancelled, never finished.
-    constexpr double endless = 1e300;
-    companion_ = host_->exec_init(endless)->set_bound(share * host_->get_speed())->start();
+    ++communicating_;
+    steer_companion();
   }
   void communication_ended() {
-    if (shared_.comm_slowdown <= 0 || --communicating_ > 0)
+    --communicating_;
+    steer_companion();
+  }
+
+  // The companion execution that slows this GPU's kernels runs while communication started in the
+  // simulation or a known span of communication is under way.
+  void steer_companion() {
+    if (shared_.comm_slowdown <= 0)
       return;
-    companion_->cancel();
-    companion_ = nullptr;
+    const double now = sg4::Engine::get_clock();
+    forget_spans_until(now);
+    const bool slowed = communicating_ > 0 || std::any_of(slow_spans_.begin(), slow_spans_.end(), [now](const Span& span) {
+                          return span.first <= now + timer_resolution && span.second > now + timer_resolution;
+                        });
+    if (slowed && !companion_) {
+      const double share = shared_.comm_slowdown / (1 + shared_.comm_slowdown);
+      // Far more work than any step: it is cancelled, never finished.
+      constexpr double endless = 1e300;
+      companion_ = host_->exec_init(endless)->set_bound(share * host_->get_speed())->start();
+    } else if (!slowed && companion_) {
+      companion_->cancel();
+      companion_ = nullptr;
+    }
+  }
+
+  // While kernels run in the simulation, the next time a known span begins or ends.
+  double next_span_edge(double now) const {
+    double edge = never;
+    if (kernels_simulated_ == 0)
+      return edge;
+    for (const auto& [from, to] : slow_spans_) {
+      if (from > now + timer_resolution)
+        edge = std::min(edge, from);
+      else if (to > now + timer_resolution)
+        edge = std::min(edge, to);
+    }
+    return edge;
   }
 
   void track(sg4::ActivityPtr activity, OpId id) {
@@ -628,9 +707,13 @@ private:
     const Op& op = program_.ops[id];
     const double now = sg4::Engine::get_clock();
     if (plan_.overlaps_kernels[id]) {
+      const auto started = overlap_started_.find(id);
+      overlap_known(id, started->second, now);
+      overlap_started_.erase(started);
       communication_ended();
-      overlap_finished(id, now);
     }
+    if (op.kind == OpKind::compute && op.target.empty())
+      --kernels_simulated_;
     if (op.kind == OpKind::collective) {
       transferred(id, depart(id, now));
       collectives_.erase(id);
@@ -732,9 +815,11 @@ private:
   std::unordered_map<OpId, int> parts_left_;  // I/O ops with a drive transfer and a PCIe transfer
   int communicating_ = 0;                     // collectives and sends under way beside kernels
   std::size_t next_overlap_ = 0;              // into plan_.overlapping_after: those watched so far
-  std::unordered_set<OpId> watched_overlaps_; // watched and not finished
-  std::unordered_map<OpId, double> overlap_finished_;  // finished before being watched
-  double latest_overlap_end_ = 0;             // of the watched ones that finished
+  std::unordered_set<OpId> watched_overlaps_; // watched and not known
+  std::unordered_set<OpId> overlap_known_;    // known before being watched
+  std::unordered_map<OpId, double> overlap_started_;  // started in the simulation, not finished
+  std::vector<Span> slow_spans_;              // known communication beside kernels, not yet over
+  int kernels_simulated_ = 0;                 // GPU kernels under way in the simulation
   sg4::ExecPtr companion_;                    // slows the kernels meanwhile (comm_slowdown)
   std::size_t finished_ = 0;
   double last_finish_ = 0;

@@ -72,26 +72,78 @@ std::vector<double> finish_times(const Workload& workload, const ReplaySettings&
   return times;
 }
 
-std::vector<double> finish_times(const Workload& workload, double slowdown) {
+std::vector<double> finish_times(const Workload& workload, double slowdown, bool analytic = false) {
   ReplaySettings settings;
   settings.comm_slowdown = slowdown;
+  settings.fast_intra_node_collectives = analytic;
   return finish_times(workload, settings);
 }
 
 } // namespace
 
+// The collective simulated as flows (the kernel then runs in the simulation beside a companion
+// execution) or timed from its ring (both settled ahead of the clock: the kernel's time is
+// stretched over the collective's span).
 TEST_CASE("a kernel beside a collective runs 1 + f times as long while the collective lasts") {
-  const double kernel = finish_times(pair_workload(true, false), 0.5).at(0);
-  const double all_reduce = finish_times(pair_workload(false, true), 0.5).at(0);
-  REQUIRE(all_reduce < kernel / 1.5);  // the collective ends while the kernel still runs
-  for (const double f : {0.0, 0.189, 0.5, 1.0}) {
-    CAPTURE(f);
-    const std::vector<double> both = finish_times(pair_workload(true, true), f);
-    REQUIRE(both.size() == 2);
-    // For `all_reduce` seconds the kernel does all_reduce / (1 + f) seconds of its work; the rest
-    // runs at full speed afterwards.
-    CHECK(both[0] == doctest::Approx(kernel + all_reduce * f / (1 + f)).epsilon(1e-9));
-    CHECK(both[1] == doctest::Approx(all_reduce).epsilon(1e-9));  // communication is not slowed
+  for (const bool analytic : {false, true}) {
+    CAPTURE(analytic);
+    const double kernel = finish_times(pair_workload(true, false), 0.5, analytic).at(0);
+    const double all_reduce = finish_times(pair_workload(false, true), 0.5, analytic).at(0);
+    REQUIRE(all_reduce < kernel / 1.5);  // the collective ends while the kernel still runs
+    for (const double f : {0.0, 0.189, 0.5, 1.0}) {
+      CAPTURE(f);
+      const std::vector<double> both = finish_times(pair_workload(true, true), f, analytic);
+      REQUIRE(both.size() == 2);
+      // For `all_reduce` seconds the kernel does all_reduce / (1 + f) seconds of its work; the
+      // rest runs at full speed afterwards.
+      CHECK(both[0] == doctest::Approx(kernel + all_reduce * f / (1 + f)).epsilon(1e-9));
+      CHECK(both[1] == doctest::Approx(all_reduce).epsilon(1e-9));  // communication is not slowed
+    }
+  }
+}
+
+// Two collectives one after the other on the data-parallel stream beside one kernel that outlasts
+// them, the kernel settled last (so with collectives timed from their ring, both spans are known
+// by then and the kernel's time is stretched over them): the kernel is slowed over both.
+TEST_CASE("a kernel beside two collectives in turn is slowed during both") {
+  Workload workload = pair_workload(false, true);
+  for (auto& shared : workload.programs) {
+    Program program = *shared;
+    Op second = program.ops[0];
+    second.name = "second";
+    second.deps = {0};
+    program.add(second);
+    // Two memory ops ahead of the kernel make it the last op settled.
+    Op alloc;
+    alloc.kind = OpKind::alloc;
+    alloc.tensor = "t";
+    alloc.name = "alloc.t";
+    alloc.bytes = 1e6;
+    const OpId allocated = program.add(alloc);
+    Op free = alloc;
+    free.kind = OpKind::free;
+    free.name = "free.t";
+    free.deps = {allocated};
+    const OpId freed = program.add(free);
+    Op kernel;
+    kernel.name = "kernel";
+    kernel.flops = 8e12;  // about 50 ms: longer than both collectives
+    kernel.phase = Phase::forward;
+    kernel.deps = {freed};
+    program.add(kernel);
+    shared = std::make_shared<const Program>(std::move(program));
+  }
+  validate_workload(workload, "two collectives");
+  for (const bool analytic : {false, true}) {
+    CAPTURE(analytic);
+    const std::vector<double> alone = finish_times(workload, 0.0, analytic);
+    const std::vector<double> slowed = finish_times(workload, 0.5, analytic);
+    REQUIRE(slowed.size() == 5);
+    const double collectives = alone[1], kernel = alone[4];
+    REQUIRE(collectives < kernel / 1.5);
+    // For the collectives' `collectives` seconds the kernel does collectives / 1.5 of its work.
+    CHECK(slowed[1] == doctest::Approx(collectives).epsilon(1e-9));
+    CHECK(slowed[4] == doctest::Approx(kernel + collectives * 0.5 / 1.5).epsilon(1e-9));
   }
 }
 

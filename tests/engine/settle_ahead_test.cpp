@@ -164,8 +164,8 @@ std::vector<double> replayed_timeline(const Workload& workload, bool fast, bool 
   return times;
 }
 
-void check_same_timeline(bool fast, double slowdown = 0) {
-  for (std::uint32_t seed = 1; seed <= 12; ++seed) {
+void check_same_timeline(bool fast, double slowdown = 0, std::uint32_t seeds = 12) {
+  for (std::uint32_t seed = 1; seed <= seeds; ++seed) {
     CAPTURE(seed);
     const Workload workload = random_workload(seed);
     const std::vector<double> settled = replayed_timeline(workload, fast, true, slowdown);
@@ -193,8 +193,11 @@ TEST_CASE("settling ops ahead of the clock gives the timeline of simulating ever
   check_same_timeline(true);
 }
 
-// With a comm slowdown only kernels that no communication can overlap any more are settled.
+// With a comm slowdown a kernel is settled once every communication that might overlap it is
+// known, stretched over it; kernels started in the simulation meanwhile are slowed by a companion
+// execution, also over the spans of communication settled ahead. More seeds: the cases where the
+// two meet are rarer.
 TEST_CASE("settling ops ahead of the clock gives the timeline of simulating every op, kernels slowed beside communication") {
-  check_same_timeline(false, 0.3);
-  check_same_timeline(true, 0.3);
+  check_same_timeline(false, 0.3, 60);
+  check_same_timeline(true, 0.3, 60);
 }
