@@ -2,11 +2,21 @@
 // Small text helpers shared by the loaders and writers.
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace trainsim {
 
 std::string trim(std::string_view text);
+
+// The name of `value` in a setting's list of accepted names ("" if none).
+template <typename Enum>
+const char* name_of(const std::vector<std::pair<std::string, Enum>>& names, Enum value) {
+  for (const auto& [name, named] : names)
+    if (named == value)
+      return name.c_str();
+  return "";
+}
 std::vector<std::string> split(std::string_view text, char separator);
 // Orders "gpu2" before "gpu10": platform hosts are ranked in this order.
 bool natural_less(std::string_view a, std::string_view b);

@@ -1,5 +1,7 @@
 #include "config/comm_tuning.hpp"
 
+#include "common/text.hpp"
+
 namespace trainsim {
 
 const std::vector<std::pair<std::string, bool>>& comm_collectives_names() {
@@ -21,16 +23,6 @@ const std::vector<std::pair<std::string, CommProtocol>>& comm_protocol_names() {
                                                                            {"simple", CommProtocol::simple}};
   return names;
 }
-
-namespace {
-template <typename Enum>
-const char* name_of(const std::vector<std::pair<std::string, Enum>>& names, Enum value) {
-  for (const auto& [name, named] : names)
-    if (named == value)
-      return name.c_str();
-  return "";
-}
-} // namespace
 
 const char* to_string(CommAlgorithm algorithm) { return name_of(comm_algorithm_names(), algorithm); }
 const char* to_string(CommProtocol protocol) { return name_of(comm_protocol_names(), protocol); }

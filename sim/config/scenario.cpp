@@ -470,17 +470,14 @@ const char* to_string(Framework framework) {
   return "?";
 }
 
-const char* to_string(Schedule schedule) {
-  switch (schedule) {
-  case Schedule::gpipe: return "gpipe";
-  case Schedule::one_f_one_b: return "1f1b";
-  case Schedule::interleaved: return "interleaved";
-  case Schedule::zb_h1: return "zb-h1";
-  case Schedule::zb_h2: return "zb-h2";
-  case Schedule::zb_v: return "zb-v";
-  }
-  return "?";
+const std::vector<std::pair<std::string, Schedule>>& schedule_names() {
+  static const std::vector<std::pair<std::string, Schedule>> names = {
+      {"gpipe", Schedule::gpipe}, {"1f1b", Schedule::one_f_one_b}, {"interleaved", Schedule::interleaved},
+      {"zb-h1", Schedule::zb_h1}, {"zb-h2", Schedule::zb_h2},      {"zb-v", Schedule::zb_v}};
+  return names;
 }
+
+const char* to_string(Schedule schedule) { return name_of(schedule_names(), schedule); }
 
 const char* to_string(Recompute recompute) {
   switch (recompute) {
@@ -641,12 +638,7 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
   if (values.text("parallel.schedule") == "auto")
     scenario.schedule = scenario.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   else
-    scenario.schedule = values.choice<Schedule>("parallel.schedule", {{"gpipe", Schedule::gpipe},
-                                                                      {"1f1b", Schedule::one_f_one_b},
-                                                                      {"interleaved", Schedule::interleaved},
-                                                                      {"zb-h1", Schedule::zb_h1},
-                                                                      {"zb-h2", Schedule::zb_h2},
-                                                                      {"zb-v", Schedule::zb_v}});
+    scenario.schedule = values.choice("parallel.schedule", schedule_names());
   if (v_placement(scenario.schedule)) {
     if (values.given("parallel.vpp") && scenario.vpp != 2)
       values.fail("parallel.vpp", "zb-v places two model chunks on each pipeline rank; accepted with it: 2, or unset");

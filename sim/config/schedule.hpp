@@ -2,9 +2,15 @@
 // The pipeline schedules trainsim simulates (program/pipeline_schedule gives their order). A value
 // type of its own so that the scenario names it without including the program module.
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace trainsim {
 
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, zb_h2, zb_v };
+// As parallel.schedule names them.
+const std::vector<std::pair<std::string, Schedule>>& schedule_names();
 const char* to_string(Schedule schedule);
 
 // The zero-bubble schedules run a backward as two passes, input gradients then weight gradients.

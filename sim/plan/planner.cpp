@@ -29,22 +29,32 @@ double technique_cost(const Candidate& c) {
   return recompute_cost + zero_cost + offload_cost;
 }
 
-bool zero_bubble(const std::string& schedule) { return schedule.rfind("zb-", 0) == 0; }
+// A candidate's schedule, by name, splits the backward (Qi et al. 2024's zero-bubble schedules).
+bool zero_bubble(const std::string& name) {
+  for (const auto& [named, schedule] : schedule_names())
+    if (named == name)
+      return splits_backward(schedule);
+  return false;
+}
 
 using LayoutKey = std::tuple<int, int, int, int, int, int, long long, std::string>;
 LayoutKey layout_key(const Candidate& c) { return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch, c.schedule}; }
 
 // The schedules a pipeline layout may run: with two chunks per rank interleaved (m a multiple of
-// pp) and ZB-V, with more interleaved; otherwise 1F1B and ZB-H1/H2. The zero-bubble schedules
-// split the backward, which is not simulated with context parallelism.
+// pp) and ZB-V, with more interleaved; otherwise 1F1B, ZB-H1 and, with the 2p - 1 micro-batches
+// its warm-up fills (Qi et al. 2024), ZB-H2 (with fewer it holds more than ZB-H1 for no shorter
+// step). The zero-bubble schedules split the backward, which is not simulated with context
+// parallelism.
 std::vector<std::string> schedules_for(int pp, int vpp, int cp, long long micro_batches) {
   if (pp == 1)
     return {""};
   std::vector<std::string> schedules;
   if (vpp == 1)
-    schedules = {"1f1b", "zb-h1", "zb-h2"};
+    schedules = {"1f1b", "zb-h1"};
   else if (micro_batches % pp == 0)
     schedules = {"interleaved"};
+  if (vpp == 1 && micro_batches >= 2LL * pp - 1)
+    schedules.push_back("zb-h2");
   if (vpp == 2)
     schedules.push_back("zb-v");
   if (cp > 1)

@@ -67,9 +67,12 @@ TEST_CASE("candidates use every GPU, divide the model and the batch, and try mem
       CHECK((c.schedule == "interleaved" || (c.vpp == 2 && c.schedule == "zb-v")));
     if (c.schedule.rfind("zb-", 0) == 0)
       CHECK(c.offload == "none");
+    // ZB-H2 only where its warm-up fills: 2p - 1 micro-batches (Qi et al. 2024).
+    if (c.schedule == "zb-h2")
+      CHECK(request.global_batch / (c.micro_batch * c.dp) >= 2 * c.pp - 1);
     by_layout[c.layout_label()].push_back(&c);
   }
-  // Every pipeline layout of one chunk per rank is tried under the three schedules.
+  // Pipeline layouts of one chunk per rank with enough micro-batches are tried under ZB-H2 too.
   int zb_h2 = 0;
   for (const Candidate& c : candidates)
     zb_h2 += c.schedule == "zb-h2";
