@@ -28,8 +28,9 @@ namespace sg4 = simgrid::s4u;
 // are done, at the latest of their finish times. Ops whose finish follows from their start alone
 // are settled by the rank itself, ahead of the simulated clock, without a round trip through
 // SimGrid: alloc/free, kernels when all of the program's kernels are on one stream (they never
-// overlap and the GPU host runs no other actor, so an execution would last exactly its roofline
-// time), and collectives timed analytically (fast fidelity) on a group only one stream uses.
+// overlap and the GPU host runs no other actor, so an execution would last its roofline time,
+// stretched only by communication beside it; see below), and collectives timed analytically
+// (fast fidelity) on a group only one stream uses.
 // Every other ready op waits until the clock reaches its ready time and is started in the
 // simulation; the rank waits for any of its activities or the next due op or timer. Events told
 // to observers are held per rank and told in time order once the clock passes them; past
@@ -56,12 +57,13 @@ namespace sg4 = simgrid::s4u;
 //   bytes cross the PCIe tree and share it with the GPUs' copies; the op ends when both are done;
 // - alloc/free: instantaneous.
 // With comm_slowdown f, kernels run 1 + f times as long while a collective or send of their rank
-// is under way beside them. A rank whose kernels run one at a time keeps the spans of such
-// communication once they are known (settled ahead, or finished in the simulation) and settles a
-// kernel ahead once every communication that might overlap it (mark_overlaps) is known, its
-// duration stretched over those spans. A kernel started in the simulation shares its GPU host with
-// a companion execution bounded at f / (1 + f) of the host's speed while communication is under
-// way (SimGrid's fair sharing leaves the kernel 1 / (1 + f) of it), the same slowdown.
+// is under way beside them. A rank whose kernels run one at a time settles a kernel ahead once
+// every communication that might overlap it (mark_overlaps) is known: settled ahead (collectives
+// timed from their ring, whose spans it keeps and stretches the kernel over), or finished in the
+// simulation (then over before the kernel is ready). A kernel started in the simulation shares its
+// GPU host with a companion execution bounded at f / (1 + f) of the host's speed while
+// communication is under way (SimGrid's fair sharing leaves the kernel 1 / (1 + f) of it), the
+// same slowdown.
 // What each flow, CPU and drive carried is told to the observer (ResourceCollector adds it up).
 // Ranks blocked forever end the replay with unfinished ranks: the caller reports a deadlock.
 namespace trainsim {
@@ -363,8 +365,8 @@ private:
     }
   }
 
-  // True when every communication that might run beside kernel `id` is known (its span is in
-  // `slow_spans_`), so the kernel's time follows from its start; kernels are asked in stream order.
+  // True when every communication that might run beside kernel `id` is known (settled ahead or
+  // finished), so the kernel's time follows from its start; kernels are asked in stream order.
   bool clear_of_overlaps(OpId id) {
     const auto& overlapping = plan_.overlapping_after;
     while (next_overlap_ < overlapping.size() && overlapping[next_overlap_].first < plan_.kernel_index[id]) {
@@ -586,7 +588,8 @@ private:
     state.phase = phase;
     state.outstanding = 0;
     if (bound.analytic && op.collective != Collective::all_to_all) {
-      // All phases at once (this group is shared by several streams, so not settled locally).
+      // All phases at once (not settled ahead: the group is shared by several streams, the
+      // collective may overlap kernels on several streams, or the rank is not settling ahead).
       const double now = sg4::Engine::get_clock();
       state.phase = phases.phases - 1;
       timers_.push({now + analytic_collective(op, state.choice, phase), sequence_++, id});
@@ -663,15 +666,16 @@ private:
   }
 
   // The companion execution that slows this GPU's kernels runs while communication started in the
-  // simulation or a known span of communication is under way.
+  // simulation is under way, and while a known span is, if a kernel runs in the simulation.
   void steer_companion() {
     if (shared_.comm_slowdown <= 0)
       return;
     const double now = sg4::Engine::get_clock();
     forget_spans_until(now);
-    const bool slowed = communicating_ > 0 || std::any_of(slow_spans_.begin(), slow_spans_.end(), [now](const Span& span) {
-                          return span.first <= now + timer_resolution && span.second > now + timer_resolution;
-                        });
+    const bool slowed = communicating_ > 0 ||
+                        (kernels_simulated_ > 0 && std::any_of(slow_spans_.begin(), slow_spans_.end(), [now](const Span& span) {
+                           return span.first <= now + timer_resolution && span.second > now + timer_resolution;
+                         }));
     if (slowed && !companion_) {
       const double share = shared_.comm_slowdown / (1 + shared_.comm_slowdown);
       // Far more work than any step: it is cancelled, never finished.
@@ -712,8 +716,10 @@ private:
       overlap_started_.erase(started);
       communication_ended();
     }
-    if (op.kind == OpKind::compute && op.target.empty())
+    if (op.kind == OpKind::compute && op.target.empty()) {
       --kernels_simulated_;
+      steer_companion();
+    }
     if (op.kind == OpKind::collective) {
       transferred(id, depart(id, now));
       collectives_.erase(id);
@@ -818,7 +824,7 @@ private:
   std::unordered_set<OpId> watched_overlaps_; // watched and not known
   std::unordered_set<OpId> overlap_known_;    // known before being watched
   std::unordered_map<OpId, double> overlap_started_;  // started in the simulation, not finished
-  std::vector<Span> slow_spans_;              // known communication beside kernels, not yet over
+  std::vector<Span> slow_spans_;              // known communication beside kernels (pruned lazily)
   int kernels_simulated_ = 0;                 // GPU kernels under way in the simulation
   sg4::ExecPtr companion_;                    // slows the kernels meanwhile (comm_slowdown)
   std::size_t finished_ = 0;
