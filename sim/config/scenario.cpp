@@ -53,13 +53,13 @@ const std::vector<OptionSpec>& option_specs() {
       {"parallel.tp", "1", "tensor-parallel degree (Megatron column/row-parallel layers)"},
       {"parallel.pp", "1", "pipeline stages"},
       {"parallel.vpp", "1", "virtual pipeline stages (model chunks) per pipeline rank; > 1 needs the interleaved schedule "
-                            "(zb-v: 2)"},
+                            "(zb-v and dualpipev: 2)"},
       {"parallel.cp", "1", "context-parallel degree: the sequence is split, K/V go around a ring"},
       {"parallel.sp", "false", "sequence parallelism on top of tensor parallelism: true | false"},
       {"parallel.schedule", "auto",
-       "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v (auto: interleaved if vpp > 1, else "
-       "1f1b); the zero-bubble zb-* split each backward into input and weight gradients, zb-v over two chunks per "
-       "rank in a V"},
+       "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v | dualpipev (auto: interleaved if vpp > "
+       "1, else 1f1b); the zero-bubble zb-* split each backward into input and weight gradients, zb-v over two chunks "
+       "per rank in a V; dualpipev (DeepSeek's DualPipe cut in half) runs the same V from both of its ends"},
       {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
       {"parallel.layers_per_stage", "uniform", "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (uniform: equal)"},
       {"parallel.first_stage_layers", "auto",
@@ -473,7 +473,8 @@ const char* to_string(Framework framework) {
 const std::vector<std::pair<std::string, Schedule>>& schedule_names() {
   static const std::vector<std::pair<std::string, Schedule>> names = {
       {"gpipe", Schedule::gpipe}, {"1f1b", Schedule::one_f_one_b}, {"interleaved", Schedule::interleaved},
-      {"zb-h1", Schedule::zb_h1}, {"zb-h2", Schedule::zb_h2},      {"zb-v", Schedule::zb_v}};
+      {"zb-h1", Schedule::zb_h1}, {"zb-h2", Schedule::zb_h2},      {"zb-v", Schedule::zb_v},
+      {"dualpipev", Schedule::dualpipev}};
   return names;
 }
 
@@ -641,10 +642,11 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
     scenario.schedule = values.choice("parallel.schedule", schedule_names());
   if (v_placement(scenario.schedule)) {
     if (values.given("parallel.vpp") && scenario.vpp != 2)
-      values.fail("parallel.vpp", "zb-v places two model chunks on each pipeline rank; accepted with it: 2, or unset");
+      values.fail("parallel.vpp", std::string(to_string(scenario.schedule)) +
+                                      " places two model chunks on each pipeline rank; accepted with it: 2, or unset");
     scenario.vpp = 2;
   } else if (scenario.vpp > 1 && scenario.schedule != Schedule::interleaved) {
-    values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved (or zb-v, with 2)");
+    values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved (or zb-v or dualpipev, with 2)");
   }
   values.needs("parallel.schedule", scenario.pp > 1, "parallel.pp > 1 (a schedule orders pipeline stages)");
   if (splits_backward(scenario.schedule) && scenario.cp > 1)
@@ -680,8 +682,9 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
     *layers = values.integer(key, 1, 1'000'000);
     values.needs(key, scenario.pp > 1, "parallel.pp > 1 (it sets a pipeline stage's layers)");
     if (layers == &scenario.last_stage_layers && v_placement(scenario.schedule))
-      values.fail(key, "under zb-v the last pipeline rank holds the middle of the model (the first holds the output "
-                       "layer); accepted with it: parallel.first_stage_layers");
+      values.fail(key, std::string("under ") + to_string(scenario.schedule) +
+                           " the last pipeline rank holds the middle of the model (the first holds the output "
+                           "layer); accepted with it: parallel.first_stage_layers");
     if (!scenario.layers_per_stage.empty())
       values.fail(key, "and parallel.layers_per_stage both split the layers; accepted: one of them");
   }
@@ -828,6 +831,12 @@ void read_training_keys(const ValueReader& values, Scenario& scenario) {
     values.fail("training.global_batch", "gives " + std::to_string(scenario.grad_accum) +
                                              " micro-batches per pipeline, not a multiple of pp = " +
                                              std::to_string(scenario.pp) + " as the interleaved schedule needs");
+  // DualPipeV's steady state starts after 2 pp forwards on the first rank (PyTorch's
+  // ScheduleDualPipeV refuses fewer micro-batches than virtual stages).
+  if (scenario.schedule == Schedule::dualpipev && scenario.grad_accum < 2LL * scenario.pp)
+    values.fail("training.global_batch", "gives " + std::to_string(scenario.grad_accum) +
+                                             " micro-batches per pipeline; dualpipev needs at least 2 x pp = " +
+                                             std::to_string(2 * scenario.pp));
   if (scenario.seq_len % scenario.cp != 0)
     values.fail("training.seq_len", "not divisible by parallel.cp = " + std::to_string(scenario.cp));
   if (scenario.sp && scenario.seq_len / scenario.cp % scenario.tp != 0)

@@ -41,7 +41,7 @@ using LayoutKey = std::tuple<int, int, int, int, int, int, long long, std::strin
 LayoutKey layout_key(const Candidate& c) { return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch, c.schedule}; }
 
 // The schedules a pipeline layout may run: with two chunks per rank interleaved (m a multiple of
-// pp) and ZB-V, with more interleaved; otherwise 1F1B, ZB-H1 and, with the 2p - 1 micro-batches
+// pp), ZB-V and, with m >= 2p, DualPipeV, with more interleaved; otherwise 1F1B, ZB-H1 and, with the 2p - 1 micro-batches
 // its warm-up fills (Qi et al. 2024), ZB-H2 (with fewer it holds more than ZB-H1 for no shorter
 // step). The zero-bubble schedules split the backward, which is not simulated with context
 // parallelism.
@@ -57,6 +57,8 @@ std::vector<std::string> schedules_for(int pp, int vpp, int cp, long long micro_
     schedules.push_back("zb-h2");
   if (vpp == 2)
     schedules.push_back("zb-v");
+  if (vpp == 2 && micro_batches >= 2LL * pp)
+    schedules.push_back("dualpipev");
   if (cp > 1)
     schedules.erase(std::remove_if(schedules.begin(), schedules.end(), zero_bubble), schedules.end());
   return schedules;

@@ -1,6 +1,7 @@
 #include "program/pipeline_schedule.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <initializer_list>
 #include <utility>
 
@@ -56,6 +57,70 @@ std::vector<PipelineStep> zb_v_schedule(int pp, long long m, int rank) {
   return steps;
 }
 
+// DualPipeV (DeepSeek's DualPipe cut in half, the order PyTorch's ScheduleDualPipeV runs): the V
+// of ZB-V, fed so that each rank's two chunks run a forward of one beside a whole backward of the
+// other through the steady state. On rank r of p with m >= 2p micro-batches: 2(p - r - 1) forwards
+// of chunk 0; r + 1 pairs F0 F1; p - r - 1 triples B1 W F1 (W: the oldest weight-gradient pass
+// held back); m - 2p + r + 1 pairs of overlapped (F0 with a whole backward of chunk 1, then F1 with
+// one of chunk 0); p - r - 1 pairs B1 (whole), F1 with B0; r + 1 pairs B1 B0, whole until the
+// middle of them, input gradients only from there; p - r - 1 pairs W, B0 (input gradients); the
+// r + 1 W left. Here the two halves of an overlapped pair run one after the other on the GPU.
+std::vector<PipelineStep> dualpipev_schedule(int pp, long long m, int rank) {
+  std::vector<PipelineStep> steps;
+  long long next_forward[2] = {}, next_backward[2] = {};
+  std::deque<PipelineStep> held_weights;  // W passes owed, oldest first
+  const auto forward = [&](int chunk) { steps.push_back({Pass::forward, next_forward[chunk]++, chunk}); };
+  const auto backward = [&](int chunk, bool split) {
+    const PipelineStep step{split ? Pass::backward_input : Pass::backward, next_backward[chunk]++, chunk};
+    steps.push_back(step);
+    if (split)
+      held_weights.push_back({Pass::backward_weight, step.micro_batch, chunk});
+  };
+  const auto held_weight = [&] {
+    if (held_weights.empty())
+      return;
+    steps.push_back(held_weights.front());
+    held_weights.pop_front();
+  };
+  const long long p = pp, r = rank;
+  for (long long i = 0; i < 2 * (p - r - 1); ++i)
+    forward(0);
+  for (long long i = 0; i < r + 1; ++i) {
+    forward(0);
+    forward(1);
+  }
+  for (long long i = 0; i < p - r - 1; ++i) {
+    backward(1, true);
+    held_weight();
+    forward(1);
+  }
+  for (long long i = 0; i < m - 2 * p + r + 1; ++i) {
+    forward(0);
+    backward(1, false);
+    forward(1);
+    backward(0, false);
+  }
+  for (long long i = 0; i < p - r - 1; ++i) {
+    backward(1, false);
+    forward(1);
+    backward(0, false);
+  }
+  bool split = false;
+  for (long long i = 0; i < r + 1; ++i) {
+    split = split || (i == (r + 1) / 2 && r % 2 == 1);
+    backward(1, split);
+    split = split || (i == (r + 1) / 2 && r % 2 == 0);
+    backward(0, split);
+  }
+  for (long long i = 0; i < p - r - 1; ++i) {
+    held_weight();
+    backward(0, true);
+  }
+  while (!held_weights.empty())
+    held_weight();
+  return steps;
+}
+
 // On the first virtual stage, whose input gradient goes nowhere, a W right after its own B (same
 // micro-batch and chunk) runs with it as one backward, as the authors' Megatron implementation
 // does: it keeps tensor parallelism's overlaps. Elsewhere that would hold the input gradient
@@ -89,6 +154,8 @@ std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunk
   }
   if (schedule == Schedule::zb_v)
     return joined_backwards(zb_v_schedule(pp, m, stage), schedule, pp, stage);
+  if (schedule == Schedule::dualpipev)
+    return joined_backwards(dualpipev_schedule(pp, m, stage), schedule, pp, stage);
   if (splits_backward(schedule)) {
     // Qi et al. 2024, section 2: in time slot x stage i runs F of micro-batch x, B of x - (p-1-i)
     // and W of x - (p-1), those that exist. B follows F as soon as 1F1B would let it, so the

@@ -2,9 +2,10 @@
 // The order in which one pipeline rank runs the forward and backward passes of its
 // micro-batches and model chunks: GPipe (all forwards, then all backwards), 1F1B
 // (Narayanan et al. 2021, PipeDream-Flush), interleaved 1F1B with virtual stages (Megatron-LM),
-// and the zero-bubble schedules ZB-H1, ZB-H2 and ZB-V (Qi et al. 2024), which split each backward
-// into its input-gradient pass (B) and its weight-gradient pass (W) and move W into the bubbles;
-// on the first virtual stage a W right after its own B runs with it as one backward.
+// the zero-bubble schedules ZB-H1, ZB-H2 and ZB-V (Qi et al. 2024), which split each backward
+// into its input-gradient pass (B) and its weight-gradient pass (W) and move W into the bubbles,
+// and DualPipeV (DeepSeek-AI 2024, in its V form), which also splits some backwards; on the first
+// virtual stage a W right after its own B runs with it as one backward.
 // Pure: the replay makes the bubbles, this only says the order.
 // 1F1B runs p - stage - 1 warm-up forwards, then alternates; interleaved follows Megatron's order
 // over chunks, (p - stage - 1) x 2 + (v - 1) x p warm-up steps, and needs m divisible by p.

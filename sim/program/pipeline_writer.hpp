@@ -1,5 +1,5 @@
 #pragma once
-// Pipeline-parallel training (GPipe, 1F1B, interleaved 1F1B, ZB-H1/H2/V) as one rank's program,
+// Pipeline-parallel training (GPipe, 1F1B, interleaved 1F1B, ZB-H1/H2/V, DualPipeV) as one rank's program,
 // with tensor and context parallelism inside each layer (LayerOps), data parallelism across
 // pipelines (gradients all-reduced, or reduce-scattered with ZeRO-1 / Megatron's distributed
 // optimizer, once each chunk's last backward, or last weight-gradient pass, is done) and
@@ -9,7 +9,7 @@
 //
 // Layers are split into pp x vpp virtual stages (uniformly, parallel.layers_per_stage, or
 // first/last_stage_layers); rank r holds the virtual stages of its chunks (pipeline_schedule's
-// virtual_stage: c x pp + r, or ZB-V's V, whose turn on the last rank passes between its two
+// virtual_stage: c x pp + r, or the V of ZB-V and DualPipeV, whose turn on the last rank passes between its two
 // chunks without a transfer); the first holds the embedding, the last the output layer (with a
 // tied embedding on another rank the last stage holds a copy and the two all-reduce its
 // gradient, group kind `emb`). A forward step receives (pp-comm), runs the chunk's layers and

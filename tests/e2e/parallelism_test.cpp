@@ -71,12 +71,14 @@ TEST_CASE("stage 0 holds m micro-batches under GPipe, p under 1F1B, ZB-H1 and ZB
   const double zb_h1 = activations_on_stage0("stage0_zb_h1", "--set parallel.schedule=zb-h1");
   const double zb_h2 = activations_on_stage0("stage0_zb_h2", "--set parallel.schedule=zb-h2");
   const double zb_v = activations_on_stage0("stage0_zb_v", "--set parallel.schedule=zb-v");
+  const double dualpipev = activations_on_stage0("stage0_dualpipev", "--set parallel.schedule=dualpipev");
   // pp = 4 stages of 4 layers, m = 8 micro-batches.
   CHECK(gpipe / (4 * one_layer) == doctest::Approx(8).epsilon(0.01));
   CHECK(one_f_one_b / (4 * one_layer) == doctest::Approx(4).epsilon(0.01));
   CHECK(zb_h1 / (4 * one_layer) == doctest::Approx(4).epsilon(0.01));
   CHECK(zb_h2 / (4 * one_layer) == doctest::Approx(7).epsilon(0.01));
   CHECK(zb_v / (4 * one_layer) == doctest::Approx(4).epsilon(0.01));  // 2p chunks of two layers
+  CHECK(dualpipev / (4 * one_layer) == doctest::Approx(4.5).epsilon(0.01));  // 2p + 1 chunks
   CHECK(interleaved / one_layer == doctest::Approx(16 * (1 + 3.0 / 8)).epsilon(0.01));
 }
 
@@ -165,6 +167,10 @@ TEST_CASE("layouts that do not divide are refused with the numbers that clash") 
         Case{"layers", "--set parallel.pp=3 --set parallel.dp=4", "4 layers, not divisible by pp x vpp = 3 x 1"},
         Case{"interleaved", "--set parallel.pp=2 --set parallel.vpp=2 --set parallel.dp=2 --set training.global_batch=12",
              "not a multiple of pp = 2"},
+        Case{"dualpipev", "--set parallel.pp=2 --set parallel.dp=2 --set parallel.schedule=dualpipev --set training.global_batch=12",
+             "dualpipev needs at least 2 x pp = 4"},
+        Case{"dualpipev_vpp", "--set parallel.pp=2 --set parallel.dp=2 --set parallel.schedule=dualpipev --set parallel.vpp=4",
+             "places two model chunks on each pipeline rank"},
         Case{"sp", "--set parallel.sp=true", "needs parallel.tp > 1"},
         Case{"cp", "--set parallel.cp=3 --set parallel.dp=4", "not divisible by parallel.cp = 3"},
         Case{"zero", "--set parallel.pp=2 --set parallel.dp=8 --set memory.zero=2", "with pp > 1 accepted: 0 or 1"},

@@ -24,6 +24,39 @@ ModelSpec model_22b() {
 
 constexpr double gib = 1024.0 * 1024 * 1024;
 
+
+// A rank's passes as text: F, B (input gradients), W (weight gradients) or BW (a whole backward),
+// then the micro-batch, primed for chunk 1.
+std::string pass_order(Schedule schedule, int pp, long long m, int stage) {
+  std::string text;
+  for (const PipelineStep& step : pipeline_schedule(schedule, pp, 2, m, stage)) {
+    const char* pass = step.pass == Pass::forward          ? "F"
+                       : step.pass == Pass::backward_input ? "B"
+                       : step.pass == Pass::backward_weight ? "W"
+                                                            : "BW";
+    text += pass + std::to_string(step.micro_batch) + (step.chunk == 1 ? "' " : " ");
+  }
+  return text;
+}
+
+// Every micro-batch of every chunk runs its forward, then a whole backward (state 0 -> 1 -> 3) or
+// its input gradients, then its weight gradients (0 -> 1 -> 2 -> 3), once each.
+void check_each_micro_batch_done(const std::vector<PipelineStep>& steps, int chunks, long long m) {
+  std::map<std::pair<long long, int>, int> seen;
+  for (const PipelineStep& step : steps) {
+    int& state = seen[{step.micro_batch, step.chunk}];
+    switch (step.pass) {
+    case Pass::forward: CHECK(state == 0); state = 1; break;
+    case Pass::backward: CHECK(state == 1); state = 3; break;
+    case Pass::backward_input: CHECK(state == 1); state = 2; break;
+    case Pass::backward_weight: CHECK(state == 2); state = 3; break;
+    }
+  }
+  CHECK(seen.size() == static_cast<std::size_t>(m * chunks));
+  for (const auto& [micro_batch, state] : seen)
+    CHECK(state == 3);
+}
+
 } // namespace
 
 TEST_CASE("activation bytes per layer with tensor and sequence parallelism follow Korthikanti et al. Table 2") {
@@ -102,8 +135,6 @@ TEST_CASE("ring attention sends cp - 1 K/V blocks per layer in forward and twice
 }
 
 TEST_CASE("pipeline schedules run every micro-batch's forward before its backward, once each") {
-  // A whole backward ends a micro-batch (state 0 -> 1 -> 3); a split one runs its input gradients,
-  // then its weight gradients (0 -> 1 -> 2 -> 3).
   struct Case {
     Schedule schedule;
     long long m;
@@ -124,19 +155,7 @@ TEST_CASE("pipeline schedules run every micro-batch's forward before its backwar
         passes += splits_backward(schedule) && virtual_stage(schedule, 4, chunk, stage) > 0 ? 3 : 2;
       const auto steps = pipeline_schedule(schedule, 4, chunks, m, stage);
       CHECK(steps.size() == passes * static_cast<std::size_t>(m));
-      std::map<std::pair<long long, int>, int> seen;
-      for (const PipelineStep& step : steps) {
-        int& state = seen[{step.micro_batch, step.chunk}];
-        switch (step.pass) {
-        case Pass::forward: CHECK(state == 0); state = 1; break;
-        case Pass::backward: CHECK(state == 1); state = 3; break;
-        case Pass::backward_input: CHECK(state == 1); state = 2; break;
-        case Pass::backward_weight: CHECK(state == 2); state = 3; break;
-        }
-      }
-      CHECK(seen.size() == static_cast<std::size_t>(m * chunks));
-      for (const auto& [micro_batch, state] : seen)
-        CHECK(state == 3);
+      check_each_micro_batch_done(steps, chunks, m);
     }
   }
   // 1F1B warms up with p - stage - 1 forwards: stage 0 of 4 holds 4 micro-batches, the last 1.
@@ -165,23 +184,35 @@ TEST_CASE("ZB-V runs each rank's chunks in the order of Qi et al.'s V schedule")
   // virtual stage each W follows its B: whole backwards (BW). Rank 1 (virtual stages 1 and 2): 1
   // forward of chunk 0, r = 1 pair F1 F0, 1 triple F1 B1 W1, the steady state twice, r = 1 pair
   // B0 B1, 1 pair B0 W0, then the Ws left, chunk 1's first.
-  const auto order = [](int stage) {
-    std::string text;
-    for (const PipelineStep& step : pipeline_schedule(Schedule::zb_v, 2, 2, 4, stage)) {
-      const char* pass = step.pass == Pass::forward          ? "F"
-                         : step.pass == Pass::backward_input ? "B"
-                         : step.pass == Pass::backward_weight ? "W"
-                                                              : "BW";
-      text += pass + std::to_string(step.micro_batch) + (step.chunk == 1 ? "' " : " ");
-    }
-    return text;
-  };
-  CHECK(order(0) == "F0 F1 F2 F0' B0' W0' F1' B1' W1' F3 BW0 F2' B2' W2' BW1 F3' B3' W3' BW2 BW3 ");
-  CHECK(order(1) == "F0 F0' F1 F1' B0' W0' F2 B0 W0 F2' B1' W1' F3 B1 W1 F3' B2' W2' B2 B3' B3 W2 W3' W3 ");
+  CHECK(pass_order(Schedule::zb_v, 2, 4, 0) == "F0 F1 F2 F0' B0' W0' F1' B1' W1' F3 BW0 F2' B2' W2' BW1 F3' B3' W3' BW2 BW3 ");
+  CHECK(pass_order(Schedule::zb_v, 2, 4, 1) == "F0 F0' F1 F1' B0' W0' F2 B0 W0 F2' B1' W1' F3 B1 W1 F3' B2' W2' B2 B3' B3 W2 W3' W3 ");
   // The V: chunk 1 of rank r is virtual stage 2p - 1 - r, so rank 0 holds the first and the last.
   CHECK(virtual_stage(Schedule::zb_v, 4, 1, 0) == 7);
   CHECK(stage_of_virtual_stage(Schedule::zb_v, 4, 5) == 2);
   CHECK(stage_of_virtual_stage(Schedule::interleaved, 4, 5) == 1);
+}
+
+TEST_CASE("DualPipeV runs each rank's chunks in the order of PyTorch's ScheduleDualPipeV") {
+  // p = 2, m = 4, by hand from the eight steps of ScheduleDualPipeV (torch.distributed.pipelining,
+  // after DeepSeek's DualPipeV). Rank 0 (virtual stages 0 and 3): 2(p - r - 1) = 2 forwards of chunk
+  // 0; r + 1 = 1 pair F0 F1; p - r - 1 = 1 triple B1 W F1; m - 2p + r + 1 = 1 pair of overlapped
+  // (F0 with a whole backward of chunk 1, F1 with one of chunk 0); 1 pair B1, F1 with B0; r + 1 = 1
+  // pair B1 B0, B0 split (the middle of the pairs, r even); 1 pair W B0 (split); the W left. On the
+  // first virtual stage each W right after its B runs with it (BW). Rank 1 (virtual stages 1 and
+  // 2): 2 pairs F0 F1, 2 overlapped pairs, 2 pairs B1 B0 (split from the second, r odd), 2 W.
+  CHECK(pass_order(Schedule::dualpipev, 2, 4, 0) == "F0 F1 F2 F0' B0' W0' F1' F3 BW1' F2' BW0 BW2' F3' BW1 BW3' BW2 BW3 ");
+  CHECK(pass_order(Schedule::dualpipev, 2, 4, 1) == "F0 F0' F1 F1' F2 BW0' F2' BW0 F3 BW1' F3' BW1 BW2' BW2 B3' B3 W3' W3 ");
+  for (const long long m : {8LL, 11LL}) {
+    for (int stage = 0; stage < 4; ++stage) {
+      CAPTURE(m);
+      CAPTURE(stage);
+      check_each_micro_batch_done(pipeline_schedule(Schedule::dualpipev, 4, 2, m, stage), 2, m);
+    }
+  }
+  // The first rank warms up with 2p chunk forwards and holds one more through the steady state:
+  // 2p + 1 chunks (DeepSeek-AI 2024's PP + 1 for DualPipe, in stages of half a rank).
+  CHECK(peak_in_flight(pipeline_schedule(Schedule::dualpipev, 4, 2, 8, 0)) == 9);
+  CHECK(virtual_stage(Schedule::dualpipev, 4, 1, 0) == 7);
 }
 
 TEST_CASE("ZB-H1 runs F, B and W in the slots of Qi et al.") {

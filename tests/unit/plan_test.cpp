@@ -64,7 +64,10 @@ TEST_CASE("candidates use every GPU, divide the model and the batch, and try mem
     else if (c.vpp == 1)
       CHECK((c.schedule == "1f1b" || c.schedule == "zb-h1" || c.schedule == "zb-h2"));
     else
-      CHECK((c.schedule == "interleaved" || (c.vpp == 2 && c.schedule == "zb-v")));
+      CHECK((c.schedule == "interleaved" || (c.vpp == 2 && (c.schedule == "zb-v" || c.schedule == "dualpipev"))));
+    // DualPipeV with at least 2p micro-batches, as PyTorch's ScheduleDualPipeV requires.
+    if (c.schedule == "dualpipev")
+      CHECK(request.global_batch / (c.micro_batch * c.dp) >= 2 * c.pp);
     if (c.schedule.rfind("zb-", 0) == 0)
       CHECK(c.offload == "none");
     // ZB-H2 only where its warm-up fills: 2p - 1 micro-batches (Qi et al. 2024).
