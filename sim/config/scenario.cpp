@@ -59,7 +59,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"parallel.schedule", "auto",
        "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v | dualpipev (auto: interleaved if vpp > "
        "1, else 1f1b); the zero-bubble zb-* split each backward into input and weight gradients, zb-v over two chunks "
-       "per rank in a V; dualpipev (DeepSeek's DualPipe cut in half) runs the same V from both of its ends"},
+       "per rank in a V; dualpipev (DeepSeek's DualPipe cut in half) on the same V, a forward of one chunk beside a "
+       "backward of the other"},
       {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
       {"parallel.layers_per_stage", "uniform", "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (uniform: equal)"},
       {"parallel.first_stage_layers", "auto",
@@ -651,7 +652,7 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
   values.needs("parallel.schedule", scenario.pp > 1, "parallel.pp > 1 (a schedule orders pipeline stages)");
   if (splits_backward(scenario.schedule) && scenario.cp > 1)
     values.fail("parallel.schedule", std::string(to_string(scenario.schedule)) +
-                                         " splits each backward in two, which is not simulated with context "
+                                         " splits backwards in two, which is not simulated with context "
                                          "parallelism; accepted with parallel.cp = 1");
   values.needs("parallel.vpp", scenario.pp > 1, "parallel.pp > 1 (virtual stages split a pipeline rank's layers)");
   {

@@ -57,8 +57,9 @@ TEST_CASE("candidates use every GPU, divide the model and the batch, and try mem
     CHECK(request.global_batch % (c.micro_batch * c.dp) == 0);
     if (c.pp > 1)
       CHECK(c.zero <= 1);  // pipelines support ZeRO 0 and 1
-    // A pipeline names its schedule: 1F1B or ZB-H1/H2 on one chunk per rank, interleaved or ZB-V
-    // on two; the zero-bubble ones never with offload (DeepSpeed's, whose pipelines run 1F1B).
+    // A pipeline names its schedule: 1F1B or ZB-H1/H2 on one chunk per rank, interleaved, ZB-V or
+    // DualPipeV on two; the zero-bubble ones and DualPipeV never with offload (DeepSpeed's, whose
+    // pipelines run 1F1B).
     if (c.pp == 1)
       CHECK(c.schedule.empty());
     else if (c.vpp == 1)
@@ -68,7 +69,7 @@ TEST_CASE("candidates use every GPU, divide the model and the batch, and try mem
     // DualPipeV with at least 2p micro-batches, as PyTorch's ScheduleDualPipeV requires.
     if (c.schedule == "dualpipev")
       CHECK(request.global_batch / (c.micro_batch * c.dp) >= 2 * c.pp);
-    if (c.schedule.rfind("zb-", 0) == 0)
+    if (c.schedule.rfind("zb-", 0) == 0 || c.schedule == "dualpipev")
       CHECK(c.offload == "none");
     // ZB-H2 only where its warm-up fills: 2p - 1 micro-batches (Qi et al. 2024).
     if (c.schedule == "zb-h2")
