@@ -185,8 +185,11 @@ void check_same_timeline(bool fast, double slowdown = 0, std::uint32_t seeds = 1
 
 } // namespace
 
+// Seeds 15 and 95 start sends and collectives on one node at the same instant, posted in another
+// order by the two ways: SimGrid's lazy network update shared the links differently (the replay
+// uses the full update).
 TEST_CASE("settling ops ahead of the clock gives the timeline of simulating every op, with flows") {
-  check_same_timeline(false);
+  check_same_timeline(false, 0, 100);
 }
 
 TEST_CASE("settling ops ahead of the clock gives the timeline of simulating every op, with analytic collectives") {
