@@ -497,10 +497,8 @@ private:
   void start(OpId id) {
     const Op& op = program_.ops[id];
     tell(Told::started, id, sg4::Engine::get_clock());
-    if (plan_.overlaps_kernels[id]) {
-      overlap_started_[id] = sg4::Engine::get_clock();
+    if (plan_.overlaps_kernels[id])
       communication_began();
-    }
     switch (op.kind) {
     case OpKind::compute: {
       if (!op.target.empty())
@@ -711,9 +709,8 @@ private:
     const Op& op = program_.ops[id];
     const double now = sg4::Engine::get_clock();
     if (plan_.overlaps_kernels[id]) {
-      const auto started = overlap_started_.find(id);
-      overlap_known(id, started->second, now);
-      overlap_started_.erase(started);
+      // Over now: every kernel still to settle is ready no earlier, so no span to keep.
+      overlap_known(id, now, now);
       communication_ended();
     }
     if (op.kind == OpKind::compute && op.target.empty()) {
@@ -823,7 +820,6 @@ private:
   std::size_t next_overlap_ = 0;              // into plan_.overlapping_after: those watched so far
   std::unordered_set<OpId> watched_overlaps_; // watched and not known
   std::unordered_set<OpId> overlap_known_;    // known before being watched
-  std::unordered_map<OpId, double> overlap_started_;  // started in the simulation, not finished
   std::vector<Span> slow_spans_;              // known communication beside kernels (pruned lazily)
   int kernels_simulated_ = 0;                 // GPU kernels under way in the simulation
   sg4::ExecPtr companion_;                    // slows the kernels meanwhile (comm_slowdown)
