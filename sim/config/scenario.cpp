@@ -56,6 +56,8 @@ const std::vector<OptionSpec>& option_specs() {
                             "(zb-v and dualpipev: 2)"},
       {"parallel.cp", "1", "context-parallel degree: the sequence is split, K/V go around a ring"},
       {"parallel.sp", "false", "sequence parallelism on top of tensor parallelism: true | false"},
+      {"parallel.ep", "1", "expert-parallel degree (mixtures of experts): the experts split over ep of the dp ranks, "
+                           "tokens sent to them and back by all-to-all; divides parallel.dp"},
       {"parallel.schedule", "auto",
        "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v | dualpipev (auto: interleaved if vpp > "
        "1, else 1f1b); the zero-bubble zb-* split each backward into input and weight gradients, zb-v over two chunks "
@@ -637,6 +639,13 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
     values.fail("parallel.dp", "dp x tp x pp x cp exceeds " + std::to_string(max_ranks) + " ranks");
   if (scenario.sp && scenario.tp == 1)
     values.fail("parallel.sp", "sequence parallelism splits over the tensor-parallel group; it needs parallel.tp > 1");
+  scenario.ep = static_cast<int>(values.integer("parallel.ep", 1, max_ranks));
+  if (scenario.dp % scenario.ep != 0)
+    values.fail("parallel.ep", "does not divide parallel.dp = " + std::to_string(scenario.dp) +
+                                   " (the experts are split over data-parallel ranks); accepted: a divisor of it");
+  if (scenario.ep > 1 && scenario.tp > 1 && !scenario.sp)
+    values.fail("parallel.ep", "with parallel.tp > 1 needs parallel.sp = true (Megatron-Core requires sequence "
+                               "parallelism with expert and tensor parallelism)");
   if (values.text("parallel.schedule") == "auto")
     scenario.schedule = scenario.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   else
@@ -1027,6 +1036,32 @@ void read_comm_keys(const ValueReader& values, Scenario& scenario) {
                "parallel.pp > 1 and parallel.tp > 1 without parallel.sp (with sp the transfers are split already)");
 }
 
+// What is not simulated with expert parallelism yet: sharding beyond the optimizer states
+// (expert and dense parameters would shard over different groups), offload, the overlapped
+// parameter gather, the tensor-parallel overlap and split backwards (the experts' parts would
+// need their own).
+void refuse_with_expert_parallelism(const ValueReader& values, const Scenario& scenario) {
+  if (scenario.ep == 1)
+    return;
+  const auto refuse = [&](const char* key, const std::string& accepted) {
+    values.fail(key, "is not simulated with expert parallelism (parallel.ep > 1); accepted with it: " + accepted);
+  };
+  if (scenario.zero > 1)
+    refuse("memory.zero", "0 or 1");
+  if (scenario.offload_optimizer != OffloadTier::none)
+    refuse("memory.offload_optimizer", "none");
+  if (scenario.offload_params != OffloadTier::none)
+    refuse("memory.offload_params", "none");
+  if (scenario.offload_activations)
+    refuse("memory.offload_activations", "none");
+  if (scenario.overlap_param_gather)
+    refuse("comm.overlap_param_gather", "false");
+  if (scenario.tp_comm_overlap)
+    refuse("comm.tp_comm_overlap", "false");
+  if (splits_backward(scenario.schedule))
+    refuse("parallel.schedule", "gpipe, 1f1b or interleaved");
+}
+
 // Every key with its effective value; derived values where "auto" chose one.
 void record_settings(const ValueReader& values, Scenario& scenario) {
   for (const auto& spec : option_specs())
@@ -1123,6 +1158,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   refuse_schedule_without_framework(values, scenario);
   read_compute_keys(values, scenario);
   read_comm_keys(values, scenario);
+  refuse_with_expert_parallelism(values, scenario);
   record_settings(values, scenario);
   return scenario;
 }

@@ -72,6 +72,7 @@ struct Scenario {
   int pp = 1;                         // pipeline stages
   int vpp = 1;                        // virtual stages (model chunks) per pipeline rank
   int cp = 1;                         // context parallelism: the sequence split over cp ranks
+  int ep = 1;                         // expert parallelism: a mixture's experts split over ep data-parallel ranks
   bool sp = false;                    // sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::one_f_one_b;
   std::string order = "tp-cp-dp-pp";  // rank order, innermost first

@@ -8,7 +8,7 @@ namespace trainsim {
 
 struct Group {
   std::string name;          // unique, e.g. "dp0"
-  std::string kind;          // dp, tp, pp, cp, emb: what its traffic is reported as
+  std::string kind;          // dp, tp, pp, cp, ep, emb: what its traffic is reported as
   std::vector<int> ranks;    // in ring order
 };
 

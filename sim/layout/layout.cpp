@@ -1,6 +1,7 @@
 #include "layout/layout.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <string>
 
@@ -33,19 +34,39 @@ Dim dim_from(const std::string& name) {
 // context-parallel group, yet its traffic is dp's.
 using GroupKey = std::pair<std::string, std::vector<int>>;
 
-// Adds the group of `rank` along `dims` once, and records its index for each member.
-void add_group(const Layout& layout, int rank, const std::vector<Dim>& dims, const std::string& kind,
-               std::vector<Group>& groups, std::map<GroupKey, int>& known, std::vector<int>& index_of_rank) {
-  GroupKey key{kind, layout.group_of(rank, dims)};
+// Adds the group of `members` (among them `rank`) once, and records its index for `rank`; its name
+// is `prefix` and a count of the groups so named.
+void add_members(int rank, std::vector<int> members, const std::string& kind, const std::string& prefix,
+                 std::vector<Group>& groups, std::map<GroupKey, int>& known, std::vector<int>& index_of_rank) {
+  GroupKey key{kind, std::move(members)};
   auto found = known.find(key);
   if (found == known.end()) {
     int count = 0;
     for (const Group& group : groups)
-      count += group.kind == kind;
-    groups.push_back({kind + std::to_string(count), kind, key.second});
+      count += group.name.compare(0, prefix.size(), prefix) == 0 && group.name.size() > prefix.size() &&
+               std::isdigit(static_cast<unsigned char>(group.name[prefix.size()]));
+    groups.push_back({prefix + std::to_string(count), kind, key.second});
     found = known.emplace(std::move(key), static_cast<int>(groups.size()) - 1).first;
   }
   index_of_rank[rank] = found->second;
+}
+
+// Adds the group of `rank` along `dims` once, and records its index for each member.
+void add_group(const Layout& layout, int rank, const std::vector<Dim>& dims, const std::string& kind,
+               std::vector<Group>& groups, std::map<GroupKey, int>& known, std::vector<int>& index_of_rank) {
+  add_members(rank, layout.group_of(rank, dims), kind, kind, groups, known, index_of_rank);
+}
+
+// The ranks like `rank` but for their dp coordinate (and cp, with `any_cp`), whose dp coordinate
+// `same` calls alike: the expert-parallel block, or the blocks' matching members.
+template <typename Same>
+std::vector<int> dp_members(const Layout& layout, int rank, bool any_cp, Same same) {
+  const RankCoords mine = layout.coords(rank);
+  std::vector<int> members;
+  for (const int member : layout.group_of(rank, any_cp ? std::vector<Dim>{Dim::dp, Dim::cp} : std::vector<Dim>{Dim::dp}))
+    if (same(layout.coords(member).dp, mine.dp))
+      members.push_back(member);
+  return members;
 }
 
 } // namespace
@@ -100,7 +121,8 @@ std::vector<int> Layout::group_of(int rank, const std::vector<Dim>& dims) const 
 
 std::string ParallelSizes::label() const {
   return "dp=" + std::to_string(dp) + " tp=" + std::to_string(tp) + (sp ? "+sp" : "") + " pp=" + std::to_string(pp) +
-         (vpp > 1 ? "x" + std::to_string(vpp) : "") + " cp=" + std::to_string(cp);
+         (vpp > 1 ? "x" + std::to_string(vpp) : "") + " cp=" + std::to_string(cp) +
+         (ep > 1 ? " ep=" + std::to_string(ep) : "");
 }
 
 Layout layout_of(const Scenario& scenario) {
@@ -109,6 +131,7 @@ Layout layout_of(const Scenario& scenario) {
   layout.tp = scenario.tp;
   layout.pp = scenario.pp;
   layout.cp = scenario.cp;
+  layout.ep = scenario.ep;
   const auto names = split(scenario.order, '-');
   for (std::size_t i = 0; i < 4 && i < names.size(); ++i)
     layout.order[i] = dim_from(names[i]);
@@ -131,6 +154,18 @@ LayoutGroups groups_of(const Layout& layout) {
   if (layout.cp > 1)
     for (int rank = 0; rank < world; ++rank)
       add_group(layout, rank, {Dim::cp}, "cp", result.groups, known, result.cp);
+  result.ep.assign(world, -1);
+  result.expert_gradient.assign(world, -1);
+  if (layout.ep > 1) {
+    const int ep = layout.ep;
+    for (int rank = 0; rank < world; ++rank)
+      add_members(rank, dp_members(layout, rank, false, [ep](int a, int b) { return a / ep == b / ep; }), "ep", "ep",
+                  result.groups, known, result.ep);
+    // The experts' gradients are data-parallel traffic over the other blocks (and cp).
+    for (int rank = 0; rank < world; ++rank)
+      add_members(rank, dp_members(layout, rank, true, [ep](int a, int b) { return a % ep == b % ep; }), "dp", "edp",
+                  result.groups, known, result.expert_gradient);
+  }
   return result;
 }
 

@@ -25,6 +25,9 @@ struct Layout {
   int tp = 1;
   int pp = 1;
   int cp = 1;
+  // Expert parallelism splits the data-parallel dimension: ranks whose dp coordinates share a block
+  // of ep hold different experts; the expert weights' data parallelism runs over the blocks and cp.
+  int ep = 1;
   std::array<Dim, 4> order = {Dim::tp, Dim::cp, Dim::dp, Dim::pp};  // innermost first
 
   int world() const { return dp * tp * pp * cp; }
@@ -41,12 +44,15 @@ struct LayoutGroups {
   std::vector<int> tp;        // per rank: its tensor-parallel group, -1 when tp == 1
   std::vector<int> cp;        // per rank: its context-parallel group, -1 when cp == 1
   std::vector<int> gradient;  // per rank: the group its gradients are reduced over (dp x cp)
+  std::vector<int> ep;        // per rank: its expert-parallel group (tokens are exchanged), -1 when ep == 1
+  std::vector<int> expert_gradient;  // per rank: the group its experts' gradients are reduced over, -1 when ep == 1
 };
 
 // The parallel sizes as every report names them: "dp=8 tp=8+sp pp=2x2 cp=1".
 struct ParallelSizes {
   int dp = 1, tp = 1, pp = 1, vpp = 1, cp = 1;
   bool sp = false;
+  int ep = 1;  // named only when > 1
   std::string label() const;
 };
 

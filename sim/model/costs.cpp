@@ -2,16 +2,34 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 namespace trainsim {
 
-double layer_parameters_per_rank(const ModelSpec& m, long long tp) {
+double expert_parameters_per_rank(const ModelSpec& m, long long tp, long long ep) {
+  if (!m.moe() || ep <= 1)
+    return 0;
+  const double local_experts = static_cast<double>(m.experts / ep);
+  return local_experts * 3 * static_cast<double>(m.hidden) * static_cast<double>(m.expert_ffn) / static_cast<double>(tp);
+}
+
+double layer_parameters_per_rank(const ModelSpec& m, long long tp, long long ep) {
   const double t = static_cast<double>(tp);
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn);
   const double q_width = static_cast<double>(m.heads * m.head_dim);
   const double kv_width = static_cast<double>(m.kv_heads * m.head_dim);
-  double split = h * (q_width + 2 * kv_width) + q_width * h + (m.gated_mlp ? 3 : 2) * h * f;
+  double split = h * (q_width + 2 * kv_width) + q_width * h;
   double replicated = (m.rms_norm ? 2 : 4) * h;  // two norms
+  if (m.moe()) {
+    split += 3 * h * static_cast<double>(m.shared_expert_ffn);
+    if (ep <= 1)
+      split += static_cast<double>(m.experts) * 3 * h * static_cast<double>(m.expert_ffn);
+    replicated += h * static_cast<double>(m.experts) + (m.shared_expert_gate ? h : 0.0);  // router, shared gate
+  } else {
+    split += (m.gated_mlp ? 3 : 2) * h * f;
+  }
+  if (m.qk_norm)
+    replicated += 2 * static_cast<double>(m.head_dim);
   if (m.qkv_bias)
     split += q_width + 2 * kv_width;
   if (m.out_bias)
@@ -28,7 +46,7 @@ namespace {
 // What decides the kernels' shapes on one rank.
 struct KernelShapes {
   const ModelSpec& model;
-  double b, s, t, cp;
+  double b, s, t, cp, ep;
   bool sp;
   double e, g;  // bytes of an activation and of a gradient element
   bool flash_attention;
@@ -46,11 +64,15 @@ public:
   // A linear layer of `in` to `out` features over `tokens`: forward, or in backward the input
   // gradient (dgrad) and the weight gradient (wgrad, accumulated into the gradient buffer:
   // read and written in the gradient precision).
-  void linear(const std::string& name, double tokens, double in, double out) { gemm(name, tokens, out, in); }
-  void linear_backward(const std::string& name, double tokens, double in, double out) {
-    gemm(name + ".dgrad", tokens, in, out);
-    add({name + ".wgrad", KernelKind::gemm, in, out, tokens, 1, 2 * in * out * tokens,
-         e_ * (in * tokens + tokens * out) + 2 * g_ * in * out, 1, true});
+  // `batch` linear layers of the same shape in one launch: a mixture's local experts as one grouped
+  // GEMM, `tokens` each.
+  void linear(const std::string& name, double tokens, double in, double out, double batch = 1) {
+    gemm(name, tokens, out, in, batch);
+  }
+  void linear_backward(const std::string& name, double tokens, double in, double out, double batch = 1) {
+    gemm(name + ".dgrad", tokens, in, out, batch);
+    add({name + ".wgrad", KernelKind::gemm, in, out, tokens, batch, 2 * in * out * tokens * batch,
+         (e_ * (in * tokens + tokens * out) + 2 * g_ * in * out) * batch, 1, true});
   }
   void memory(const std::string& name, double bytes) { add({name, KernelKind::memory, 0, 0, 0, 1, 0, bytes}); }
   void add(Kernel kernel) { kernels_.push_back(std::move(kernel)); }
@@ -160,6 +182,93 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> split_weight_gradients(const
   return passes;
 }
 
+// A mixture-of-experts MLP's kernels after Megatron-Core's MoELayer with the all-to-all dispatcher
+// and grouped GEMMs, with uniform routing: the norm; the router (a GEMM to the experts' logits,
+// softmax and top-k in fp32); the permutation copying each token once per chosen expert; the
+// local experts' SwiGLU as grouped GEMMs (each local expert gets the ep group's tokens x top-k /
+// experts, the columns split over tp); the unpermutation summing each token's expert outputs
+// weighted by its probabilities; a shared expert (a dense SwiGLU over every token, its sigmoid
+// gate a GEMM to one output); the residual add. Backward reverses them, the router's backward
+// included. Returns the forward and backward kernels; with ep > 1 also attaches the parts
+// around the all-to-alls (MoeParts).
+std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& costs, const KernelShapes& k) {
+  const ModelSpec& m = k.model;
+  const double e = k.e, t = k.t;
+  const double h = static_cast<double>(m.hidden), fe = static_cast<double>(m.expert_ffn);
+  const double fs = static_cast<double>(m.shared_expert_ffn);
+  const double experts = static_cast<double>(m.experts), top_k = static_cast<double>(m.experts_per_token);
+  const double tokens = k.b * k.s / k.cp;
+  const double normed = k.sp ? tokens / t : tokens;
+  const double routed = normed * top_k;          // copies this rank sends to the experts
+  const double assigned = tokens * top_k;        // copies this rank's experts compute (after the tp gather)
+  const double local_experts = experts / k.ep;
+  const double per_expert = assigned / local_experts;
+  const auto list = [&] { return KernelList(e, k.g); };
+
+  KernelList dispatch = list(), compute = list(), combine = list();
+  dispatch.memory("norm", 2 * e * normed * h);
+  dispatch.linear("router", normed, h, experts);
+  dispatch.memory("router.softmax-topk", 2 * 4 * normed * experts);
+  dispatch.memory("permute", e * h * (normed + routed));
+  compute.linear("fc1", per_expert, h, 2 * fe / t, local_experts);
+  compute.memory("swiglu", 3 * e * assigned * fe / t);
+  compute.linear("fc2", per_expert, fe / t, h, local_experts);
+  combine.memory("unpermute", e * h * (routed + normed));
+  if (fs > 0) {
+    combine.linear("shared.fc1", tokens, h, 2 * fs / t);
+    combine.memory("shared.swiglu", 3 * e * tokens * fs / t);
+    combine.linear("shared.fc2", tokens, fs / t, h);
+    if (m.shared_expert_gate) {
+      combine.linear("shared.gate", tokens, h, 1);
+      combine.memory("shared.sigmoid-mul", 3 * e * tokens * h);
+    }
+  }
+  combine.memory("bias-dropout-add", 3 * e * normed * h);
+
+  KernelList combine_back = list(), compute_back = list(), dispatch_back = list();
+  combine_back.memory("bias-dropout-add.bwd", 2 * e * normed * h);
+  if (fs > 0) {
+    if (m.shared_expert_gate) {
+      combine_back.memory("shared.sigmoid-mul.bwd", 4 * e * tokens * h);
+      combine_back.linear_backward("shared.gate", tokens, h, 1);
+    }
+    combine_back.linear_backward("shared.fc2", tokens, fs / t, h);
+    combine_back.memory("shared.swiglu.bwd", 5 * e * tokens * fs / t);
+    combine_back.linear_backward("shared.fc1", tokens, h, 2 * fs / t);
+  }
+  // Reads the output gradient and the experts' outputs (for the probabilities' gradient), writes
+  // each copy's gradient.
+  combine_back.memory("unpermute.bwd", e * h * (normed + 2 * routed));
+  compute_back.linear_backward("fc2", per_expert, fe / t, h, local_experts);
+  compute_back.memory("swiglu.bwd", 5 * e * assigned * fe / t);
+  compute_back.linear_backward("fc1", per_expert, h, 2 * fe / t, local_experts);
+  dispatch_back.memory("permute.bwd", e * h * (routed + normed));
+  dispatch_back.memory("router.softmax-topk.bwd", 3 * 4 * normed * experts);
+  dispatch_back.linear_backward("router", normed, h, experts);
+  dispatch_back.memory("norm.bwd", 4 * e * normed * h);
+
+  const std::vector<Kernel> dispatch_k = dispatch.take(), compute_k = compute.take(), combine_k = combine.take();
+  const std::vector<Kernel> combine_back_k = combine_back.take(), compute_back_k = compute_back.take(),
+                            dispatch_back_k = dispatch_back.take();
+  if (k.ep > 1) {
+    MoeParts& parts = costs.layer.moe;
+    const auto piece = [&](Work& work, const std::string& name, const std::vector<Kernel>& kernels) {
+      const KernelSet set{name, kernels};
+      work = {set.flops(), set.bytes()};
+      attach(costs, work, name, kernels);
+    };
+    piece(parts.dispatch, "layer.moe.dispatch", dispatch_k);
+    piece(parts.experts, "layer.moe.experts", compute_k);
+    piece(parts.combine, "layer.moe.combine", combine_k);
+    piece(parts.combine_back, "layer.moe.combine.bwd", combine_back_k);
+    piece(parts.experts_back, "layer.moe.experts.bwd", compute_back_k);
+    piece(parts.dispatch_back, "layer.moe.dispatch.bwd", dispatch_back_k);
+    parts.all_to_all_bytes = e * routed * h;
+    parts.gathered_bytes = e * assigned * h;
+  }
+  return {joined(dispatch_k, compute_k, combine_k), joined(combine_back_k, compute_back_k, dispatch_back_k)};
+}
+
 // The kernels of one layer, the embedding and the head on one rank, in launch order, after
 // Megatron-Core's transformer layer: fused norms, bias-dropout-add and activation kernels, one
 // kernel per GEMM (bias in its epilogue), and in backward an input-gradient and a weight-gradient
@@ -229,21 +338,27 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
 
   // MLP: norm, first linear (gate and up), activation, second linear, bias-dropout-add.
   KernelList mlp = list(), mlp_back = list();
-  mlp.memory("norm", 2 * e * normed * h);
-  mlp.linear("fc1", tokens, h, up);
-  mlp.memory(m.gated_mlp ? "swiglu" : "gelu", (m.gated_mlp ? 3 : 2) * e * tokens * f / t);
-  mlp.linear("fc2", tokens, f / t, h);
-  mlp.memory("bias-dropout-add", 3 * e * normed * h + mask);
-  mlp_back.memory("bias-dropout-add.bwd", 2 * e * normed * h + mask);
-  mlp_back.linear_backward("fc2", tokens, f / t, h);
-  mlp_back.memory(m.gated_mlp ? "swiglu.bwd" : "gelu.bwd", (m.gated_mlp ? 5 : 3) * e * tokens * f / t);
-  mlp_back.linear_backward("fc1", tokens, h, up);
-  mlp_back.memory("norm.bwd", 4 * e * normed * h);
+  std::vector<Kernel> mlp_k, mlp_back_k;
+  LayerCosts& layer = costs.layer;
+  if (m.moe()) {
+    std::tie(mlp_k, mlp_back_k) = moe_kernels(costs, k);
+  } else {
+    mlp.memory("norm", 2 * e * normed * h);
+    mlp.linear("fc1", tokens, h, up);
+    mlp.memory(m.gated_mlp ? "swiglu" : "gelu", (m.gated_mlp ? 3 : 2) * e * tokens * f / t);
+    mlp.linear("fc2", tokens, f / t, h);
+    mlp.memory("bias-dropout-add", 3 * e * normed * h + mask);
+    mlp_back.memory("bias-dropout-add.bwd", 2 * e * normed * h + mask);
+    mlp_back.linear_backward("fc2", tokens, f / t, h);
+    mlp_back.memory(m.gated_mlp ? "swiglu.bwd" : "gelu.bwd", (m.gated_mlp ? 5 : 3) * e * tokens * f / t);
+    mlp_back.linear_backward("fc1", tokens, h, up);
+    mlp_back.memory("norm.bwd", 4 * e * normed * h);
+    mlp_k = mlp.take();
+    mlp_back_k = mlp_back.take();
+  }
 
   const std::vector<Kernel> pre_k = pre.take(), core_k = core.take(), post_k = post.take();
   const std::vector<Kernel> core_back_k = core_back.take(), post_back_k = post_back.take(), pre_back_k = pre_back.take();
-  const std::vector<Kernel> mlp_k = mlp.take(), mlp_back_k = mlp_back.take();
-  LayerCosts& layer = costs.layer;
   attach(costs, layer.attention_forward, "layer.attention.fwd", joined(pre_k, core_k, post_k));
   attach(costs, layer.mlp_forward, "layer.mlp.fwd", mlp_k);
   attach(costs, layer.forward, "layer.fwd", joined(pre_k, core_k, post_k, mlp_k));
@@ -371,7 +486,14 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   const double qkv_flops = 2 * tokens * h * (q_width + 2 * kv_width) / t;
   const double core_flops = 4 * b * (s / cp) * s * q_width / t;
   const double out_flops = 2 * tokens * q_width * h / t;
-  const double mlp_flops = 2 * tokens * h * f * (m.gated_mlp ? 3 : 2) / t;
+  double mlp_flops = 2 * tokens * h * f * (m.gated_mlp ? 3 : 2) / t;
+  // A mixture: the router on every token, top-k experts per token, the shared experts (model FLOPs,
+  // the router's counted once over tp however many ranks run it).
+  const double top_k = static_cast<double>(m.experts_per_token), fe = static_cast<double>(m.expert_ffn);
+  const double fs = static_cast<double>(m.shared_expert_ffn);
+  if (m.moe())
+    mlp_flops = 2 * tokens * h * static_cast<double>(m.experts) / t + 2 * tokens * top_k * h * fe * 3 / t +
+                2 * tokens * h * fs * 3 / t + (m.shared_expert_gate ? 2 * tokens * h / t : 0.0);
 
   // Korthikanti et al. Table 2 term by term; GQA shrinks K and V, SwiGLU keeps gate and up.
   // Tensor-parallel terms are split over t; the rest over t only with sequence parallelism.
@@ -389,10 +511,19 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
                            + 2 * e * tokens * kv_width / t      // K and V
                            + e * tokens * q_width / t           // output projection input
                            + hidden_masks + scores;
-  const double mlp = e * tokens * h / unsplit                    // first linear input
-                     + e * tokens * f * (m.gated_mlp ? 2 : 1) / t  // activation function input
-                     + e * tokens * f / t                        // second linear input
-                     + hidden_masks;
+  double mlp = e * tokens * h / unsplit                    // first linear input
+               + e * tokens * f * (m.gated_mlp ? 2 : 1) / t  // activation function input
+               + e * tokens * f / t                        // second linear input
+               + hidden_masks;
+  if (m.moe()) {
+    // The router's input and fp32 probabilities; per routed copy of a token (tokens x top-k on
+    // this rank's experts, gathered over tp): the experts' input, SwiGLU's input, the second
+    // linear's input, and back on the sending rank the experts' outputs the weighted sum reads;
+    // the shared expert as a dense MLP.
+    const double routed = tokens / unsplit * top_k, assigned = tokens * top_k;
+    mlp = e * tokens * h / unsplit + 4 * tokens / unsplit * static_cast<double>(m.experts) +
+          e * assigned * (h + 3 * fe / t) + e * routed * h + (fs > 0 ? e * tokens * 3 * fs / t : 0.0) + hidden_masks;
+  }
   const double norms = 2 * e * tokens * h / unsplit;
   act.input = e * tokens * h / unsplit;
   act.attention_core = scores;
@@ -424,17 +555,25 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   // reads and writes (accumulates) the weight gradients. Backward's parts take the forward's
   // shares; under context parallelism the attention's ring part is the (cp - 1) / cp of its core
   // that waits for the other ranks' K and V.
-  layer.parameters = layer_parameters_per_rank(m, sharding.tp);
+  layer.parameters = layer_parameters_per_rank(m, sharding.tp, sharding.ep);
+  layer.expert_parameters = expert_parameters_per_rank(m, sharding.tp, sharding.ep);
   const double attention_share = (qkv_flops + core_flops + out_flops) / (qkv_flops + core_flops + out_flops + mlp_flops);
   const double attention_kept = attention + norms / 2, mlp_kept = mlp + norms / 2;
-  const double attention_weights = layer.parameters * attention_share * e;
-  const double mlp_weights = layer.parameters * (1 - attention_share) * e;
+  double attention_weights = layer.parameters * attention_share * e;
+  double mlp_weights = layer.parameters * (1 - attention_share) * e;
+  const double held = layer.parameters + layer.expert_parameters;
+  if (m.moe()) {  // a mixture's MLP holds most weights for few FLOPs: each part reads its own
+    const double attention_parameters =
+        (h * (q_width + 2 * kv_width) + q_width * h + (m.qkv_bias ? q_width + 2 * kv_width : 0.0)) / t;
+    attention_weights = attention_parameters * e;
+    mlp_weights = (held - attention_parameters) * e;
+  }
   layer.attention_forward = {qkv_flops + core_flops + out_flops, attention_weights + attention_kept};
   layer.mlp_forward = {mlp_flops, mlp_weights + mlp_kept};
   layer.forward = {layer.attention_forward.flops + layer.mlp_forward.flops,
                    layer.attention_forward.bytes + layer.mlp_forward.bytes};
   layer.backward.flops = 2 * layer.forward.flops;
-  layer.backward.bytes = layer.parameters * e + 2 * act.total + 2 * layer.parameters * g;
+  layer.backward.bytes = held * e + 2 * act.total + 2 * held * g;
   const double mlp_share = layer.mlp_forward.flops / layer.forward.flops;
   layer.mlp_backward = scaled(layer.backward, mlp_share);
   layer.attention_backward = scaled(layer.backward, 1 - mlp_share);
@@ -445,7 +584,7 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   act.weight_gradient_inputs = e * tokens * (2 * h + q_width / t + f / t)  // inputs of QKV, FC1; out, FC2
                                + e * tokens * ((q_width + 2 * kv_width) / t + f * (m.gated_mlp ? 2 : 1) / t)  // of QKV, FC1
                                + 2 * e * tokens * h;  // output gradients of the out projection and FC2
-  layer.backward_weight = {qkv_flops + out_flops + mlp_flops, 2 * layer.parameters * g + act.weight_gradient_inputs};
+  layer.backward_weight = {qkv_flops + out_flops + mlp_flops, 2 * held * g + act.weight_gradient_inputs};
   layer.backward_input = {layer.backward.flops - layer.backward_weight.flops,
                           std::max(0.0, layer.backward.bytes - layer.backward_weight.bytes)};
   layer.attention_core.flops = core_flops;
@@ -486,7 +625,8 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   const double whole_layer = (qkv_flops + core_flops + out_flops + mlp_flops) * t * cp;
   costs.model_flops_per_micro_batch =
       3 * (static_cast<double>(m.layers) * whole_layer + costs.head_forward.flops * t * cp);
-  describe_kernels(costs, KernelShapes{m, b, s, t, cp, sharding.sp, e, g, flash_attention});
+  describe_kernels(costs, KernelShapes{m, b, s, t, cp, static_cast<double>(sharding.ep), sharding.sp, e, g,
+                                       flash_attention});
   return costs;
 }
 

@@ -55,6 +55,20 @@ struct BlockParts {
   Work to_column_input;  // the same without row_wgrad, for a backward split in two
 };
 
+// A mixture-of-experts MLP under expert parallelism, cut around its all-to-alls (Megatron-Core's
+// MoEAlltoAllTokenDispatcher): in forward the norm, router and permutation of this rank's
+// tokens (`dispatch`), the local experts' grouped GEMMs (`experts`), the unpermutation weighted by
+// the router's probabilities, the shared experts and the residual add (`combine`); in backward
+// the reverse. Tokens cross the ep group twice each way; with tensor parallelism (sequence
+// parallel, as Megatron-Core requires with experts) the dispatched tokens are also all-gathered
+// over tp before the experts (tp-split like a dense MLP) and reduce-scattered after.
+struct MoeParts {
+  Work dispatch, experts, combine;
+  Work combine_back, experts_back, dispatch_back;
+  double all_to_all_bytes = 0;  // what one rank sends in one all-to-all: its tokens x top-k x hidden
+  double gathered_bytes = 0;    // the tp all-gather's output: the ep group's tokens for this rank's experts
+};
+
 // Each Work also names its kernels in ModelCosts::kernel_sets.
 struct LayerCosts {
   Work forward;                // attention_forward + mlp_forward
@@ -72,8 +86,10 @@ struct LayerCosts {
   Work attention_forward_local, attention_forward_ring;
   Work attention_backward_local, attention_backward_ring;
   BlockParts attention_parts, mlp_parts;  // with tensor parallelism only
+  MoeParts moe;                // with expert parallelism only
   LayerActivations activations;
-  double parameters = 0;       // held by one rank (matmuls split over tp, norms replicated)
+  double parameters = 0;       // held by one rank (matmuls split over tp, norms replicated), reduced over dp x cp
+  double expert_parameters = 0;  // under expert parallelism: the local experts, reduced over the expert-data-parallel group
   double tp_collective_bytes = 0;  // the activation a TP all-reduce (or SP all-gather) carries
   double cp_kv_bytes = 0;      // K and V of the whole sequence, gathered around the CP ring
 };
@@ -85,6 +101,7 @@ struct Sharding {
   long long tp = 1;
   bool sp = false;
   long long cp = 1;
+  long long ep = 1;  // expert parallelism: a mixture's experts divided over ep ranks
 };
 
 struct ModelCosts {
@@ -108,8 +125,11 @@ ModelCosts compute_costs(const ModelSpec& model, long long micro_batch, long lon
                          Precision grad_precision, bool flash_attention, const Sharding& sharding = {});
 
 // Parameters of one layer held by one rank under tensor parallelism: matmuls and their
-// column-parallel biases are split; norms and row-parallel biases are replicated.
-double layer_parameters_per_rank(const ModelSpec& model, long long tp);
+// column-parallel biases are split; norms, the router and row-parallel biases are replicated.
+// Under expert parallelism (ep > 1) the routed experts are left out: expert_parameters_per_rank.
+double layer_parameters_per_rank(const ModelSpec& model, long long tp, long long ep = 1);
+// The routed experts one rank holds under expert parallelism (each expert split over tp); 0 when ep = 1.
+double expert_parameters_per_rank(const ModelSpec& model, long long tp, long long ep);
 
 // Adam step over `parameters` parameters: memory-bound traffic per parameter.
 Work optimizer_step_work(double parameters, Precision precision, Precision grad_precision);

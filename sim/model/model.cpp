@@ -68,6 +68,8 @@ public:
     return config_.at(key).get<std::string>();
   }
 
+  const std::string& where() const { return where_; }
+
 private:
   const json& config_;
   std::string where_;
@@ -75,8 +77,15 @@ private:
 
 enum class Family { llama, gpt2 };
 
+// Hugging Face model types whose mixture of experts trainsim reads (the rest refuse expert fields).
+const std::set<std::string>& moe_types() {
+  static const std::set<std::string> types = {"mixtral", "qwen2_moe", "qwen3_moe"};
+  return types;
+}
+
 Family family_of(const ConfigReader& config, const std::string& where) {
-  static const std::set<std::string> llama_like = {"llama", "mistral", "qwen2"};
+  static const std::set<std::string> llama_like = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe",
+                                                   "qwen3_moe"};
   static const std::set<std::string> gpt2_like = {"gpt2", "gpt3", "gpt"};
   const std::string type = config.text("model_type");
   if (llama_like.count(type))
@@ -87,8 +96,13 @@ Family family_of(const ConfigReader& config, const std::string& where) {
     return Family::gpt2;
   if (type.empty() && config.has("hidden_size") && config.has("intermediate_size"))
     return Family::llama;
+  if (type == "deepseek_v3" || type == "deepseek_v2")
+    throw InputError(where + ": field 'model_type' = \"" + type +
+                     "\": multi-head latent attention and dense first layers are not simulated yet; accepted: "
+                     "llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gpt2, gpt3");
   throw InputError(where + ": field 'model_type' = \"" + type +
-                   "\" is not a supported architecture; accepted: llama, mistral, qwen2, gpt2, gpt3");
+                   "\" is not a supported architecture; accepted: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, "
+                   "qwen3_moe, gpt2, gpt3");
 }
 
 // A JSON object with one key twice: parsers keep one of the values silently, so the config does
@@ -120,23 +134,59 @@ struct UnmodelledFeature {
 bool more_than_one(const json& value) { return value.is_number() && value.get<double>() > 1; }
 bool is_true(const json& value) { return value.is_boolean() && value.get<bool>(); }
 
+bool not_empty(const json& value) { return value.is_array() && !value.empty(); }
+
 void refuse_unmodelled(const json& config, const std::string& where) {
-  static const UnmodelledFeature features[] = {
+  const bool reads_experts = moe_types().count(config.value("model_type", "")) > 0;
+  static const UnmodelledFeature moe_features[] = {
       {"num_local_experts", "a mixture of experts", more_than_one},
       {"num_experts", "a mixture of experts", more_than_one},
       {"n_routed_experts", "a mixture of experts", more_than_one},
       {"moe_num_experts", "a mixture of experts", more_than_one},
       {"num_experts_per_tok", "a mixture of experts", more_than_one},
+  };
+  // Dense MLP layers among the expert ones: every layer is simulated alike.
+  static const UnmodelledFeature mixed_layers[] = {
+      {"decoder_sparse_step", "dense layers between expert layers", more_than_one},
+      {"mlp_only_layers", "dense layers among expert layers", not_empty},
+  };
+  static const UnmodelledFeature features[] = {
       {"is_encoder_decoder", "an encoder-decoder", is_true},
       {"add_cross_attention", "cross-attention", is_true},
       {"parallel_attn", "parallel attention and MLP blocks", is_true},
       {"use_parallel_residual", "parallel attention and MLP blocks", is_true},
   };
-  for (const UnmodelledFeature& feature : features)
-    if (config.contains(feature.field) && feature.in_use(config.at(feature.field)))
-      throw InputError(where + ": field '" + feature.field + "' = " + config.at(feature.field).dump() + " makes " +
-                       feature.feature + ", which trainsim does not simulate; accepted: dense decoder-only "
-                       "transformers (llama, mistral, qwen2, gpt2, gpt3)");
+  const auto refuse = [&](const auto& list, const char* accepted) {
+    for (const UnmodelledFeature& feature : list)
+      if (config.contains(feature.field) && feature.in_use(config.at(feature.field)))
+        throw InputError(where + ": field '" + feature.field + "' = " + config.at(feature.field).dump() + " makes " +
+                         feature.feature + ", which trainsim does not simulate; accepted: " + accepted);
+  };
+  const char* decoder_only = "decoder-only transformers (llama, mistral, qwen2, qwen3, gpt2, gpt3; mixtures of "
+                             "experts: mixtral, qwen2_moe, qwen3_moe)";
+  refuse(features, decoder_only);
+  if (reads_experts)
+    refuse(mixed_layers, "an expert MLP in every layer (decoder_sparse_step 1, no mlp_only_layers)");
+  else
+    refuse(moe_features, decoder_only);
+}
+
+// The experts of a mixture (Mixtral: num_local_experts and intermediate_size; Qwen-MoE:
+// num_experts, moe_intermediate_size, Qwen2-MoE's gated shared expert).
+void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec& model) {
+  if (!moe_types().count(type))
+    return;
+  model.experts = reader.integer({"num_local_experts", "num_experts"});
+  model.experts_per_token = reader.integer({"num_experts_per_tok"});
+  model.expert_ffn = type == "mixtral" ? model.ffn : reader.integer({"moe_intermediate_size"});
+  if (type == "qwen2_moe") {
+    model.shared_expert_ffn = reader.integer({"shared_expert_intermediate_size"}, 0);
+    model.shared_expert_gate = model.shared_expert_ffn > 0;
+  }
+  if (model.experts_per_token > model.experts)
+    throw InputError(reader.where() + ": field 'num_experts_per_tok' = " + std::to_string(model.experts_per_token) +
+                     " is more than the " + std::to_string(model.experts) + " experts; accepted: 1 to " +
+                     std::to_string(model.experts));
 }
 
 // Mistral's sliding window; Qwen2 gives one but uses it only with use_sliding_window.
@@ -184,13 +234,16 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
     model.max_positions = reader.integer({"max_position_embeddings"}, 0);
     model.rms_norm = true;
     model.gated_mlp = true;
-    model.qkv_bias = reader.boolean("attention_bias", config.value("model_type", "") == "qwen2");
+    const std::string type = config.value("model_type", "");
+    model.qkv_bias = reader.boolean("attention_bias", type == "qwen2" || type == "qwen2_moe");
     model.out_bias = reader.boolean("attention_bias", false);
     model.mlp_bias = reader.boolean("mlp_bias", false);
     model.learned_positions = false;
     model.tied_embeddings = reader.boolean("tie_word_embeddings", false);
     model.attention_dropout = reader.positive_number({"attention_dropout"}, false);
     model.hidden_dropout = reader.positive_number({"hidden_dropout"}, false);
+    model.qk_norm = type == "qwen3" || type == "qwen3_moe";
+    read_experts(reader, type, model);
   }
   model.attention_window = attention_window(reader);
   model.head_dim = reader.integer({"head_dim"}, model.hidden / model.heads);
@@ -227,9 +280,19 @@ ParameterCounts count_parameters(const ModelSpec& m) {
     attention += q_width + 2 * kv_width;
   if (m.out_bias)
     attention += m.hidden;
+  if (m.qk_norm)
+    attention += 2 * m.head_dim;
   long long mlp = (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn;
   if (m.mlp_bias)
     mlp += (m.gated_mlp ? 2 : 1) * m.ffn + m.hidden;
+  long long unrouted_experts = 0;  // of a layer's routed experts, what one token does not use
+  if (m.moe()) {
+    const long long expert = 3 * m.hidden * m.expert_ffn;
+    const long long shared = 3 * m.hidden * m.shared_expert_ffn + (m.shared_expert_gate ? m.hidden : 0);
+    mlp = m.hidden * m.experts + m.experts * expert + shared;  // router, routed and shared experts
+    counts.routed_experts = m.experts * expert * m.layers;
+    unrouted_experts = (m.experts - m.experts_per_token) * expert;
+  }
   counts.per_layer = attention + mlp + 2 * norm;
   counts.layers = counts.per_layer * m.layers;
   counts.embedding = m.padded_vocab * m.hidden;
@@ -237,6 +300,7 @@ ParameterCounts count_parameters(const ModelSpec& m) {
   counts.final_norm = norm;
   counts.output_head = m.tied_embeddings ? 0 : m.padded_vocab * m.hidden;
   counts.total = counts.embedding + counts.positions + counts.layers + counts.final_norm + counts.output_head;
+  counts.active = counts.total - unrouted_experts * m.layers;
   return counts;
 }
 

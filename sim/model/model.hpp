@@ -1,7 +1,9 @@
 #pragma once
 // A transformer architecture read from a Hugging Face config.json (Llama-style:
 // RMSNorm, SwiGLU, rotary, GQA; GPT-2/3-style: LayerNorm, GeLU, learned positions,
-// tied embeddings), normalised to the few numbers that decide memory and time.
+// tied embeddings; mixtures of experts: Mixtral, Qwen2-MoE and Qwen3-MoE, whose every layer's
+// MLP is a router over SwiGLU experts, top-k of them per token, beside optional shared experts),
+// normalised to the few numbers that decide memory and time.
 #include <filesystem>
 #include <string>
 
@@ -28,6 +30,16 @@ struct ModelSpec {
   bool tied_embeddings = false;
   bool attention_dropout = false; // dropout on attention probabilities: keeps a mask
   bool hidden_dropout = false;    // dropout after attention and MLP: keeps masks
+  bool qk_norm = false;           // Qwen3: RMSNorm of each head's queries and keys (head_dim weights each)
+  // A mixture of experts (experts > 0): each layer's MLP is a router (hidden -> experts, no bias)
+  // choosing experts_per_token SwiGLU experts of inner size expert_ffn per token; shared experts
+  // (Qwen2-MoE: one of inner size shared_expert_ffn, scaled by a sigmoid gate) see every token.
+  long long experts = 0;
+  long long experts_per_token = 0;
+  long long expert_ffn = 0;
+  long long shared_expert_ffn = 0;
+  bool shared_expert_gate = false;
+  bool moe() const { return experts > 0; }
 };
 
 struct ParameterCounts {
@@ -38,6 +50,8 @@ struct ParameterCounts {
   long long final_norm = 0;
   long long output_head = 0;      // 0 when tied to the embedding
   long long total = 0;
+  long long routed_experts = 0;   // of `total`: every layer's routed experts (0 for a dense model)
+  long long active = 0;           // what one token uses: `total` less the experts it is not routed to
 };
 
 // Throws InputError naming the file and field.

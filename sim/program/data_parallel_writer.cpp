@@ -40,7 +40,8 @@ public:
                      const ModelStatePlan& states, const RecomputePlan& plan, int gradient_group,
                      const ModelParallelGroups& parallel, const RuntimeMemory& runtime = {})
       : s_(scenario), model_(model), costs_(costs), states_(states), plan_(plan), ops_(*this, costs, parallel),
-        gradient_group_(gradient_group), runtime_(runtime) {
+        gradient_group_(gradient_group), runtime_(runtime),
+        experts_(*this, scenario, parallel, costs.layer.expert_parameters * static_cast<double>(model.layers)) {
     const ParameterCounts counts = count_parameters(model);
     const double t = static_cast<double>(scenario.tp);
     groups_.push_back({"embedding", costs.embedding_parameters});
@@ -97,6 +98,7 @@ private:
     }
     optimizer_params_ = trainsim::allocate_model_states(static_cast<ProgramWriter&>(*this), s_, states_, weight_params,
                                                         parameters_, offloaded_);
+    expert_optimizer_params_ = experts_.allocate();
   }
 
   // ---- the distributed optimizer's parameter all-gathers -----------------------------------
@@ -260,6 +262,16 @@ private:
     }
   }
 
+  void expert_gradients_ready(OpId producer, bool last_layer) {
+    if (!sync_now_)
+      return;
+    std::vector<OpId> reductions;
+    experts_.gradients_ready(costs_.layer.expert_parameters, producer, last_layer, reductions);
+    sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
+    if (!s_.overlap_grad_reduce)
+      blocking_.insert(blocking_.end(), reductions.begin(), reductions.end());
+  }
+
   // The end of a synchronising backward waits for the bucket buffers' reductions.
   void drain_buckets() {
     for (const auto& [tensor, reduce] : in_flight_)
@@ -316,6 +328,8 @@ private:
     auto gathered = acquire();
     if (sync_now_ && states_.reduces_gradients())
       buckets_ = BucketFiller(s_.bucket_bytes, gradient_bytes(parameters_));
+    if (sync_now_)
+      experts_.start_reducing(costs_.layer.expert_parameters * static_cast<double>(model_.layers));
     const OpId head = ops_.head_backward("head.bwd" + mb, after_chain(gathered));
     chain_ = head;
     release("head.act" + mb);
@@ -361,6 +375,7 @@ private:
         release(layer_tensor(l, "act"));
         release_kept(l);
         gradients_ready(costs_.layer.parameters, backward_op, false);
+        expert_gradients_ready(backward_op, l == 0);
       }
     }
     gathered = acquire();
@@ -456,10 +471,11 @@ private:
   void optimizer_step() {
     if (states_.offloads_optimizer())
       return cpu_optimizer_step();
-    const Work work = optimizer_step_work(optimizer_params_, s_.precision, s_.grad_precision);
+    const Work work = optimizer_step_work(optimizer_params_ + expert_optimizer_params_, s_.precision, s_.grad_precision);
     const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
     if (states_.gathers_after_step && updated_parameters_.empty())  // each rank updated its shard
       gather_updated_parameters(step);
+    experts_.gather_updated(step);
   }
 
   // Adam on the node's CPU, then the updated 16-bit parameters go where the GPU reads them: up
@@ -496,6 +512,8 @@ private:
   double parameters_ = 0;          // held by this rank before ZeRO sharding
   double head_gradient_parameters_ = 0;
   double optimizer_params_ = 0;
+  double expert_optimizer_params_ = 0;
+  ExpertStates experts_;
   long long micro_batch_ = 0;
   bool sync_now_ = false;
   std::optional<OpId> chain_;  // the op that ends the previous piece of the model
@@ -521,7 +539,8 @@ private:
 // What a rank holds besides layer activations: model states, the non-layer activations and
 // buffers; the default activation budget of the optimal plan is what remains of the GPU.
 double default_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                                 const ModelStatePlan& states, double gpu_capacity) {
+                                 const ModelStatePlan& states, const ModelStatePlan* expert_states,
+                                 double gpu_capacity) {
   if (gpu_capacity <= 0)
     return std::numeric_limits<double>::infinity();
   Scenario keep_nothing = scenario;
@@ -532,7 +551,9 @@ double default_activation_budget(const Scenario& scenario, const ModelSpec& mode
   ModelCosts without_layers = costs;
   without_layers.layer.activations = LayerActivations{};
   const Program program =
-      DataParallelWriter(keep_nothing, model, without_layers, states, empty, 0, ModelParallelGroups{}).build();
+      DataParallelWriter(keep_nothing, model, without_layers, states, empty, 0,
+                         model_parallel_groups(scenario, expert_states))
+          .build();
   double peak = 0, used = 0;
   std::map<std::string, double> sizes;
   for (const Op& op : program.ops) {
@@ -556,8 +577,9 @@ Program build_data_parallel_program(const Scenario& scenario, const ModelSpec& m
 }
 
 double data_parallel_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                                       const ModelStatePlan& states, double gpu_capacity) {
-  return default_activation_budget(scenario, model, costs, states, gpu_capacity);
+                                       const ModelStatePlan& states, const ModelStatePlan* expert_states,
+                                       double gpu_capacity) {
+  return default_activation_budget(scenario, model, costs, states, expert_states, gpu_capacity);
 }
 
 } // namespace trainsim

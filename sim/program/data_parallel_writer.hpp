@@ -52,6 +52,7 @@ Program build_data_parallel_program(const Scenario& scenario, const ModelSpec& m
 
 // What the GPU has left for layer activations at the program's peak without them.
 double data_parallel_activation_budget(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,
-                                       const ModelStatePlan& states, double gpu_capacity);
+                                       const ModelStatePlan& states, const ModelStatePlan* expert_states,
+                                       double gpu_capacity);
 
 } // namespace trainsim

@@ -75,18 +75,24 @@ std::vector<OpId> OffloadedOptimizer::step(const std::vector<OpId>& after) {
   return updated;
 }
 
+void allocate_states_on_gpu(ProgramWriter& writer, const ModelStatePlan& states, double weight_parameters,
+                            double parameters, const std::string& prefix) {
+  writer.alloc(prefix + "weights", MemCategory::weights, weight_parameters * states.weights.bytes_per_parameter,
+               states.weights.device);
+  writer.alloc(prefix + "gradients", MemCategory::gradients,
+               states.held(states.gradients, parameters) * states.gradients.bytes_per_parameter);
+  if (!states.offloads_optimizer())
+    writer.alloc(prefix + "optimizer", MemCategory::optimizer,
+                 states.held(states.optimizer, parameters) * states.optimizer.bytes_per_parameter);
+}
+
 double allocate_model_states(ProgramWriter& writer, const Scenario& scenario, const ModelStatePlan& states,
                              double weight_parameters, double parameters,
                              std::optional<OffloadedOptimizer>& offloaded) {
-  writer.alloc("weights", MemCategory::weights, weight_parameters * states.weights.bytes_per_parameter,
-               states.weights.device);
-  writer.alloc("gradients", MemCategory::gradients,
-               states.held(states.gradients, parameters) * states.gradients.bytes_per_parameter);
+  allocate_states_on_gpu(writer, states, weight_parameters, parameters, "");
   const double optimizer_parameters = states.held(states.optimizer, parameters);
-  if (!states.offloads_optimizer()) {
-    writer.alloc("optimizer", MemCategory::optimizer, optimizer_parameters * states.optimizer.bytes_per_parameter);
+  if (!states.offloads_optimizer())
     return optimizer_parameters;
-  }
   offloaded.emplace(writer, scenario, states, optimizer_parameters);
   offloaded->allocate_states();
   return optimizer_parameters;

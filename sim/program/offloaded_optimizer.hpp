@@ -58,6 +58,11 @@ private:
   bool accumulated_before_ = false;
 };
 
+// Weights, gradients and (unless offloaded) optimizer states where `states` keeps them on the GPU,
+// as tensors named `prefix` + weights, gradients, optimizer.
+void allocate_states_on_gpu(ProgramWriter& writer, const ModelStatePlan& states, double weight_parameters,
+                            double parameters, const std::string& prefix);
+
 // A rank's model states, allocated where `states` keeps them: `weight_parameters` weights (FSDP
 // counts its per-group shards), the gradients and optimizer states of `parameters`; when the plan
 // moves the optimizer off the GPU, `offloaded` becomes that optimizer. Returns the parameters whose

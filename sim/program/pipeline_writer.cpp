@@ -38,10 +38,9 @@ public:
         embedding_group_(placement.embedding_group[rank] >= 0 ? embedding_slot : -1),
         runtime_(placement.runtime[static_cast<std::size_t>(rank)]),
         ops_(*this, costs,
-             ModelParallelGroups{placement.groups->tp[rank] >= 0 ? tp_slot : -1,
-                                 placement.groups->cp[rank] >= 0 ? cp_slot : -1, scenario.cp, scenario.sp, scenario.tp,
-                                 scenario.tp_comm_overlap}),
-        stage_layers_(layers_per_virtual_stage(scenario, model)) {
+             model_parallel_groups(scenario, placement.expert_states)),
+        stage_layers_(layers_per_virtual_stage(scenario, model)),
+        experts_(*this, scenario, model_parallel_groups(scenario, placement.expert_states), stage_expert_parameters()) {
     turn_.assign(static_cast<std::size_t>(scenario.grad_accum), 0);
     for (int c = 0; c < v_; ++c) {
       long long first = 0;
@@ -160,6 +159,13 @@ private:
     return parameters;
   }
 
+  double stage_expert_parameters() const {
+    double parameters = 0;
+    for (int c = 0; c < v_; ++c)
+      parameters += static_cast<double>(chunk_layers(c)) * costs_.layer.expert_parameters;
+    return parameters;
+  }
+
   // The parameters of a chunk's pieces in forward order: the embedding on the first virtual
   // stage, the layers, the head (with the tied embedding's copy) on the last.
   std::vector<double> chunk_pieces(int chunk) const {
@@ -211,6 +217,7 @@ private:
     optimizer_parameters_ = trainsim::allocate_model_states(static_cast<ProgramWriter&>(*this), s_, states_,
                                                             states_.held(states_.weights, parameters_), parameters_,
                                                             offloaded_);
+    expert_optimizer_parameters_ = experts_.allocate();
   }
 
   // Runs the chunk's forward for one micro-batch; returns its last op.
@@ -377,6 +384,9 @@ private:
     const double bytes = parameters * states_.gradient_element_bytes;
     const std::string name = ".c" + std::to_string(chunk);
     const PlacedAt in_chunk(*this, {OpPlace::none, OpPlace::none, static_cast<std::int16_t>(chunk)});
+    const double expert_parameters = static_cast<double>(chunk_layers(chunk)) * costs_.layer.expert_parameters;
+    experts_.start_reducing(expert_parameters);
+    experts_.gradients_ready(expert_parameters, producer, true, sync_ops_);
     if (states_.ranks <= 1) {
       if (offloaded_)
         sync_ops_.push_back(offloaded_->gradients(bytes, name, producer).done);
@@ -406,13 +416,15 @@ private:
       updated = copy(node_cpu, true, optimizer_parameters_ * states_.parameter_element_bytes, "h2d.params",
                      offloaded_->step(sync_ops_));
     } else {
-      const Work work = optimizer_step_work(optimizer_parameters_, s_.precision, s_.grad_precision);
+      const Work work = optimizer_step_work(optimizer_parameters_ + expert_optimizer_parameters_, s_.precision,
+                                            s_.grad_precision);
       updated = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
     }
     if (states_.gathers_after_step && updated_parameters_.empty())
       bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_slot,
                           parameters_ * states_.parameter_element_bytes,
                           bucket_parameters() * states_.parameter_element_bytes, "param-allgather", {updated});
+    experts_.gather_updated(updated);
   }
 
   const Scenario& s_;
@@ -426,9 +438,11 @@ private:
   const RuntimeMemory runtime_;
   LayerOps ops_;
   const std::vector<long long> stage_layers_;
+  ExpertStates experts_;
   std::vector<long long> chunk_first_;
   double parameters_ = 0;
   double optimizer_parameters_ = 0;
+  double expert_optimizer_parameters_ = 0;
   std::vector<OpId> sync_ops_;
   std::vector<std::vector<OpId>> updated_parameters_;  // overlap_param_gather: per chunk, per forward piece
   // Where ZB-V's V turns on the last rank, per micro-batch: the op that ended the pass of the

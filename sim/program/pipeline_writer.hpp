@@ -42,6 +42,7 @@ struct PipelinePlacement {
   const LayoutGroups* groups = nullptr;
   std::vector<int> embedding_group;   // per rank: the first and last stages tying the embedding, -1 if none
   std::vector<RuntimeMemory> runtime; // per rank: the CUDA context and NCCL buffers
+  const ModelStatePlan* expert_states = nullptr;  // under expert parallelism: the local experts' plan
 };
 
 // `plans[c]` is the recompute plan of chunk c on this rank; `states` keeps the model states.

@@ -45,6 +45,7 @@ const char* to_string(Stream stream) {
   case Stream::copy_out: return "copy-out";
   case Stream::cpu: return "cpu";
   case Stream::io_write: return "io-write";
+  case Stream::ep_comm: return "ep-comm";
   }
   return "?";
 }

@@ -26,7 +26,7 @@ enum class OpKind : std::uint8_t { compute, collective, send, recv, copy, read, 
 // queue behind each other; io-read and io-write likewise for a drive (DeepSpeed's swappers keep
 // a read and a write handle). cpu is work the rank hands to its node's CPU.
 enum class Stream : std::uint8_t {
-  compute, tp_comm, dp_comm, pp_comm, copy, io_read, cp_comm, pp_bwd, copy_out, cpu, io_write
+  compute, tp_comm, dp_comm, pp_comm, copy, io_read, cp_comm, pp_bwd, copy_out, cpu, io_write, ep_comm
 };
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast };
 // cuda_context and nccl_buffers are held outside PyTorch's caching allocator (the driver's context
@@ -40,7 +40,7 @@ enum class Device : std::uint8_t { gpu, host, nvme };
 enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer, weight_gradient };
 
 constexpr int op_kind_count = 9;
-constexpr int stream_count = 11;
+constexpr int stream_count = 12;
 constexpr int collective_count = 5;
 constexpr int category_count = 7;
 constexpr int device_count = 3;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "program/model_states.hpp"
+#include "program/offloaded_optimizer.hpp"
+
 namespace trainsim {
 
 OpId ProgramWriter::compute(const std::string& name, const Work& work, Phase phase, std::vector<OpId> deps) {
@@ -194,6 +197,51 @@ OpId ProgramWriter::recv(Stream stream, int peer, int tag, double bytes, const s
 }
 
 
+bool ExpertStates::reduces() const { return plan_ && plan_->reduces_gradients(); }
+
+double ExpertStates::allocate() {
+  if (!plan_)
+    return 0;
+  allocate_states_on_gpu(w_, *plan_, plan_->held(plan_->weights, parameters_), parameters_, "expert-");
+  return plan_->held(plan_->optimizer, parameters_);
+}
+
+void ExpertStates::start_reducing(double parameters) {
+  if (reduces())
+    buckets_ = BucketFiller(s_.bucket_bytes, parameters * plan_->gradient_element_bytes);
+}
+
+void ExpertStates::gradients_ready(double parameters, OpId producer, bool last, std::vector<OpId>& reductions) {
+  if (!reduces() || parameters <= 0)
+    return;
+  const Collective kind = plan_->gradient_reduction;
+  for (const double bytes : buckets_.add(parameters * plan_->gradient_element_bytes, last))
+    reductions.push_back(w_.collective(Stream::dp_comm, kind, group_, bytes,
+                                       std::string(kind == Collective::all_reduce ? "expert-grad-allreduce"
+                                                                                  : "expert-grad-reducescatter") +
+                                           ".bucket" + std::to_string(reduced_++),
+                                       {producer}));
+}
+
+void ExpertStates::gather_updated(OpId updated) {
+  if (!plan_ || !plan_->gathers_after_step)
+    return;
+  w_.bucketed_collective(Stream::dp_comm, Collective::all_gather, group_, parameters_ * plan_->parameter_element_bytes,
+                         s_.bucket_bytes / plan_->gradient_element_bytes * plan_->parameter_element_bytes,
+                         "expert-param-allgather", {updated});
+}
+
+ModelParallelGroups model_parallel_groups(const Scenario& scenario, const ModelStatePlan* experts) {
+  ModelParallelGroups groups{scenario.tp > 1 ? tp_slot : -1, scenario.cp > 1 ? cp_slot : -1, scenario.cp, scenario.sp,
+                             scenario.tp, scenario.tp_comm_overlap};
+  if (scenario.ep > 1) {
+    groups.ep = ep_slot;
+    groups.expert_gradient = expert_gradient_slot;
+    groups.experts = experts;
+  }
+  return groups;
+}
+
 std::vector<OpId> LayerOps::gather_input(const std::string& name, std::vector<OpId> deps) {
   if (groups_.tp < 0 || !groups_.sp)
     return deps;
@@ -324,8 +372,49 @@ OpId LayerOps::backward_weight(const std::string& name, OpId after) {
   return block_backward_weight(name + ".attn", layer.attention_parts, mlp_done);
 }
 
+OpId LayerOps::attention_block_forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
+  return reduce_output(name, attention(name, gather_input(name, std::move(deps)), phase, false));
+}
+
+OpId LayerOps::attention_block_backward(const std::string& name, std::vector<OpId> deps) {
+  if (groups_.tp >= 0 && groups_.cp < 0)
+    return block_backward(name, costs_.layer.attention_parts, std::move(deps));
+  return reduce_output(name, attention(name, gather_input(name, std::move(deps)), Phase::backward, true));
+}
+
+OpId LayerOps::experts_round_trip(const std::string& name, const char* first, const Work& before, const Work& experts,
+                                  const char* last, const Work& after, Phase phase, std::vector<OpId> deps) {
+  const MoeParts& moe = costs_.layer.moe;
+  const OpId sent = w_.compute(name + "." + first, before, phase, std::move(deps));
+  OpId arrived = w_.collective(Stream::ep_comm, Collective::all_to_all, groups_.ep, moe.all_to_all_bytes,
+                               name + "." + first + "-alltoall", {sent});
+  if (groups_.tp >= 0)
+    arrived = w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, moe.gathered_bytes,
+                            name + ".experts-allgather", {arrived});
+  OpId computed = w_.compute(name + ".experts", experts, phase, {arrived});
+  if (groups_.tp >= 0)
+    computed = w_.collective(Stream::tp_comm, Collective::reduce_scatter, groups_.tp, moe.gathered_bytes,
+                             name + ".experts-reducescatter", {computed});
+  const OpId returned = w_.collective(Stream::ep_comm, Collective::all_to_all, groups_.ep, moe.all_to_all_bytes,
+                                      name + "." + last + "-alltoall", {computed});
+  return w_.compute(name + "." + last, after, phase, {returned});
+}
+
+OpId LayerOps::moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
+  const MoeParts& moe = costs_.layer.moe;
+  return experts_round_trip(name, "dispatch", moe.dispatch, moe.experts, "combine", moe.combine, phase, std::move(deps));
+}
+
+OpId LayerOps::moe_backward(const std::string& name, std::vector<OpId> deps) {
+  const MoeParts& moe = costs_.layer.moe;
+  return experts_round_trip(name, "combine", moe.combine_back, moe.experts_back, "dispatch", moe.dispatch_back,
+                            Phase::backward, std::move(deps));
+}
+
 OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
   const LayerCosts& layer = costs_.layer;
+  if (groups_.ep >= 0)
+    return moe_forward(name + ".moe", {attention_block_forward(name + ".attn", std::move(deps), phase)}, phase);
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.forward, phase, std::move(deps));
   if (groups_.tp_comm_overlap) {
@@ -340,6 +429,8 @@ OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase ph
 
 OpId LayerOps::backward(const std::string& name, std::vector<OpId> deps) {
   const LayerCosts& layer = costs_.layer;
+  if (groups_.ep >= 0)
+    return attention_block_backward(name + ".attn", {moe_backward(name + ".moe", std::move(deps))});
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.backward, Phase::backward, std::move(deps));
   if (groups_.cp < 0) {

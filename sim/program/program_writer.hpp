@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/scenario.hpp"
 #include "model/costs.hpp"
 #include "program/program.hpp"
 
@@ -114,6 +115,8 @@ private:
   long long completed_ = 0;
 };
 
+struct ModelStatePlan;
+
 // Group slots of one rank's model-parallel groups (-1: not split that way).
 struct ModelParallelGroups {
   int tp = -1;
@@ -122,16 +125,56 @@ struct ModelParallelGroups {
   bool sp = false;
   int tp_size = 1;
   bool tp_comm_overlap = false;  // Transformer Engine's userbuffers (comm.tp_comm_overlap)
+  // Expert parallelism: the group exchanging tokens, the one reducing the experts' gradients,
+  // and how the local experts' states are kept (sharded over that group); null without it.
+  int ep = -1;
+  int expert_gradient = -1;
+  const ModelStatePlan* experts = nullptr;
 };
 
 // The slots of the programs trainsim builds: each rank binds them to its own groups and pipeline
 // neighbours (Workload::bindings), so that ranks doing the same work share one program.
-enum GroupSlot : int { gradient_slot, tp_slot, cp_slot, embedding_slot };
+enum GroupSlot : int { gradient_slot, tp_slot, cp_slot, embedding_slot, ep_slot, expert_gradient_slot };
+
+// The slots of a rank's model-parallel groups (the same on every rank); `experts`: the expert
+// states' plan under expert parallelism.
+ModelParallelGroups model_parallel_groups(const Scenario& scenario, const ModelStatePlan* experts);
 // The tensor-parallel ring's neighbours are bound only under comm.tp_comm_overlap.
 enum PeerSlot : int { previous_stage_slot, next_stage_slot, tp_previous_slot, tp_next_slot };
 
+// The local experts' model states under expert parallelism (ModelParallelGroups::experts), as
+// Megatron-Core keeps them: beside the dense ones, in their own gradient buckets reduced over the
+// expert-data-parallel group (its expert-parallel gradient buffers), updated with the rest, and
+// under ZeRO-1 all-gathered over that group after the step. Without expert parallelism every
+// call does nothing.
+class ExpertStates {
+public:
+  // `parameters`: the local experts' parameters of all the rank's layers.
+  ExpertStates(ProgramWriter& writer, const Scenario& scenario, const ModelParallelGroups& groups, double parameters)
+      : w_(writer), s_(scenario), plan_(groups.experts), group_(groups.expert_gradient), parameters_(parameters) {}
+  // Allocates the states; returns the parameters whose optimizer states the rank keeps.
+  double allocate();
+  // A reduction of `parameters` experts' gradients starts (a backward's, or a pipeline chunk's).
+  void start_reducing(double parameters);
+  // `parameters` of them have final gradients once `producer` is done: full buckets are reduced,
+  // their reductions added to `reductions` (what the optimizer waits for); `last`: the backward's last.
+  void gradients_ready(double parameters, OpId producer, bool last, std::vector<OpId>& reductions);
+  // After the update, the ranks that each updated a shard all-gather the new parameters.
+  void gather_updated(OpId updated);
+
+private:
+  bool reduces() const;
+  ProgramWriter& w_;
+  const Scenario& s_;
+  const ModelStatePlan* plan_;
+  const int group_;
+  const double parameters_;
+  BucketFiller buckets_;
+  long long reduced_ = 0;
+};
+
 // The ops of a layer, the embedding and the head on one rank, with the tensor-parallel
-// collectives between their parts (all-reduce, or all-gather and reduce-scatter under sequence
+// collectives between their parts, the expert-parallel all-to-alls around a mixture's experts (all-reduce, or all-gather and reduce-scatter under sequence
 // parallelism) and the context-parallel exchange of K and V overlapping the attention.
 // Each returns the op that completes the piece; `deps` gate its first op.
 // A tensor-parallel sub-block's backward runs as Megatron's column-parallel linear runs it
@@ -172,6 +215,18 @@ private:
   // After a part whose output is a partial sum over tp: all-reduce it (reduce-scatter under SP).
   OpId reduce_output(const std::string& name, OpId producer);
   OpId attention(const std::string& name, std::vector<OpId> deps, Phase phase, bool backward);
+  // The attention sub-block with its tensor-parallel collectives (not under comm.tp_comm_overlap).
+  OpId attention_block_forward(const std::string& name, std::vector<OpId> deps, Phase phase);
+  OpId attention_block_backward(const std::string& name, std::vector<OpId> deps);
+  // A mixture's MLP under expert parallelism: its tokens to the experts' ranks and back by
+  // all-to-all over the ep group (under tensor parallelism gathered over tp for the experts and
+  // reduce-scattered after them), in forward and, reversed, in backward.
+  OpId moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase);
+  OpId moe_backward(const std::string& name, std::vector<OpId> deps);
+  // `before` (named `first`), the all-to-all to the experts' ranks, `experts`, the all-to-all
+  // back, `after` (named `last`).
+  OpId experts_round_trip(const std::string& name, const char* first, const Work& before, const Work& experts,
+                          const char* last, const Work& after, Phase phase, std::vector<OpId> deps);
   // comm.tp_comm_overlap: a sub-block's forward from its BlockParts.
   OpId overlapped_forward(const std::string& name, const BlockParts& parts, std::vector<OpId> deps, Phase phase);
   // A tensor-parallel sub-block's backward from its BlockParts (without context parallelism).

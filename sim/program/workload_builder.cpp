@@ -15,6 +15,33 @@
 namespace trainsim {
 namespace {
 
+// Expert parallelism needs experts to split; a mixture's MLP is not simulated with what rewrites
+// a dense MLP's parts (op-level recompute, split backwards, the tp overlap) or with a shared
+// expert under tensor parallelism (its own tp collectives are not written).
+void check_experts(const Scenario& s, const ModelSpec& model) {
+  const std::string where = s.file.string() + ": ";
+  if (s.ep > 1 && !model.moe())
+    throw InputError(where + "parallel.ep = " + std::to_string(s.ep) + " splits experts, and model " + model.name +
+                     " is dense; accepted: 1, or a mixture of experts (mixtral, qwen2_moe, qwen3_moe)");
+  if (!model.moe())
+    return;
+  if (model.experts % s.ep != 0)
+    throw InputError(where + "model " + model.name + " has " + std::to_string(model.experts) +
+                     " experts, not divisible by parallel.ep = " + std::to_string(s.ep));
+  const auto refuse = [&](const std::string& setting, const std::string& accepted) {
+    throw InputError(where + setting + " is not simulated with a mixture of experts (model " + model.name +
+                     "); accepted: " + accepted);
+  };
+  if (s.recompute == Recompute::op)
+    refuse("memory.recompute = op", "none, selective, full, every:N or optimal");
+  if (splits_backward(s.schedule))
+    refuse(std::string("parallel.schedule = ") + to_string(s.schedule), "gpipe, 1f1b or interleaved");
+  if (s.tp_comm_overlap)
+    refuse("comm.tp_comm_overlap = true", "false");
+  if (model.shared_expert_ffn > 0 && s.tp > 1)
+    refuse("parallel.tp = " + std::to_string(s.tp) + " with its shared expert", "parallel.tp = 1");
+}
+
 void check_layout(const Scenario& s, const ModelSpec& model) {
   const std::string where = s.file.string() + ": ";
   const auto clash = [&](const std::string& what) { throw InputError(where + what); };
@@ -24,9 +51,11 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
   if (model.kv_heads % s.tp != 0)
     clash("model " + model.name + " has " + std::to_string(model.kv_heads) +
           " key/value heads, not divisible by parallel.tp = " + std::to_string(s.tp));
-  if (model.ffn % s.tp != 0)
-    clash("model " + model.name + " has an MLP of " + std::to_string(model.ffn) + ", not divisible by parallel.tp = " +
-          std::to_string(s.tp));
+  const long long mlp = model.moe() ? model.expert_ffn : model.ffn;
+  if (mlp % s.tp != 0)
+    clash("model " + model.name + " has " + (model.moe() ? "experts" : "an MLP") + " of " + std::to_string(mlp) +
+          ", not divisible by parallel.tp = " + std::to_string(s.tp));
+  check_experts(s, model);
   if (model.learned_positions && s.seq_len > model.max_positions)
     clash("training.seq_len = " + std::to_string(s.seq_len) + " is longer than the " +
           std::to_string(model.max_positions) + " learned positions of model " + model.name + "; accepted: at most " +
@@ -82,6 +111,10 @@ Binding binding_of(const Layout& layout, const LayoutGroups& groups, const std::
                    bool tp_ring) {
   Binding binding;
   binding.groups = {groups.gradient[rank], groups.tp[rank], groups.cp[rank], tied[rank]};
+  if (layout.ep > 1) {
+    binding.groups.push_back(groups.ep[rank]);
+    binding.groups.push_back(groups.expert_gradient[rank]);
+  }
   const RankCoords coords = layout.coords(rank);
   // The ranks before and after this one along one dimension, cyclically.
   const auto neighbours = [&](int RankCoords::*dimension, int size) {
@@ -109,11 +142,14 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   const Layout& layout = build.layout;
   LayoutGroups groups = groups_of(layout);
   const std::vector<int> tied = embedding_groups(scenario, model, layout, groups);
-  const Sharding sharding{scenario.tp, scenario.sp, scenario.cp};
+  const Sharding sharding{scenario.tp, scenario.sp, scenario.cp, scenario.ep};
   const ModelCosts costs = compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
                                          scenario.grad_precision, scenario.flash_attention, sharding);
   build.states = plan_model_states(scenario, scenario.dp * scenario.cp);
   const ModelStatePlan& states = build.states;
+  if (scenario.ep > 1)
+    build.expert_states = plan_model_states(scenario, scenario.dp * scenario.cp / scenario.ep);
+  const ModelStatePlan* experts = scenario.ep > 1 ? &*build.expert_states : nullptr;
 
   Workload& workload = build.workload;
   workload.step.model = model.name;
@@ -145,13 +181,11 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
     if (scenario.recompute == Recompute::optimal)
       budget = scenario.activation_budget > 0
                    ? scenario.activation_budget
-                   : data_parallel_activation_budget(scenario, model, costs, states, gpu_capacity);
+                   : data_parallel_activation_budget(scenario, model, costs, states, experts, gpu_capacity);
     build.recompute = plan_recompute(scenario, model.layers, costs.layer, budget);
     // Ranks differ only in their groups, which their bindings name: one program for all.
     const auto program = std::make_shared<const Program>(build_data_parallel_program(
-        scenario, model, costs, states, build.recompute, gradient_slot,
-        ModelParallelGroups{scenario.tp > 1 ? tp_slot : -1, scenario.cp > 1 ? cp_slot : -1, scenario.cp, scenario.sp,
-                            scenario.tp, scenario.tp_comm_overlap},
+        scenario, model, costs, states, build.recompute, gradient_slot, model_parallel_groups(scenario, experts),
         runtime.front()));
     workload.programs.assign(static_cast<std::size_t>(layout.world()), program);
     return build;
@@ -168,11 +202,15 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
     const double total =
         scenario.activation_budget > 0 ? scenario.activation_budget
         : gpu_capacity > 0
-            ? gpu_capacity - states.gpu_bytes(costs.layer.parameters * static_cast<double>(stage_layers[0]) * scenario.vpp)
+            ? gpu_capacity -
+                  states.gpu_bytes(costs.layer.parameters * static_cast<double>(stage_layers[0]) * scenario.vpp) -
+                  (experts ? experts->gpu_bytes(costs.layer.expert_parameters * static_cast<double>(stage_layers[0]) *
+                                                scenario.vpp)
+                           : 0.0)
             : std::numeric_limits<double>::infinity();
     budget = total / static_cast<double>(std::max(1LL, in_flight));
   }
-  PipelinePlacement placement{&layout, &groups, tied, runtime};
+  PipelinePlacement placement{&layout, &groups, tied, runtime, experts};
   // The ranks of a stage differ only in their groups and neighbours: one program per stage.
   std::vector<std::shared_ptr<const Program>> of_stage(static_cast<std::size_t>(scenario.pp));
   for (int rank = 0; rank < layout.world(); ++rank) {

@@ -3,6 +3,7 @@
 // layout suits the model, lays out the ranks and their groups, plans activation recompute, and
 // builds each rank's program (data parallel with ZeRO when there is no pipeline, the pipeline
 // schedule otherwise). Ranks whose programs would be identical share one.
+#include <optional>
 #include <vector>
 
 #include "config/scenario.hpp"
@@ -18,6 +19,7 @@ struct WorkloadBuild {
   Workload workload;
   RecomputePlan recompute;            // of the first chunk of the first pipeline rank
   ModelStatePlan states;              // how every rank keeps and moves the model states
+  std::optional<ModelStatePlan> expert_states;  // the local experts' under expert parallelism
   Layout layout;
   std::vector<RankCoords> coords;     // per rank
 };

@@ -88,6 +88,7 @@ const char* point_to_point_kind(Stream stream) {
   case Stream::tp_comm: return "tp";
   case Stream::dp_comm: return "dp";
   case Stream::cp_comm: return "cp";
+  case Stream::ep_comm: return "ep";
   case Stream::compute:
   case Stream::copy:
   case Stream::copy_out:
@@ -330,7 +331,7 @@ StepBreakdown StepCollector::breakdown_of(const RankState& state, const RankMetr
   breakdown.compute_s = rank.compute_s - rank.recompute_s - rank.optimizer_s;
   // Communication kinds in a fixed priority: the ones inside a layer first, then the gradient
   // reductions, then the pipeline transfers, then any other.
-  static const std::vector<std::string> priority = {"tp", "cp", "dp", "emb", "pp"};
+  static const std::vector<std::string> priority = {"tp", "cp", "ep", "dp", "emb", "pp"};
   std::vector<std::size_t> order;
   for (const std::string& kind : priority)
     for (std::size_t k = 0; k < kinds_.size(); ++k)

@@ -18,7 +18,7 @@ std::string work_note;  // see work_in_progress()
 
 // The layout as the reports name it: "dp=2 tp=4+sp pp=2x2 cp=1 (interleaved), ZeRO-1".
 std::string layout_label(const Scenario& scenario, const ModelStatePlan& states) {
-  const ParallelSizes sizes{scenario.dp, scenario.tp, scenario.pp, scenario.vpp, scenario.cp, scenario.sp};
+  const ParallelSizes sizes{scenario.dp, scenario.tp, scenario.pp, scenario.vpp, scenario.cp, scenario.sp, scenario.ep};
   return sizes.label() + (scenario.pp > 1 ? " (" + std::string(to_string(scenario.schedule)) + ")" : "") +
          (states.label().empty() ? "" : ", " + states.label());
 }

@@ -34,8 +34,8 @@ fs::path scenario_with(const std::string& name, const std::string& extra) {
 } // namespace
 
 TEST_CASE("an unknown scenario key") {
-  const auto file = scenario_with("unknown_key", "\n[parallel]\nep = 2\n");
-  expect_input_error("unknown_key", "run " + file.string() + " --out out", {"bad.ini:20", "parallel.ep", "accepted"});
+  const auto file = scenario_with("unknown_key", "\n[parallel]\nxp = 2\n");
+  expect_input_error("unknown_key", "run " + file.string() + " --out out", {"bad.ini:20", "parallel.xp", "accepted"});
 }
 
 TEST_CASE("a bad value on the command line") {

@@ -212,3 +212,24 @@ TEST_CASE("fast fidelity times collectives inside a node like the simulated flow
   CHECK(flows["fidelity"] == "flows");
   CHECK(fast["fidelity"] == "fast");
 }
+
+TEST_CASE("Mixtral with expert parallelism reports its all-to-all traffic apart, and its memory by rank") {
+  const json summary = run("mixtral_ep8", project_file("scenarios/mixtral-8x7b-ep8.ini"), "");
+  CHECK(summary["layout"].get<std::string>().find("ep=8") != std::string::npos);
+  // Each of 16 ranks routes its 4096 / 2 tokens (sequence parallel over tp 2) to 2 experts:
+  // 2048 x 2 x 4096 x 2 bytes = 32 MiB per all-to-all, of which 7/8 leave the rank; dispatch and
+  // combine in forward, in the full recompute and in backward: 6 per layer and micro-batch, over
+  // 32 layers and 8 micro-batches.
+  const double sent = 2048.0 * 2 * 4096 * 2 * 7 / 8 * 6 * 32 * 8;
+  const json& ep = summary["time"]["comm"]["ep"];
+  CHECK(ep["bytes"].get<double>() == doctest::Approx(sent));
+  CHECK(ep["total_s"].get<double>() > 0);
+  // Without expert parallelism no token leaves its rank, and every rank holds all 8 experts.
+  const json whole = run("mixtral_ep1", project_file("scenarios/mixtral-8x7b-ep8.ini"), "--set parallel.ep=1");
+  CHECK(!whole["time"]["comm"].contains("ep"));
+  CHECK(whole["layout"].get<std::string>().find("ep=") == std::string::npos);
+  // The weights on a rank: 1 of 8 experts per layer against all 8 (bf16, split over tp 2):
+  // the difference is 7 experts x 3 x 4096 x 14336 / 2 x 2 bytes x 32 layers.
+  const auto weights = [](const json& run) { return run["memory"]["ranks"][0]["model_states"]["weights"].get<double>(); };
+  CHECK(weights(whole) - weights(summary) == doctest::Approx(7.0 * 3 * 4096 * 14336 / 2 * 2 * 32));
+}

@@ -134,3 +134,63 @@ TEST_CASE("a sliding attention window is read unless the config turns it off") {
   for (const ModelSpec& catalog : {model("llama3-8b"), model("gpt3-175b")})
     CHECK(catalog.attention_window == 0);
 }
+
+TEST_CASE("mixtures of experts have their published total and active parameter counts") {
+  // Mixtral 8x7B (Jiang et al. 2024: 46.7B total, 12.9B active), per layer: attention
+  // 4096 x (4096 + 2 x 1024) + 4096^2 = 41,943,040; router 4096 x 8 = 32,768; experts
+  // 8 x 3 x 4096 x 14336 = 1,409,286,144; norms 8,192: 1,451,270,144 x 32 layers, plus
+  // embedding and output 2 x 32000 x 4096 and the final norm 4096.
+  const ParameterCounts mixtral = count_parameters(model("mixtral-8x7b"));
+  CHECK(mixtral.total == 1'451'270'144LL * 32 + 2 * 32000LL * 4096 + 4096);
+  CHECK(mixtral.total == 46'702'792'704LL);
+  CHECK(mixtral.routed_experts == 1'409'286'144LL * 32);
+  // A token uses 2 of the 8 experts: the other 6 x 3 x 4096 x 14336 per layer are inactive.
+  CHECK(mixtral.active == mixtral.total - 6LL * 3 * 4096 * 14336 * 32);
+  CHECK(mixtral.active / 1e9 == doctest::Approx(12.9).epsilon(0.002));
+  // Mixtral 8x22B (Mistral AI: 141B total, 39B active).
+  const ParameterCounts mixtral22 = count_parameters(model("mixtral-8x22b"));
+  CHECK(mixtral22.total / 1e9 == doctest::Approx(141).epsilon(0.003));
+  CHECK(mixtral22.active / 1e9 == doctest::Approx(39).epsilon(0.005));
+  // Qwen3-30B-A3B (Qwen3 technical report: 30.5B total, 3.3B activated), per layer: attention
+  // 2048 x (4096 + 2 x 512) + 4096 x 2048 = 18,874,368 and its q/k norms 2 x 128; router
+  // 2048 x 128 = 262,144; experts 128 x 3 x 2048 x 768 = 603,979,776; norms 4096.
+  const ParameterCounts qwen3 = count_parameters(model("qwen3-30b-a3b"));
+  CHECK(qwen3.total == (18'874'368LL + 256 + 262'144 + 603'979'776 + 4096) * 48 + 2 * 151936LL * 2048 + 2048);
+  CHECK(qwen3.total / 1e9 == doctest::Approx(30.5).epsilon(0.002));
+  CHECK(qwen3.active == qwen3.total - 120LL * 3 * 2048 * 768 * 48);  // 8 of 128 experts per token
+  CHECK(qwen3.active / 1e9 == doctest::Approx(3.3).epsilon(0.02));
+  // Qwen1.5-MoE-A2.7B (Qwen blog: 14.3B total, 2.7B activated): QKV biases, 60 experts of 1408,
+  // top 4, and a shared expert of 5632 behind a sigmoid gate (2048 x 1) that every token uses.
+  const ParameterCounts qwen2 = count_parameters(model("qwen1.5-moe-a2.7b"));
+  const long long layer = 4LL * 2048 * 2048 + 3 * 2048 + 60 * 2048 + 60LL * 3 * 2048 * 1408 + 3LL * 2048 * 5632 +
+                          2048 + 2 * 2048;
+  CHECK(qwen2.total == layer * 24 + 2 * 151936LL * 2048 + 2048);
+  CHECK(qwen2.total / 1e9 == doctest::Approx(14.3).epsilon(0.002));
+  CHECK(qwen2.active / 1e9 == doctest::Approx(2.7).epsilon(0.01));
+  // A dense model's active parameters are all of them.
+  const ParameterCounts dense = count_parameters(model("llama3-8b"));
+  CHECK(dense.active == dense.total);
+  CHECK(dense.routed_experts == 0);
+}
+
+TEST_CASE("expert configs outside what trainsim simulates are refused by field") {
+  const auto qwen3_moe = [](const std::string& extra) {
+    return std::string(R"({"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512,
+      "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2,
+      "vocab_size": 1000, "num_experts": 8, "num_experts_per_tok": 2)") + extra + "}";
+  };
+  const ModelSpec read = parse_model(qwen3_moe(""), "m.json", "m", 1);
+  CHECK(read.experts == 8);
+  CHECK(read.experts_per_token == 2);
+  CHECK(read.expert_ffn == 64);
+  CHECK(read.qk_norm);
+  CHECK(refusal_of(qwen3_moe(R"(, "mlp_only_layers": [0])")).find("'mlp_only_layers' = [0]") != std::string::npos);
+  CHECK(refusal_of(qwen3_moe(R"(, "decoder_sparse_step": 2)")).find("dense layers between expert layers") !=
+        std::string::npos);
+  CHECK(refusal_of(R"({"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512,
+      "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
+      "num_experts": 2, "num_experts_per_tok": 4})")
+            .find("'num_experts_per_tok' = 4 is more than the 2 experts") != std::string::npos);
+  CHECK(refusal_of(R"({"model_type": "deepseek_v3", "hidden_size": 256})").find("multi-head latent attention") !=
+        std::string::npos);
+}

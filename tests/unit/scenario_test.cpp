@@ -104,7 +104,7 @@ TEST_CASE("model needs exactly one of name or path, and the file must exist") {
 TEST_CASE("a key set twice, a malformed line and an unknown --set key are errors") {
   CHECK(contains(error_of("twice.ini", std::string(valid) + "[parallel]\ndp = 2\n"), "set twice"));
   CHECK(contains(error_of("syntax.ini", std::string(valid) + "this is not ini\n"), "syntax.ini"));
-  CHECK(contains(error_of("setkey.ini", valid, {"parallel.ep=2"}), "unknown key 'parallel.ep'"));
+  CHECK(contains(error_of("setkey.ini", valid, {"parallel.xp=2"}), "unknown key 'parallel.xp'"));
   CHECK(contains(error_of("setform.ini", valid, {"dp"}), "section.key=value"));
 }
 
