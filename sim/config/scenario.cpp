@@ -56,6 +56,11 @@ const std::vector<OptionSpec>& option_specs() {
                             "(zb-v and dualpipev: 2)"},
       {"parallel.cp", "1", "context-parallel degree: the sequence is split, K/V go around a ring"},
       {"parallel.sp", "false", "sequence parallelism on top of tensor parallelism: true | false"},
+      {"moe.routing", "uniform", "how a mixture's router spreads tokens over its experts: uniform | zipf:S (expert e, "
+                                 "counted from 0, gets a share proportional to 1/(e+1)^S; experts are placed in order, "
+                                 "so the popular ones share the first expert-parallel rank)"},
+      {"moe.capacity_factor", "none", "a mixture's expert capacity, as a multiple of the uniform share of token copies: "
+                                      "a number >= 1 (copies beyond it are dropped) | none (dropless)"},
       {"parallel.ep", "1", "expert-parallel degree (mixtures of experts): the experts split over ep of the dp ranks, "
                            "tokens sent to them and back by all-to-all; divides parallel.dp"},
       {"parallel.schedule", "auto",
@@ -914,6 +919,27 @@ void refuse_schedule_without_framework(const ValueReader& values, const Scenario
 }
 
 // [compute]: how kernels are timed.
+// [moe]: the routing a mixture's step is simulated with.
+void read_moe_keys(const ValueReader& values, Scenario& scenario) {
+  const std::string routing = values.text("moe.routing");
+  if (routing.rfind("zipf:", 0) == 0) {
+    double exponent = 0;
+    try {
+      exponent = parse_count(routing.substr(5));
+    } catch (const UnitError&) {
+      exponent = -1;
+    }
+    if (!(exponent > 0 && exponent <= 10))
+      values.fail("moe.routing", "the exponent is not a number in (0, 10]; accepted: uniform or zipf:S, e.g. zipf:1.2");
+    scenario.routing.zipf = exponent;
+  } else if (routing != "uniform") {
+    values.fail("moe.routing", "accepted: uniform or zipf:S, e.g. zipf:1.2");
+  }
+  if (values.text("moe.capacity_factor") != "none")
+    scenario.routing.capacity_factor =
+        values.number("moe.capacity_factor", 1, false, 1000, "none (dropless) or a number from 1 to 1000, e.g. 1.25");
+}
+
 void read_compute_keys(const ValueReader& values, Scenario& scenario) {
   scenario.efficiency.model = values.choice<ComputeModel>(
       "compute.model",
@@ -1158,6 +1184,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   refuse_schedule_without_framework(values, scenario);
   read_compute_keys(values, scenario);
   read_comm_keys(values, scenario);
+  read_moe_keys(values, scenario);
   refuse_with_expert_parallelism(values, scenario);
   record_settings(values, scenario);
   return scenario;

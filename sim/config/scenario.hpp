@@ -56,6 +56,14 @@ struct AllocatorReserve {
   double allocatable(double free_bytes) const { return (free_bytes - bytes) * (1 - fragmentation); }
 };
 
+// How a mixture's router spreads the token copies over the experts (moe.routing,
+// moe.capacity_factor).
+struct ExpertRouting {
+  double zipf = 0;             // 0: uniform; s > 0: expert e (from 0) draws a share proportional to 1 / (e + 1)^s
+  double capacity_factor = 0;  // 0: dropless; else an expert takes at most this x the uniform share, the rest is dropped
+  bool uniform() const { return zipf == 0 && capacity_factor == 0; }
+};
+
 struct Scenario {
   std::string name;                   // the file's stem: names the default output folder
   std::filesystem::path file;
@@ -73,6 +81,7 @@ struct Scenario {
   int vpp = 1;                        // virtual stages (model chunks) per pipeline rank
   int cp = 1;                         // context parallelism: the sequence split over cp ranks
   int ep = 1;                         // expert parallelism: a mixture's experts split over ep data-parallel ranks
+  ExpertRouting routing;              // [moe]
   bool sp = false;                    // sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::one_f_one_b;
   std::string order = "tp-cp-dp-pp";  // rank order, innermost first

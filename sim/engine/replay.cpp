@@ -595,11 +595,11 @@ private:
     }
     const int me = bound.member_of_rank.at(rank_);
     if (op.collective == Collective::all_to_all) {
-      const auto share = static_cast<uint64_t>(op.bytes / members);
       const std::vector<int>& ranks = shared_.workload->groups[group(op)].ranks;
       for (int other = 0; other < members; ++other) {
         if (other == me)
           continue;
+        const auto share = static_cast<uint64_t>(shared_.workload->all_to_all_bytes(op, other, members));
         const int route = binding_.route_between(host_, binding_.host(ranks[other]));
         carry(route, static_cast<double>(share));
         track(all_to_all_mailbox(plan, group(op), me, other)->put_async(&payload_token, point_to_point_bytes(share, route)), id);

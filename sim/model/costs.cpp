@@ -50,7 +50,37 @@ struct KernelShapes {
   bool sp;
   double e, g;  // bytes of an activation and of a gradient element
   bool flash_attention;
+  const Sharding& sharding;
 };
+
+// A mixture's token copies on one rank (tokens x top-k, less the dropped): those it routes (its
+// own tokens, split over tp under SP) and those its experts compute, the ep group's copies for
+// them gathered over tp.
+struct ExpertTraffic {
+  double kept = 1;        // of the copies, the share not dropped
+  double rank_share = 1;  // of the ep group's copies, the share this rank's experts compute
+  double routed = 0;
+  double received = 0;
+};
+
+ExpertTraffic expert_traffic(const ModelSpec& m, double tokens, double normed, const Sharding& sharding) {
+  ExpertTraffic traffic;
+  const double top_k = static_cast<double>(m.experts_per_token);
+  const double ep = static_cast<double>(sharding.ep);
+  traffic.rank_share = 1 / ep;
+  if (!sharding.expert_shares.empty()) {
+    const long long local = m.experts / sharding.ep;
+    traffic.kept = traffic.rank_share = 0;
+    for (long long e = 0; e < m.experts; ++e) {
+      traffic.kept += sharding.expert_shares[static_cast<std::size_t>(e)];
+      if (e / local == sharding.ep_rank)
+        traffic.rank_share += sharding.expert_shares[static_cast<std::size_t>(e)];
+    }
+  }
+  traffic.routed = normed * top_k * traffic.kept;
+  traffic.received = tokens * top_k * ep * traffic.rank_share;
+  return traffic;
+}
 
 // Appends kernels to a list; GEMMs from their shapes, the rest from the bytes they move.
 class KernelList {
@@ -199,10 +229,11 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   const double experts = static_cast<double>(m.experts), top_k = static_cast<double>(m.experts_per_token);
   const double tokens = k.b * k.s / k.cp;
   const double normed = k.sp ? tokens / t : tokens;
-  const double routed = normed * top_k;          // copies this rank sends to the experts
-  const double assigned = tokens * top_k;        // copies this rank's experts compute (after the tp gather)
+  const ExpertTraffic traffic = expert_traffic(m, tokens, normed, k.sharding);
+  const double routed = traffic.routed;      // copies this rank sends to the experts
+  const double assigned = traffic.received;  // copies this rank's experts compute (after the tp gather)
   const double local_experts = experts / k.ep;
-  const double per_expert = assigned / local_experts;
+  const double per_expert = assigned / local_experts;  // a grouped GEMM's tokens per expert, on average
   const auto list = [&] { return KernelList(e, k.g); };
 
   KernelList dispatch = list(), compute = list(), combine = list();
@@ -263,8 +294,20 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
     piece(parts.combine_back, "layer.moe.combine.bwd", combine_back_k);
     piece(parts.experts_back, "layer.moe.experts.bwd", compute_back_k);
     piece(parts.dispatch_back, "layer.moe.dispatch.bwd", dispatch_back_k);
-    parts.all_to_all_bytes = e * routed * h;
+    parts.to_experts_bytes = e * routed * h;
+    parts.from_experts_bytes = e * assigned / t * h;
     parts.gathered_bytes = e * assigned * h;
+    if (!k.sharding.expert_shares.empty()) {
+      // Every sender's copies divide over the ep group as the ranks' experts' shares.
+      std::vector<double> split;
+      for (long long rank = 0; rank < k.sharding.ep; ++rank) {
+        Sharding other = k.sharding;
+        other.ep_rank = rank;
+        split.push_back(expert_traffic(m, tokens, normed, other).rank_share / traffic.kept);
+      }
+      parts.to_experts_split = static_cast<int>(costs.all_to_all_splits.size());
+      costs.all_to_all_splits.push_back(std::move(split));
+    }
   }
   return {joined(dispatch_k, compute_k, combine_k), joined(combine_back_k, compute_back_k, dispatch_back_k)};
 }
@@ -464,7 +507,8 @@ double KernelSet::bytes() const {
 }
 
 ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long seq_len, Precision precision,
-                         Precision grad_precision, bool flash_attention, const Sharding& sharding) {
+                         Precision grad_precision, bool flash_attention, const Sharding& sharding,
+                         const ModelCosts* prior) {
   const double t = static_cast<double>(sharding.tp), cp = static_cast<double>(sharding.cp);
   const double b = static_cast<double>(micro_batch), s = static_cast<double>(seq_len);
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn);
@@ -480,6 +524,10 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   const ParameterCounts counts = count_parameters(m);
 
   ModelCosts costs;
+  if (prior) {
+    costs.kernel_sets = prior->kernel_sets;
+    costs.all_to_all_splits = prior->all_to_all_splits;
+  }
   LayerCosts& layer = costs.layer;
 
   // Queries are local, keys and values span the whole sequence (gathered around the CP ring).
@@ -520,7 +568,8 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     // this rank's experts, gathered over tp): the experts' input, SwiGLU's input, the second
     // linear's input, and back on the sending rank the experts' outputs the weighted sum reads;
     // the shared expert as a dense MLP.
-    const double routed = tokens / unsplit * top_k, assigned = tokens * top_k;
+    const ExpertTraffic traffic = expert_traffic(m, tokens, tokens / unsplit, sharding);
+    const double routed = traffic.routed, assigned = traffic.received;
     mlp = e * tokens * h / unsplit + 4 * tokens / unsplit * static_cast<double>(m.experts) +
           e * assigned * (h + 3 * fe / t) + e * routed * h + (fs > 0 ? e * tokens * 3 * fs / t : 0.0) + hidden_masks;
   }
@@ -626,7 +675,7 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   costs.model_flops_per_micro_batch =
       3 * (static_cast<double>(m.layers) * whole_layer + costs.head_forward.flops * t * cp);
   describe_kernels(costs, KernelShapes{m, b, s, t, cp, static_cast<double>(sharding.ep), sharding.sp, e, g,
-                                       flash_attention});
+                                       flash_attention, sharding});
   return costs;
 }
 

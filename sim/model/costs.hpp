@@ -13,6 +13,8 @@
 // head keeps fp32 logits for the loss. Sharding: matmul FLOPs and weights over tp (norms and
 // row-parallel biases replicated), the sequence over cp (queries local, keys and values over
 // the whole sequence).
+#include <vector>
+
 #include "common/precision.hpp"
 #include "model/kernels.hpp"
 #include "model/model.hpp"
@@ -62,11 +64,16 @@ struct BlockParts {
 // the reverse. Tokens cross the ep group twice each way; with tensor parallelism (sequence
 // parallel, as Megatron-Core requires with experts) the dispatched tokens are also all-gathered
 // over tp before the experts (tp-split like a dense MLP) and reduce-scattered after.
+// Under uneven routing the ranks of an ep group differ: each sends its copies to the experts'
+// ranks in proportion to their experts' shares (`to_experts_split`), and sends back what its own
+// experts computed, evenly to every sender.
 struct MoeParts {
   Work dispatch, experts, combine;
   Work combine_back, experts_back, dispatch_back;
-  double all_to_all_bytes = 0;  // what one rank sends in one all-to-all: its tokens x top-k x hidden
-  double gathered_bytes = 0;    // the tp all-gather's output: the ep group's tokens for this rank's experts
+  double to_experts_bytes = 0;    // what one rank sends towards the experts: its kept copies x hidden
+  int to_experts_split = -1;      // how they divide over the ep group (ModelCosts::all_to_all_splits; -1: evenly)
+  double from_experts_bytes = 0;  // what it sends back: the copies its experts computed x hidden
+  double gathered_bytes = 0;      // the tp all-gather's output: the copies this rank's experts compute x hidden
 };
 
 // Each Work also names its kernels in ModelCosts::kernel_sets.
@@ -102,10 +109,13 @@ struct Sharding {
   bool sp = false;
   long long cp = 1;
   long long ep = 1;  // expert parallelism: a mixture's experts divided over ep ranks
+  long long ep_rank = 0;               // this rank's place in its ep group: which experts it holds
+  std::vector<double> expert_shares;   // the copies each expert computes (model/routing); empty: uniform
 };
 
 struct ModelCosts {
   std::vector<KernelSet> kernel_sets;  // what the Works below are made of
+  std::vector<std::vector<double>> all_to_all_splits;  // per split: each ep group member's share, in group order
   LayerCosts layer;            // every transformer layer is the same
   Work embedding_forward;
   Work embedding_backward;
@@ -121,8 +131,11 @@ struct ModelCosts {
   double model_flops_per_micro_batch = 0; // forward + backward of the whole model, no recompute: MFU
 };
 
+// `prior`: costs of another place in the layout (another expert-parallel rank) whose kernel sets
+// and splits these continue, so that both index one list.
 ModelCosts compute_costs(const ModelSpec& model, long long micro_batch, long long seq_len, Precision precision,
-                         Precision grad_precision, bool flash_attention, const Sharding& sharding = {});
+                         Precision grad_precision, bool flash_attention, const Sharding& sharding = {},
+                         const ModelCosts* prior = nullptr);
 
 // Parameters of one layer held by one rank under tensor parallelism: matmuls and their
 // column-parallel biases are split; norms, the router and row-parallel biases are replicated.

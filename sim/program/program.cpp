@@ -1,5 +1,7 @@
 #include "program/program.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -7,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "program/collective_plan.hpp"
 
 namespace trainsim {
 namespace {
@@ -96,6 +99,20 @@ const char* to_string(Phase phase) {
 }
 
 
+double Workload::all_to_all_bytes(const Op& op, int member, int members) const {
+  return op.peer >= 0 ? op.bytes * all_to_all_splits[static_cast<std::size_t>(op.peer)][static_cast<std::size_t>(member)]
+                      : op.bytes / members;
+}
+
+double Workload::bytes_sent(std::size_t rank, const Op& op) const {
+  const std::vector<int>& ranks = groups[group_of(rank, op.group)].ranks;
+  const int members = static_cast<int>(ranks.size());
+  if (op.collective != Collective::all_to_all || op.peer < 0)
+    return bytes_sent_per_rank(op.collective, op.bytes, members);
+  const auto me = std::find(ranks.begin(), ranks.end(), static_cast<int>(rank)) - ranks.begin();
+  return op.bytes - all_to_all_bytes(op, static_cast<int>(me), members);
+}
+
 namespace {
 
 using CollectiveSequence = std::vector<std::pair<Collective, double>>;
@@ -105,10 +122,11 @@ struct ProgramFacts {
   std::map<int, CollectiveSequence> collectives;      // by group slot
   std::vector<std::size_t> first_op_of_slot;           // where each slot's first collective is
   std::vector<std::pair<std::size_t, const Op*>> p2p;  // op index, send/recv op
+  std::map<int, std::pair<std::size_t, int>> split_of_slot;  // an all-to-all dividing unevenly: op index, split
 };
 
 ProgramFacts check_program(const Program& program, const std::string& where, std::size_t rank,
-                           std::size_t kernel_sets) {
+                           std::size_t kernel_sets, std::size_t splits) {
   ProgramFacts facts;
   std::map<std::string, bool> live;
   const auto& ops = program.ops;
@@ -128,7 +146,14 @@ ProgramFacts check_program(const Program& program, const std::string& where, std
     case OpKind::collective:
       if (!facts.collectives.count(op.group))
         facts.first_op_of_slot.push_back(i);
-      facts.collectives[op.group].emplace_back(op.collective, op.bytes);
+      // An all-to-all's members may send different amounts (uneven routing).
+      facts.collectives[op.group].emplace_back(op.collective, op.collective == Collective::all_to_all ? 0.0 : op.bytes);
+      if (op.collective == Collective::all_to_all && op.peer >= 0) {
+        if (static_cast<std::size_t>(op.peer) >= splits)
+          throw InputError(describe(where, rank, i) + ": split=" + std::to_string(op.peer) + " names no split; accepted: "
+                           "an index among the " + std::to_string(splits) + " all_to_all_split lines of workload.txt");
+        facts.split_of_slot.emplace(op.group, std::make_pair(i, op.peer));
+      }
       break;
     case OpKind::send:
     case OpKind::recv:
@@ -180,6 +205,18 @@ void validate_workload(const Workload& workload, const std::string& where) {
     }
   }
 
+  for (std::size_t k = 0; k < workload.all_to_all_splits.size(); ++k) {
+    double total = 0;
+    for (const double share : workload.all_to_all_splits[k]) {
+      if (!(share >= 0 && share <= 1))
+        throw InputError(where + ": all_to_all_split " + std::to_string(k) + " has a share " + format_double(share) +
+                         "; accepted: shares from 0 to 1");
+      total += share;
+    }
+    if (std::abs(total - 1) > 1e-9)
+      throw InputError(where + ": the shares of all_to_all_split " + std::to_string(k) + " add up to " +
+                       format_double(total) + "; accepted: shares adding up to 1");
+  }
   if (!workload.bindings.empty() && workload.bindings.size() != ranks)
     throw InputError(where + ": " + std::to_string(workload.bindings.size()) + " bindings for " + std::to_string(ranks) +
                      " ranks");
@@ -196,9 +233,20 @@ void validate_workload(const Workload& workload, const std::string& where) {
     const Program* program = workload.programs[rank].get();
     auto found = facts_of.find(program);
     if (found == facts_of.end())
-      found = facts_of.emplace(program, check_program(*program, where, rank, workload.kernel_sets.size())).first;
+      found = facts_of.emplace(program, check_program(*program, where, rank, workload.kernel_sets.size(),
+                                                      workload.all_to_all_splits.size()))
+                  .first;
     const ProgramFacts& facts = found->second;
     const int me = static_cast<int>(rank);
+    for (const auto& [slot, split] : facts.split_of_slot) {
+      const int group = workload.group_of(rank, slot);
+      const std::size_t shares = workload.all_to_all_splits[static_cast<std::size_t>(split.second)].size();
+      if (group >= 0 && static_cast<std::size_t>(group) < workload.groups.size() &&
+          workload.groups[group].ranks.size() != shares)
+        throw InputError(describe(where, rank, split.first) + ": split " + std::to_string(split.second) + " gives " +
+                         std::to_string(shares) + " shares for group " + workload.groups[group].name + " of " +
+                         std::to_string(workload.groups[group].ranks.size()) + " ranks; accepted: one per member");
+    }
     for (std::size_t op : facts.first_op_of_slot) {
       const int slot = program->ops[op].group;
       const int group = workload.group_of(rank, slot);

@@ -113,7 +113,8 @@ struct Op {
   bool inbound = false;      // copy: from `target` to this rank's GPU (host to device)
   OpPlace place;             // set by the builders; alloc and free have none
   int group = -1;            // collective: the group's slot in the rank's Binding (see Workload)
-  int peer = -1;             // send/recv: the other rank's slot in the rank's Binding
+  int peer = -1;             // send/recv: the other rank's slot in the rank's Binding; all-to-all: how its bytes
+                             // divide over the group, an index into Workload::all_to_all_splits (-1: evenly)
   int tag = 0;               // send/recv: matches a send with its recv
   int kernel_set = -1;       // compute: its kernels, an index into Workload::kernel_sets (-1: unknown)
   std::vector<OpId> deps;    // earlier ops of this rank that must finish first
@@ -158,6 +159,9 @@ struct Workload {
   std::vector<Group> groups;
   // The kernels behind compute ops (Op::kernel_set), timed per GPU by the replay.
   std::vector<KernelSet> kernel_sets;
+  // How all-to-alls divide their bytes over their group (Op::peer): per split, each member's
+  // share in group order (a mixture's uneven routing).
+  std::vector<std::vector<double>> all_to_all_splits;
   // One per rank; ranks that do the same work share a program (every replica under data
   // parallelism, every rank of a pipeline stage), which keeps large workloads small. Ops name
   // groups and peers by slot, and each rank's binding says what the slots are; a workload
@@ -170,6 +174,11 @@ struct Workload {
   // The group index or rank behind a slot of `rank`'s program; -1 when the slot is unbound.
   int group_of(std::size_t rank, int slot) const { return resolve(rank, slot, &Binding::groups); }
   int peer_of(std::size_t rank, int slot) const { return resolve(rank, slot, &Binding::peers); }
+  // What `rank` puts on the wire for collective `op`: a ring's phases, or what an all-to-all
+  // sends to the other members.
+  double bytes_sent(std::size_t rank, const Op& op) const;
+  // What all-to-all `op` sends to group member `member` (in group order) of `members`.
+  double all_to_all_bytes(const Op& op, int member, int members) const;
 
 private:
   int resolve(std::size_t rank, int slot, std::vector<int> Binding::*slots) const {

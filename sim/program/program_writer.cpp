@@ -87,6 +87,13 @@ OpId ProgramWriter::collective(Stream stream, Collective kind, int group, double
   return id;
 }
 
+OpId ProgramWriter::all_to_all(Stream stream, int group, double bytes, int split, const std::string& name,
+                               std::vector<OpId> deps) {
+  const OpId id = collective(stream, Collective::all_to_all, group, bytes, name, std::move(deps));
+  program_.ops[id].peer = split;
+  return id;
+}
+
 std::vector<OpId> ProgramWriter::bucketed_collective(Stream stream, Collective kind, int group, double bytes,
                                                      double bucket, const std::string& name,
                                                      const std::vector<OpId>& deps) {
@@ -386,7 +393,7 @@ OpId LayerOps::experts_round_trip(const std::string& name, const char* first, co
                                   const char* last, const Work& after, Phase phase, std::vector<OpId> deps) {
   const MoeParts& moe = costs_.layer.moe;
   const OpId sent = w_.compute(name + "." + first, before, phase, std::move(deps));
-  OpId arrived = w_.collective(Stream::ep_comm, Collective::all_to_all, groups_.ep, moe.all_to_all_bytes,
+  OpId arrived = w_.all_to_all(Stream::ep_comm, groups_.ep, moe.to_experts_bytes, moe.to_experts_split,
                                name + "." + first + "-alltoall", {sent});
   if (groups_.tp >= 0)
     arrived = w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, moe.gathered_bytes,
@@ -395,7 +402,7 @@ OpId LayerOps::experts_round_trip(const std::string& name, const char* first, co
   if (groups_.tp >= 0)
     computed = w_.collective(Stream::tp_comm, Collective::reduce_scatter, groups_.tp, moe.gathered_bytes,
                              name + ".experts-reducescatter", {computed});
-  const OpId returned = w_.collective(Stream::ep_comm, Collective::all_to_all, groups_.ep, moe.all_to_all_bytes,
+  const OpId returned = w_.all_to_all(Stream::ep_comm, groups_.ep, moe.from_experts_bytes, -1,
                                       name + "." + last + "-alltoall", {computed});
   return w_.compute(name + "." + last, after, phase, {returned});
 }

@@ -35,6 +35,9 @@ public:
   void release(const std::string& tensor, std::vector<OpId> deps = {});
   OpId collective(Stream stream, Collective kind, int group, double bytes, const std::string& name,
                   std::vector<OpId> deps);
+  // `bytes` from this rank to the members of `group`, divided as split `split` of the workload's
+  // all_to_all_splits says (-1: evenly).
+  OpId all_to_all(Stream stream, int group, double bytes, int split, const std::string& name, std::vector<OpId> deps);
   // One collective per bucket of at most `bucket` bytes (bucket_sizes), all after `deps`; returns them.
   std::vector<OpId> bucketed_collective(Stream stream, Collective kind, int group, double bytes, double bucket,
                                         const std::string& name, const std::vector<OpId>& deps);

@@ -61,6 +61,8 @@ void write_op(std::ostream& out, OpId id, const Op& op, const Workload& workload
     break;
   case OpKind::collective:
     out << " op=" << to_string(op.collective) << " group=" << workload.groups[workload.group_of(rank, op.group)].name << " bytes=" << format_double(op.bytes);
+    if (op.collective == Collective::all_to_all && op.peer >= 0)
+      out << " split=" << op.peer;
     break;
   case OpKind::send:
   case OpKind::recv:
@@ -272,6 +274,8 @@ Op parse_op(const std::string& line, const std::string& where, OpId expected_id,
       fieldsOf.fail("group '" + group + "' is not declared in workload.txt");
     op.group = it->second;
     op.bytes = fieldsOf.number("bytes");
+    if (op.collective == Collective::all_to_all)
+      op.peer = static_cast<int>(fieldsOf.integer("split", -1));
     break;
   }
   case OpKind::send:
@@ -396,6 +400,12 @@ void write_trace(const Workload& workload, const fs::path& directory,
     for (const Kernel& kernel : set.kernels)
       write_kernel(meta, kernel);
   }
+  for (const std::vector<double>& split : workload.all_to_all_splits) {
+    meta << "all_to_all_split ";
+    for (std::size_t i = 0; i < split.size(); ++i)
+      meta << (i ? "," : "") << format_double(split[i]);
+    meta << '\n';
+  }
   for (const Group& group : workload.groups)
     meta << "group " << group.name << ' ' << group.kind << ' ' << format_rank_list(group.ranks) << '\n';
   // This trace's files, and an earlier trace's program files, which it replaces.
@@ -508,6 +518,16 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
         if (workload.kernel_sets.empty())
           fail("a kernel line comes after the kernel_set line it belongs to");
         workload.kernel_sets.back().kernels.push_back(parse_kernel(value, words, where));
+      } else if (key == "all_to_all_split") {
+        std::vector<double> shares;
+        for (const std::string& part : split(value, ',')) {
+          char* end = nullptr;
+          const double share = std::strtod(part.c_str(), &end);
+          if (part.empty() || end != part.c_str() + part.size())
+            fail("all_to_all_split entry '" + part + "' is not a number; accepted: each member's share, e.g. 0.5,0.25,0.25");
+          shares.push_back(share);
+        }
+        workload.all_to_all_splits.push_back(std::move(shares));
       } else if (key == "allow_tf32") {
         if (value != "true" && value != "false")
           fail("allow_tf32 '" + value + "'; accepted: true, false");

@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/units.hpp"
 #include "model/costs.hpp"
+#include "model/routing.hpp"
 #include "program/data_parallel_writer.hpp"
 #include "program/pipeline_writer.hpp"
 #include "program/pipeline_schedule.hpp"
@@ -23,6 +24,9 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
   if (s.ep > 1 && !model.moe())
     throw InputError(where + "parallel.ep = " + std::to_string(s.ep) + " splits experts, and model " + model.name +
                      " is dense; accepted: 1, or a mixture of experts (mixtral, qwen2_moe, qwen3_moe)");
+  if (!model.moe() && !s.routing.uniform())
+    throw InputError(where + "moe.routing and moe.capacity_factor spread tokens over experts, and model " + model.name +
+                     " is dense; accepted with it: moe.routing = uniform, moe.capacity_factor = none");
   if (!model.moe())
     return;
   if (model.experts % s.ep != 0)
@@ -142,9 +146,21 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   const Layout& layout = build.layout;
   LayoutGroups groups = groups_of(layout);
   const std::vector<int> tied = embedding_groups(scenario, model, layout, groups);
-  const Sharding sharding{scenario.tp, scenario.sp, scenario.cp, scenario.ep};
-  const ModelCosts costs = compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
-                                         scenario.grad_precision, scenario.flash_attention, sharding);
+  // Under uneven routing the ranks of an ep group hold experts of different loads: costs (and
+  // programs) per place in the group, their kernel sets in one list. The first place's costs
+  // stand for the rest where one is needed (its experts are the most popular under zipf).
+  const bool uneven = model.moe() && !scenario.routing.uniform();
+  std::vector<ModelCosts> costs_of_place;
+  for (int place = 0; place < (uneven ? scenario.ep : 1); ++place) {
+    const Sharding sharding{scenario.tp, scenario.sp, scenario.cp, scenario.ep, place,
+                            uneven ? expert_shares(scenario.routing, model.experts) : std::vector<double>{}};
+    costs_of_place.push_back(compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
+                                           scenario.grad_precision, scenario.flash_attention, sharding,
+                                           place > 0 ? &costs_of_place.back() : nullptr));
+  }
+  const ModelCosts& costs = costs_of_place.front();
+  // A rank's place in its ep group (members in rank order, dp innermost among them).
+  const auto place_of = [&](int rank) { return uneven ? build.coords[rank].dp % scenario.ep : 0; };
   build.states = plan_model_states(scenario, scenario.dp * scenario.cp);
   const ModelStatePlan& states = build.states;
   if (scenario.ep > 1)
@@ -159,7 +175,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
       costs.model_flops_per_micro_batch * static_cast<double>(scenario.grad_accum) * scenario.dp;
   workload.step.precision = scenario.precision;
   workload.step.efficiency = scenario.efficiency;
-  workload.kernel_sets = costs.kernel_sets;
+  workload.kernel_sets = costs_of_place.back().kernel_sets;
+  workload.all_to_all_splits = costs_of_place.back().all_to_all_splits;
   for (int rank = 0; rank < layout.world(); ++rank) {
     build.coords.push_back(layout.coords(rank));
     workload.bindings.push_back(binding_of(layout, groups, tied, rank, scenario.tp_comm_overlap));
@@ -183,11 +200,15 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                    ? scenario.activation_budget
                    : data_parallel_activation_budget(scenario, model, costs, states, experts, gpu_capacity);
     build.recompute = plan_recompute(scenario, model.layers, costs.layer, budget);
-    // Ranks differ only in their groups, which their bindings name: one program for all.
-    const auto program = std::make_shared<const Program>(build_data_parallel_program(
-        scenario, model, costs, states, build.recompute, gradient_slot, model_parallel_groups(scenario, experts),
-        runtime.front()));
-    workload.programs.assign(static_cast<std::size_t>(layout.world()), program);
+    // Ranks differ only in their groups, which their bindings name: one program for all (per
+    // place in the ep group under uneven routing).
+    std::vector<std::shared_ptr<const Program>> of_place;
+    for (const ModelCosts& place_costs : costs_of_place)
+      of_place.push_back(std::make_shared<const Program>(
+          build_data_parallel_program(scenario, model, place_costs, states, build.recompute, gradient_slot,
+                                      model_parallel_groups(scenario, experts), runtime.front())));
+    for (int rank = 0; rank < layout.world(); ++rank)
+      workload.programs.push_back(of_place[static_cast<std::size_t>(place_of(rank))]);
     return build;
   }
 
@@ -211,11 +232,13 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
     budget = total / static_cast<double>(std::max(1LL, in_flight));
   }
   PipelinePlacement placement{&layout, &groups, tied, runtime, experts};
-  // The ranks of a stage differ only in their groups and neighbours: one program per stage.
-  std::vector<std::shared_ptr<const Program>> of_stage(static_cast<std::size_t>(scenario.pp));
+  // The ranks of a stage differ only in their groups and neighbours: one program per stage (and
+  // place in the ep group under uneven routing).
+  std::vector<std::shared_ptr<const Program>> of_stage(static_cast<std::size_t>(scenario.pp) * costs_of_place.size());
   for (int rank = 0; rank < layout.world(); ++rank) {
     const int stage = build.coords[rank].pp;
-    auto& program = of_stage[stage];
+    auto& program = of_stage[static_cast<std::size_t>(stage) * costs_of_place.size() +
+                             static_cast<std::size_t>(place_of(rank))];
     if (!program) {
       std::vector<RecomputePlan> plans;
       for (int chunk = 0; chunk < scenario.vpp; ++chunk)
@@ -223,8 +246,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
             scenario, stage_layers[virtual_stage(scenario.schedule, scenario.pp, chunk, stage)], costs.layer, budget));
       if (stage == 0)
         build.recompute = plans.front();
-      program =
-          std::make_shared<const Program>(build_pipeline_program(scenario, model, costs, states, plans, placement, rank));
+      program = std::make_shared<const Program>(build_pipeline_program(
+          scenario, model, costs_of_place[static_cast<std::size_t>(place_of(rank))], states, plans, placement, rank));
     }
     workload.programs.push_back(program);
   }

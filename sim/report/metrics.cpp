@@ -197,8 +197,7 @@ void StepCollector::op_started(int rank, OpId id, double time) {
     return;
   state.comm_seen[kind] = true;
   if (op.kind == OpKind::collective)
-    state.comm_bytes[kind] += bytes_sent_per_rank(
-        op.collective, op.bytes, static_cast<int>(workload_.groups[workload_.group_of(rank, op.group)].ranks.size()));
+    state.comm_bytes[kind] += workload_.bytes_sent(static_cast<std::size_t>(rank), op);
   else if (op.kind != OpKind::compute)  // work on the CPU moves nothing over a link
     state.comm_bytes[kind] += op.bytes;
   // Sends and collectives span the wait for their peers; their transfer is told by op_transferred.

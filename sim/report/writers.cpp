@@ -213,6 +213,8 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
     out << line("  %-16s %s\n", "calibration", run.calibration.c_str());
   if (!run.framework.empty())
     out << line("  %-16s %s\n", "framework", run.framework.c_str());
+  if (!run.routing.empty())
+    out << line("  %-16s %s\n", "routing", run.routing.c_str());
   if (run.recompute && run.recompute->strategy != "none" && run.recompute->extra_flops == 0) {
     out << line("  %-16s %s: nothing to recompute (FlashAttention keeps no attention scores, or the budget keeps all)\n",
                 "recompute", run.recompute->strategy.c_str());

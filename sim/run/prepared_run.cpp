@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "common/units.hpp"
+#include "model/routing.hpp"
 #include "program/workload_builder.hpp"
 
 namespace trainsim {
@@ -47,6 +48,36 @@ std::string framework_label(const Scenario& scenario) {
   char slowdown[64];
   std::snprintf(slowdown, sizeof slowdown, "; kernels %.1f%% slower beside communication", 100 * scenario.comm_slowdown);
   return label + slowdown;
+}
+
+// "zipf:1.2, dropless: the experts of ep rank 0 of each group compute 3.43x an even share of the
+// token copies (the busiest)"; empty under even routing.
+std::string routing_label(const Scenario& scenario, const ModelSpec& model) {
+  if (!model.moe() || scenario.routing.uniform())
+    return "";
+  const std::vector<double> shares = expert_shares(scenario.routing, model.experts);
+  const long long local = model.experts / scenario.ep;
+  std::vector<double> load(static_cast<std::size_t>(scenario.ep), 0.0);
+  double kept = 0;
+  for (long long e = 0; e < model.experts; ++e) {
+    load[static_cast<std::size_t>(e / local)] += shares[static_cast<std::size_t>(e)] * scenario.ep;
+    kept += shares[static_cast<std::size_t>(e)];
+  }
+  const auto busiest = std::max_element(load.begin(), load.end()) - load.begin();
+  std::string label = scenario.routing.zipf > 0 ? "zipf:" + format_double(scenario.routing.zipf) : "uniform";
+  char text[160];
+  if (scenario.routing.capacity_factor > 0)
+    std::snprintf(text, sizeof text, ", capacity %sx: %.1f%% of the token copies dropped",
+                  format_double(scenario.routing.capacity_factor).c_str(), 100 * (1 - kept));
+  else
+    std::snprintf(text, sizeof text, ", dropless");
+  label += text;
+  if (scenario.ep > 1) {
+    std::snprintf(text, sizeof text, "; the experts of place %d of each ep group compute %.2fx an even share (the busiest)",
+                  static_cast<int>(busiest), load[static_cast<std::size_t>(busiest)]);
+    label += text;
+  }
+  return label;
 }
 
 RunInfo run_info(const Scenario& scenario, const WorkloadBuild& build) {
@@ -126,6 +157,7 @@ void build_programs(PreparedRun& prepared, std::vector<GpuInfo> platform_gpus) {
   }
   note_work("with " + program_scale(prepared.workload));
   prepared.run = run_info(scenario, build);
+  prepared.run.routing = routing_label(scenario, prepared.model);
   spdlog::info("{}: {} ranks, {} ops per rank", scenario.name, prepared.workload.ranks(),
                prepared.workload.program(0).ops.size());
 }

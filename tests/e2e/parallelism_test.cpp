@@ -233,3 +233,24 @@ TEST_CASE("Mixtral with expert parallelism reports its all-to-all traffic apart,
   const auto weights = [](const json& run) { return run["memory"]["ranks"][0]["model_states"]["weights"].get<double>(); };
   CHECK(weights(whole) - weights(summary) == doctest::Approx(7.0 * 3 * 4096 * 14336 / 2 * 2 * 32));
 }
+
+TEST_CASE("under Zipf routing the busiest expert rank sends back more, and the step waits for it") {
+  // zipf:1 over Mixtral's 8 experts, one per ep rank: place q computes p_q = (1/(q+1)) / H_8 of
+  // the copies (H_8 = 761/280). Each rank sends its 2048 x 2 copies out by the shares, keeping
+  // p_q of them, and sends back what its expert computed for the other 7 ranks, 7 x 4096 x p_q
+  // copies; each 3 times per layer and micro-batch (forward, recompute, backward), x 32 x 8.
+  const json summary =
+      run("mixtral_zipf", project_file("scenarios/mixtral-8x7b-ep8.ini"), "--set moe.routing=zipf:1");
+  const json even = run("mixtral_even", project_file("scenarios/mixtral-8x7b-ep8.ini"), "");
+  const double copies = 2048.0 * 2, row = 4096 * 2, times = 3.0 * 32 * 8, harmonic = 761.0 / 280;
+  for (const auto& [rank, place] : {std::pair<int, int>{0, 0}, {2, 1}, {15, 7}}) {
+    CAPTURE(rank);
+    const double share = 1.0 / (place + 1) / harmonic;
+    const double sent = times * row * (copies * (1 - share) + 7 * copies * share);
+    CHECK(summary["time"]["ranks"][rank]["comm"]["ep"]["bytes"].get<double>() == doctest::Approx(sent));
+  }
+  // Place 0 computes 8 / H_8 = 2.94 times an even share: every rank waits for it.
+  CHECK(summary["step_time_s"].get<double>() > 1.5 * even["step_time_s"].get<double>());
+  CHECK(summary["time"]["ranks"][0]["finish_s"].get<double>() ==
+        doctest::Approx(summary["time"]["ranks"][15]["finish_s"].get<double>()).epsilon(0.01));
+}

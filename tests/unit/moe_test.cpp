@@ -8,12 +8,14 @@
 #include "common/error.hpp"
 #include "config/scenario.hpp"
 #include "layout/layout.hpp"
-#include "memory/memory_tracker.hpp"
 #include "model/costs.hpp"
+#include "model/routing.hpp"
+#include "program/trace_io.hpp"
 #include "program/workload_builder.hpp"
 #include "test_support.hpp"
 
 using namespace trainsim;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -61,7 +63,9 @@ TEST_CASE("an expert MLP under expert and tensor parallelism, by hand") {
   // all-gathered over the tp pair (8192 copies x the whole hidden size).
   const ModelCosts costs = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 8});
   const MoeParts& moe = costs.layer.moe;
-  CHECK(moe.all_to_all_bytes == 2 * (tokens / 2) * 2 * h);
+  CHECK(moe.to_experts_bytes == 2 * (tokens / 2) * 2 * h);
+  CHECK(moe.from_experts_bytes == moe.to_experts_bytes);  // uniform: as many come back as went
+  CHECK(moe.to_experts_split == -1);
   CHECK(moe.gathered_bytes == 2 * tokens * 2 * h);
   // One of the 8 experts per rank, its three matrices split over tp.
   CHECK(costs.layer.expert_parameters == 3 * h * f / 2);
@@ -74,7 +78,7 @@ TEST_CASE("an expert MLP under expert and tensor parallelism, by hand") {
   const ModelCosts whole = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true);
   CHECK(whole.layer.expert_parameters == 0);
   CHECK(whole.layer.parameters == static_cast<double>(count_parameters(mixtral()).per_layer));
-  CHECK(whole.layer.moe.all_to_all_bytes == 0);
+  CHECK(whole.layer.moe.to_experts_bytes == 0);
 }
 
 TEST_CASE("a mixture's model FLOPs count the router and the top-k experts, whatever the layout") {
@@ -164,4 +168,73 @@ TEST_CASE("expert parallelism refuses what it cannot simulate, naming the settin
   CHECK(refusal({"parallel.dp=16", "parallel.ep=16", "parallel.tp=1", "parallel.sp=false"})
             .find("8 experts, not divisible by parallel.ep = 16") != std::string::npos);
   CHECK(refusal({"model.name=qwen1.5-moe-a2.7b", "parallel.ep=4"}).find("shared expert") != std::string::npos);
+}
+
+TEST_CASE("routing shares follow the Zipf law and the capacity caps them") {
+  // zipf:1 over 4 experts: 1, 1/2, 1/3, 1/4 over their sum 25/12.
+  const std::vector<double> zipf = expert_shares(ExpertRouting{1, 0}, 4);
+  CHECK(zipf[0] == doctest::Approx(12.0 / 25));
+  CHECK(zipf[1] == doctest::Approx(6.0 / 25));
+  CHECK(zipf[3] == doctest::Approx(3.0 / 25));
+  // Capacity 1.25 x an even share (1/4): at most 0.3125 each; the rest of expert 0's is dropped.
+  const std::vector<double> capped = expert_shares(ExpertRouting{1, 1.25}, 4);
+  CHECK(capped[0] == doctest::Approx(0.3125));
+  CHECK(capped[1] == doctest::Approx(6.0 / 25));
+  // A capacity above every share drops nothing; uniform routing is even.
+  CHECK(expert_shares(ExpertRouting{0, 1.5}, 8) == std::vector<double>(8, 0.125));
+}
+
+TEST_CASE("under uneven routing each ep rank computes its experts' share and sends back as much") {
+  // Mixtral, tp 2 + SP, ep 8, zipf:1: expert e gets (1/(e+1)) / H_8 of the copies, H_8 = 761/280.
+  const double harmonic = 761.0 / 280;
+  const std::vector<double> shares = expert_shares(ExpertRouting{1, 0}, 8);
+  Sharding hot{2, true, 1, 8, 0, shares}, cold{2, true, 1, 8, 7, shares};
+  const ModelCosts first = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, hot);
+  const ModelCosts last = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, cold, &first);
+  // Every rank routes its 2048 tokens x 2 copies, split over the ep group as the shares.
+  CHECK(first.layer.moe.to_experts_bytes == doctest::Approx(2 * 2048 * 2 * h));
+  REQUIRE(first.layer.moe.to_experts_split >= 0);
+  const std::vector<double>& split = last.all_to_all_splits.at(static_cast<std::size_t>(first.layer.moe.to_experts_split));
+  CHECK(split.size() == 8);
+  CHECK(split[0] == doctest::Approx(1 / harmonic));
+  CHECK(split[7] == doctest::Approx(1.0 / 8 / harmonic));
+  // Rank 0's expert computes the ep group's 8 x 4096 copies x its share (after the tp gather),
+  // and sends each rank back its share of that rank's copies.
+  CHECK(first.layer.moe.gathered_bytes == doctest::Approx(2 * 8 * tokens * 2 / harmonic * h));
+  CHECK(first.layer.moe.from_experts_bytes == doctest::Approx(2 * 8 * 2048 * 2 / harmonic * h));
+  CHECK(last.layer.moe.from_experts_bytes == doctest::Approx(2 * 8 * 2048 * 2 / 8 / harmonic * h));
+  // Its grouped GEMM: 8.0 / H_8 = 2.94 times the uniform FLOPs.
+  const ModelCosts even = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 8});
+  CHECK(first.layer.moe.experts.flops == doctest::Approx(even.layer.moe.experts.flops * 8 / harmonic));
+  // The second costs continue the first's kernel sets: both index one list.
+  CHECK(last.layer.moe.experts.kernel_set > first.layer.moe.experts.kernel_set);
+  CHECK(last.kernel_sets.size() > first.kernel_sets.size());
+}
+
+TEST_CASE("uneven routing builds one program per place in the ep group, and a trace keeps the split") {
+  const Scenario scenario = mixtral_scenario({"parallel.ep=8", "moe.routing=zipf:1.2"});
+  const Workload workload = build_workload(scenario, mixtral(), 0).workload;
+  // Order tp-cp-dp-pp: ranks 0 and 1 (dp 0) at place 0, ranks 2 and 3 at place 1.
+  CHECK(workload.programs[0] == workload.programs[1]);
+  CHECK(workload.programs[0] != workload.programs[2]);
+  CHECK(workload.all_to_all_splits.size() == 8);  // one per place's costs, all alike
+  const fs::path dir = test::fresh_dir("moe-trace");
+  write_trace(workload, dir);
+  const Workload copy = read_trace(dir);
+  CHECK(copy.all_to_all_splits == workload.all_to_all_splits);
+  std::size_t uneven = 0;
+  const auto& ops = workload.program(2).ops;
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].kind == OpKind::collective && ops[i].collective == Collective::all_to_all) {
+      CHECK(copy.program(2).ops[i].peer == ops[i].peer);
+      uneven += ops[i].peer >= 0;
+    }
+  CHECK(uneven == 2 * 32 * static_cast<std::size_t>(scenario.grad_accum));  // toward the experts, forward and backward
+}
+
+TEST_CASE("routing settings are checked") {
+  CHECK(refusal({"moe.routing=zipf"}).find("moe.routing") != std::string::npos);
+  CHECK(refusal({"moe.routing=zipf:-1"}).find("exponent") != std::string::npos);
+  CHECK(refusal({"moe.capacity_factor=0.5"}).find("moe.capacity_factor") != std::string::npos);
+  CHECK(refusal({"model.name=llama3-8b", "parallel.ep=1", "moe.routing=zipf:1"}).find("is dense") != std::string::npos);
 }

@@ -1,0 +1,16 @@
+#pragma once
+// Where a mixture's router sends the token copies (tokens x top-k): the share of an expert-
+// parallel group's copies each expert computes, from the scenario's routing (uniform, or a Zipf
+// law over the experts in order) and its capacity (copies beyond it are dropped, as Megatron-Core's
+// token dropping does before the dispatch). Every sender is routed alike, so a rank receives
+// its experts' shares of every other rank's copies.
+#include <vector>
+
+#include "config/scenario.hpp"
+
+namespace trainsim {
+
+// Per expert, in order: the fraction of the copies it computes (summing to 1 less the dropped).
+std::vector<double> expert_shares(const ExpertRouting& routing, long long experts);
+
+} // namespace trainsim
