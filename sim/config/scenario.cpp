@@ -61,8 +61,8 @@ const std::vector<OptionSpec>& option_specs() {
                                  "so the popular ones share the first expert-parallel rank)"},
       {"moe.capacity_factor", "none", "a mixture's expert capacity, as a multiple of the uniform share of token copies: "
                                       "a number >= 1 (copies beyond it are dropped) | none (dropless)"},
-      {"parallel.ep", "1", "expert-parallel degree (mixtures of experts): the experts split over ep of the dp ranks, "
-                           "tokens sent to them and back by all-to-all; divides parallel.dp"},
+      {"parallel.ep", "1", "expert-parallel degree (mixtures of experts): the experts split over ep of the dp x cp "
+                           "ranks, tokens sent to them and back by all-to-all; divides dp x cp"},
       {"parallel.schedule", "auto",
        "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v | dualpipev (auto: interleaved if vpp > "
        "1, else 1f1b); the zero-bubble zb-* split each backward into input and weight gradients, zb-v over two chunks "
@@ -645,12 +645,11 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
   if (scenario.sp && scenario.tp == 1)
     values.fail("parallel.sp", "sequence parallelism splits over the tensor-parallel group; it needs parallel.tp > 1");
   scenario.ep = static_cast<int>(values.integer("parallel.ep", 1, max_ranks));
-  if (scenario.dp % scenario.ep != 0)
-    values.fail("parallel.ep", "does not divide parallel.dp = " + std::to_string(scenario.dp) +
-                                   " (the experts are split over data-parallel ranks); accepted: a divisor of it");
-  if (scenario.ep > 1 && scenario.tp > 1 && !scenario.sp)
-    values.fail("parallel.ep", "with parallel.tp > 1 needs parallel.sp = true (Megatron-Core requires sequence "
-                               "parallelism with expert and tensor parallelism)");
+  if (static_cast<long long>(scenario.dp) * scenario.cp % scenario.ep != 0)
+    values.fail("parallel.ep", "does not divide parallel.dp x parallel.cp = " +
+                                   std::to_string(static_cast<long long>(scenario.dp) * scenario.cp) +
+                                   " (the experts are split over the data- and context-parallel ranks); accepted: a "
+                                   "divisor of it");
   if (values.text("parallel.schedule") == "auto")
     scenario.schedule = scenario.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   else
@@ -878,7 +877,7 @@ void read_framework_key(const ValueReader& values, Scenario& scenario) {
       scenario.framework = Framework::deepspeed;
     else if (scenario.zero == 3)
       scenario.framework = Framework::fsdp2;
-    else if (scenario.tp > 1 || scenario.pp > 1 || scenario.cp > 1)
+    else if (scenario.tp > 1 || scenario.pp > 1 || scenario.cp > 1 || scenario.ep > 1)
       scenario.framework = Framework::megatron;
     else
       scenario.framework = scenario.zero == 1 ? Framework::deepspeed : Framework::ddp;
@@ -1086,6 +1085,8 @@ void refuse_with_expert_parallelism(const ValueReader& values, const Scenario& s
     refuse("comm.tp_comm_overlap", "false");
   if (splits_backward(scenario.schedule))
     refuse("parallel.schedule", "gpipe, 1f1b or interleaved");
+  if (scenario.framework == Framework::ddp || scenario.framework == Framework::fsdp2)
+    refuse("training.framework", "megatron or deepspeed (whose expert-parallel groups these are)");
 }
 
 // Every key with its effective value; derived values where "auto" chose one.

@@ -57,14 +57,15 @@ void add_group(const Layout& layout, int rank, const std::vector<Dim>& dims, con
   add_members(rank, layout.group_of(rank, dims), kind, kind, groups, known, index_of_rank);
 }
 
-// The ranks like `rank` but for their dp coordinate (and cp, with `any_cp`), whose dp coordinate
-// `same` calls alike: the expert-parallel block, or the blocks' matching members.
+// The ranks like `rank` but for their dp and cp coordinates whose data-parallel place (cp
+// innermost, as Megatron-Core folds expert parallelism over cp x dp) `same` calls alike: the
+// expert-parallel block, or the blocks' matching members.
 template <typename Same>
-std::vector<int> dp_members(const Layout& layout, int rank, bool any_cp, Same same) {
-  const RankCoords mine = layout.coords(rank);
+std::vector<int> data_parallel_members(const Layout& layout, int rank, Same same) {
+  const int mine = layout.data_parallel_place(rank);
   std::vector<int> members;
-  for (const int member : layout.group_of(rank, any_cp ? std::vector<Dim>{Dim::dp, Dim::cp} : std::vector<Dim>{Dim::dp}))
-    if (same(layout.coords(member).dp, mine.dp))
+  for (const int member : layout.group_of(rank, {Dim::dp, Dim::cp}))
+    if (same(layout.data_parallel_place(member), mine))
       members.push_back(member);
   return members;
 }
@@ -79,6 +80,11 @@ int Layout::size(Dim dim) const {
   case Dim::pp: return pp;
   }
   return 1;
+}
+
+int Layout::data_parallel_place(int rank) const {
+  const RankCoords c = coords(rank);
+  return c.cp + cp * c.dp;
 }
 
 RankCoords Layout::coords(int rank) const {
@@ -159,12 +165,12 @@ LayoutGroups groups_of(const Layout& layout) {
   if (layout.ep > 1) {
     const int ep = layout.ep;
     for (int rank = 0; rank < world; ++rank)
-      add_members(rank, dp_members(layout, rank, false, [ep](int a, int b) { return a / ep == b / ep; }), "ep", "ep",
-                  result.groups, known, result.ep);
-    // The experts' gradients are data-parallel traffic over the other blocks (and cp).
+      add_members(rank, data_parallel_members(layout, rank, [ep](int a, int b) { return a / ep == b / ep; }), "ep",
+                  "ep", result.groups, known, result.ep);
+    // The experts' gradients are data-parallel traffic over the other blocks.
     for (int rank = 0; rank < world; ++rank)
-      add_members(rank, dp_members(layout, rank, true, [ep](int a, int b) { return a % ep == b % ep; }), "dp", "edp",
-                  result.groups, known, result.expert_gradient);
+      add_members(rank, data_parallel_members(layout, rank, [ep](int a, int b) { return a % ep == b % ep; }), "dp",
+                  "edp", result.groups, known, result.expert_gradient);
   }
   return result;
 }

@@ -25,8 +25,9 @@ struct Layout {
   int tp = 1;
   int pp = 1;
   int cp = 1;
-  // Expert parallelism splits the data-parallel dimension: ranks whose dp coordinates share a block
-  // of ep hold different experts; the expert weights' data parallelism runs over the blocks and cp.
+  // Expert parallelism splits the data-parallel ranks (cp x dp, cp innermost: Megatron-Core's
+  // folding with expert tensor parallelism = tp): ranks whose data-parallel places share a block of
+  // ep hold different experts; the experts' data parallelism runs over the blocks.
   int ep = 1;
   std::array<Dim, 4> order = {Dim::tp, Dim::cp, Dim::dp, Dim::pp};  // innermost first
 
@@ -34,6 +35,8 @@ struct Layout {
   int size(Dim dim) const;
   RankCoords coords(int rank) const;
   int rank_of(const RankCoords& coords) const;
+  // A rank's place among the cp x dp ranks of its tp and pp coordinates: cp + cp_size x dp.
+  int data_parallel_place(int rank) const;
   // The ranks that differ from `rank` only along `dims`, in rank order along them.
   std::vector<int> group_of(int rank, const std::vector<Dim>& dims) const;
 };

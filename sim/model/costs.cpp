@@ -34,7 +34,7 @@ double layer_parameters_per_rank(const ModelSpec& m, long long tp, long long ep)
     split += q_width + 2 * kv_width;
   if (m.out_bias)
     replicated += h;
-  if (m.mlp_bias) {
+  if (m.mlp_bias && !m.moe()) {  // experts have no biases (count_parameters)
     split += (m.gated_mlp ? 2 : 1) * f;
     replicated += h;
   }

@@ -183,6 +183,13 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
     model.shared_expert_ffn = reader.integer({"shared_expert_intermediate_size"}, 0);
     model.shared_expert_gate = model.shared_expert_ffn > 0;
   }
+  const double expert_parameters = static_cast<double>(model.experts) * 3 * static_cast<double>(model.hidden) *
+                                   static_cast<double>(model.expert_ffn) * static_cast<double>(model.layers);
+  if (model.experts > 65536 || model.expert_ffn > 1'000'000 || model.shared_expert_ffn > 1'000'000 ||
+      expert_parameters > 1e15)
+    throw InputError(reader.where() + ": implausible experts (" + std::to_string(model.experts) + " of inner size " +
+                     std::to_string(model.expert_ffn) + ", shared " + std::to_string(model.shared_expert_ffn) +
+                     "); accepted: at most 65536 experts, inner sizes at most 1000000, at most 1e15 expert parameters");
   if (model.experts_per_token > model.experts)
     throw InputError(reader.where() + ": field 'num_experts_per_tok' = " + std::to_string(model.experts_per_token) +
                      " is more than the " + std::to_string(model.experts) + " experts; accepted: 1 to " +

@@ -37,8 +37,10 @@ bool zero_bubble(const std::string& name) {
   return false;
 }
 
-using LayoutKey = std::tuple<int, int, int, int, int, int, long long, std::string>;
-LayoutKey layout_key(const Candidate& c) { return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch, c.schedule}; }
+using LayoutKey = std::tuple<int, int, int, int, int, int, int, long long, std::string>;
+LayoutKey layout_key(const Candidate& c) {
+  return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.ep, c.micro_batch, c.schedule};
+}
 
 // The schedules a pipeline layout may run: with two chunks per rank interleaved (m a multiple of
 // pp), ZB-V and, with m >= 2p, DualPipeV, with more interleaved; otherwise 1F1B, ZB-H1 and, with the 2p - 1 micro-batches
@@ -115,6 +117,8 @@ Settings Candidate::settings(const PlanRequest& request) const {
                   {"parallel.cp", std::to_string(cp)},      {"parallel.sp", tp > 1 ? "true" : "false"},
                   {"training.micro_batch", std::to_string(micro_batch)},
                   {"memory.zero", std::to_string(zero)},    {"memory.recompute", recompute}};
+  if (ep > 1)
+    out.emplace_back("parallel.ep", std::to_string(ep));
   if (!schedule.empty())
     out.emplace_back("parallel.schedule", schedule);
   if (offload != "none")
@@ -126,7 +130,7 @@ Settings Candidate::settings(const PlanRequest& request) const {
   return out;
 }
 
-ParallelSizes Candidate::sizes() const { return {dp, tp, pp, vpp, cp, tp > 1}; }
+ParallelSizes Candidate::sizes() const { return {dp, tp, pp, vpp, cp, tp > 1, ep}; }
 
 // Virtual stages show in the sizes (pp=4x2); the zero-bubble schedules are named.
 std::string Candidate::sizes_label() const {
@@ -146,9 +150,11 @@ std::string Candidate::techniques_label() const {
 std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
   const ModelSpec& model = request.model;
   std::vector<Candidate> out;
+  const long long mlp = model.moe() ? model.expert_ffn : model.ffn;
   for (int gpus : request.gpu_counts) {
     for (int tp : {1, 2, 4, 8}) {
-      if (tp > request.gpus_per_node || model.heads % tp || model.kv_heads % tp || model.ffn % tp)
+      if (tp > request.gpus_per_node || model.heads % tp || model.kv_heads % tp || mlp % tp ||
+          (model.shared_expert_ffn > 0 && tp > 1))
         continue;
       for (int pp : {1, 2, 4, 8, 16}) {
         if (model.layers % pp)
@@ -168,28 +174,35 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               const long long accumulation = request.global_batch / (micro_batch * dp);
               if (pp > 1 && accumulation < pp)
                 continue;  // fewer micro-batches than stages is mostly bubble
-              // The stages that differ on this layout (each a distinct plan of model states).
-              std::vector<int> zeros;
-              for (int zero = 0; zero <= 3; ++zero)
-                if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero)
-                  zeros.push_back(zero);
-              for (const std::string& schedule : schedules_for(pp, vpp, cp, accumulation)) {
-                std::vector<Candidate> variants;
-                for (const char* recompute : {"none", "selective", "full"}) {
-                  for (int zero : zeros)
-                    variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "none", schedule});
-                  if (request.host_capacity <= 0 || zero_bubble(schedule))
-                    continue;  // offload needs a CPU host, and is DeepSpeed's, whose pipelines run 1F1B
-                  for (int zero : zeros)
-                    variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer", schedule});
-                  if (pp == 1)  // parameters are streamed by ZeRO-3, which pipelines do not combine with
-                    variants.push_back(
-                        {gpus, dp, tp, pp, vpp, cp, micro_batch, 3, recompute, "optimizer+params", schedule});
+              for (int ep = 1; ep <= (model.moe() ? std::min<long long>(dp, model.experts) : 1); ep *= 2) {
+                if (dp % ep || (model.moe() && model.experts % ep))
+                  continue;
+                // The stages that differ on this layout (each a distinct plan of model states).
+                std::vector<int> zeros;
+                for (int zero = 0; zero <= (ep > 1 ? 1 : 3); ++zero)
+                  if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero)
+                    zeros.push_back(zero);
+                for (const std::string& schedule : schedules_for(pp, vpp, cp, accumulation)) {
+                  if (model.moe() && zero_bubble(schedule))
+                    continue;
+                  std::vector<Candidate> variants;
+                  for (const char* recompute : {"none", "selective", "full"}) {
+                    for (int zero : zeros)
+                      variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "none", schedule, ep});
+                    if (request.host_capacity <= 0 || zero_bubble(schedule) || ep > 1)
+                      continue;  // offload needs a CPU host, and is DeepSpeed's, whose pipelines run 1F1B
+                    for (int zero : zeros)
+                      variants.push_back(
+                          {gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer", schedule, ep});
+                    if (pp == 1)  // parameters are streamed by ZeRO-3, which pipelines do not combine with
+                      variants.push_back(
+                          {gpus, dp, tp, pp, vpp, cp, micro_batch, 3, recompute, "optimizer+params", schedule, ep});
+                  }
+                  std::stable_sort(variants.begin(), variants.end(), [](const Candidate& a, const Candidate& b) {
+                    return technique_cost(a) < technique_cost(b);
+                  });
+                  out.insert(out.end(), variants.begin(), variants.end());
                 }
-                std::stable_sort(variants.begin(), variants.end(), [](const Candidate& a, const Candidate& b) {
-                  return technique_cost(a) < technique_cost(b);
-                });
-                out.insert(out.end(), variants.begin(), variants.end());
               }
             }
           }

@@ -39,6 +39,7 @@ struct Candidate {
   // With pp > 1, the pipeline schedule (parallel.schedule): interleaved with vpp > 1, else 1f1b,
   // zb-h1 or zb-h2; empty without a pipeline. Part of the layout.
   std::string schedule;
+  int ep = 1;  // a mixture's expert parallelism, part of the layout
 
   Settings settings(const PlanRequest& request) const;   // the --set overrides that make it
   ParallelSizes sizes() const;                            // sequence parallelism with every tp > 1
@@ -50,6 +51,9 @@ struct Candidate {
 // The search space, as data: every layout the model and batch allow, each with its memory
 // variants in order of expected cost (cheapest first). Offload to the CPU comes last, on
 // platforms with a CPU host (the optimizer; without pipelines, with ZeRO-3, the parameters too).
+// A mixture of experts adds expert parallelism (ep from 1 up to the experts, dividing dp) to the
+// layout, with what trainsim simulates beside it (ZeRO 0 or 1 and no offload with ep > 1; no
+// split backwards, no tensor parallelism with a shared expert).
 std::vector<Candidate> enumerate_candidates(const PlanRequest& request);
 
 struct MemoryCheck {

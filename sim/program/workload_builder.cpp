@@ -42,6 +42,9 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
     refuse(std::string("parallel.schedule = ") + to_string(s.schedule), "gpipe, 1f1b or interleaved");
   if (s.tp_comm_overlap)
     refuse("comm.tp_comm_overlap = true", "false");
+  if (s.tp > 1 && !s.sp)
+    throw InputError(where + "model " + model.name + " is a mixture of experts, with which Megatron-Core needs "
+                     "sequence parallelism under tensor parallelism; accepted: parallel.sp = true, or parallel.tp = 1");
   if (model.shared_expert_ffn > 0 && s.tp > 1)
     refuse("parallel.tp = " + std::to_string(s.tp) + " with its shared expert", "parallel.tp = 1");
 }
@@ -159,8 +162,13 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                                            place > 0 ? &costs_of_place.back() : nullptr));
   }
   const ModelCosts& costs = costs_of_place.front();
-  // A rank's place in its ep group (members in rank order, dp innermost among them).
-  const auto place_of = [&](int rank) { return uneven ? build.coords[rank].dp % scenario.ep : 0; };
+  // A rank's place in its ep group (the members in group order hold the experts in order).
+  const auto place_of = [&](int rank) {
+    if (!uneven || scenario.ep == 1)
+      return 0;
+    const std::vector<int>& members = groups.groups[static_cast<std::size_t>(groups.ep[rank])].ranks;
+    return static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
+  };
   build.states = plan_model_states(scenario, scenario.dp * scenario.cp);
   const ModelStatePlan& states = build.states;
   if (scenario.ep > 1)

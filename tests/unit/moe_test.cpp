@@ -111,11 +111,18 @@ TEST_CASE("expert-parallel groups are blocks of data-parallel ranks, their exper
   // The expert gradients are data-parallel traffic.
   CHECK(groups.groups.at(groups.expert_gradient.at(0)).kind == "dp");
   CHECK(groups.groups.at(groups.expert_gradient.at(0)).name == "edp0");
-  // With context parallelism the experts' data parallelism spans cp too.
+  // With context parallelism Megatron-Core folds ep over cp x dp, cp innermost: tp 2, cp 2, dp 4
+  // (rank = tp + 2 cp + 4 dp), ep 4: data-parallel place cp + 2 dp, blocks of 4 places.
   layout.cp = 2;
+  layout.ep = 4;
   const LayoutGroups with_cp = groups_of(layout);
-  CHECK(with_cp.groups.at(with_cp.expert_gradient.at(0)).ranks.size() == 4);
-  CHECK(with_cp.groups.at(with_cp.ep.at(0)).ranks.size() == 2);
+  const auto members_cp = [&](const std::vector<int>& of_rank, int rank) {
+    return with_cp.groups.at(of_rank.at(rank)).ranks;
+  };
+  CHECK(members_cp(with_cp.ep, 0) == std::vector<int>{0, 2, 4, 6});    // places 0-3: inside one node of 8
+  CHECK(members_cp(with_cp.ep, 9) == std::vector<int>{9, 11, 13, 15});  // places 4-7 of tp 1
+  CHECK(members_cp(with_cp.expert_gradient, 0) == std::vector<int>{0, 8});
+  CHECK(members_cp(with_cp.expert_gradient, 6) == std::vector<int>{6, 14});
 }
 
 TEST_CASE("a step under expert parallelism sends its tokens by all-to-all and reduces the experts over their own group") {
@@ -159,7 +166,9 @@ TEST_CASE("a step under expert parallelism sends its tokens by all-to-all and re
 
 TEST_CASE("expert parallelism refuses what it cannot simulate, naming the setting") {
   CHECK(refusal({"parallel.ep=3"}).find("parallel.ep") != std::string::npos);
-  CHECK(refusal({"parallel.sp=false"}).find("needs parallel.sp = true") != std::string::npos);
+  CHECK(refusal({"parallel.sp=false"}).find("accepted: parallel.sp = true, or parallel.tp = 1") != std::string::npos);
+  CHECK(refusal({"parallel.sp=false", "parallel.ep=1"}).find("parallel.sp = true") != std::string::npos);
+  CHECK(refusal({"training.framework=ddp", "memory.zero=0"}).find("training.framework") != std::string::npos);
   CHECK(refusal({"memory.zero=2", "training.framework=deepspeed"}).find("memory.zero") != std::string::npos);
   CHECK(refusal({"memory.offload_optimizer=cpu", "training.framework=deepspeed"}).find("memory.offload_optimizer") !=
         std::string::npos);
@@ -237,4 +246,63 @@ TEST_CASE("routing settings are checked") {
   CHECK(refusal({"moe.routing=zipf:-1"}).find("exponent") != std::string::npos);
   CHECK(refusal({"moe.capacity_factor=0.5"}).find("moe.capacity_factor") != std::string::npos);
   CHECK(refusal({"model.name=llama3-8b", "parallel.ep=1", "moe.routing=zipf:1"}).find("is dense") != std::string::npos);
+}
+
+TEST_CASE("an expert layer keeps its copies' activations and runs grouped GEMMs of its tokens per expert") {
+  // Mixtral, 1 x 4096 tokens, tp 2 + SP, ep 4 (2 experts per rank). Kept for backward, in bf16
+  // (2 bytes): the norm's input (4096 / 2 tokens x h), the router's fp32 probabilities
+  // (2048 x 8 x 4 bytes), and per copy computed here (4096 tokens x 2 copies after the tp gather):
+  // the experts' input (h), SwiGLU's input (2 f / 2) and the second linear's input (f / 2); and
+  // the returned copies the weighted sum reads (2048 x 2 x h).
+  const ModelCosts costs = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 4});
+  const double copies = tokens * 2;
+  const double mlp = 2 * 2048 * h + 4 * 2048 * 8 + 2 * copies * (h + 3 * f / 2) + 2 * 2048 * 2 * h;
+  // The attention's terms (Korthikanti et al. with GQA, SP): QKV input h / 2, Q, K, V and the
+  // output projection's input over tp; the two norms' inputs.
+  const double attention = 2 * tokens * (h / 2 + h / 2 + 2 * kv / 2 + h / 2);
+  const double norms = 2 * 2 * tokens * h / 2;
+  CHECK(costs.layer.activations.total == doctest::Approx(attention + mlp + norms));
+  // Each grouped GEMM: 2 local experts of 8192 x 4 / 8 = 4096 copies each.
+  const KernelSet& experts = costs.kernel_sets.at(static_cast<std::size_t>(costs.layer.moe.experts.kernel_set));
+  REQUIRE(experts.kernels.front().name == "fc1");
+  CHECK(experts.kernels.front().batch == 2);
+  CHECK(experts.kernels.front().m == 4096);
+  CHECK(experts.kernels.front().n == 2 * f / 2);
+  CHECK(experts.kernels.front().k == h);
+}
+
+TEST_CASE("a mixture without expert parallelism under tensor parallelism runs its MLP as a dense one's parts") {
+  // ep 1, tp 2 + SP: Megatron's allgather dispatcher, the tokens gathered over tp before the
+  // router as a dense MLP's, the experts' GEMMs cut out as the column and row GEMMs.
+  const Scenario scenario = mixtral_scenario({"parallel.ep=1"});
+  const Workload workload = build_workload(scenario, mixtral(), 0).workload;
+  long gathers = 0, all_to_alls = 0;
+  for (const Op& op : workload.program(0).ops) {
+    all_to_alls += op.kind == OpKind::collective && op.collective == Collective::all_to_all;
+    gathers += op.kind == OpKind::collective && op.collective == Collective::all_gather && op.name.find(".mlp") != std::string::npos &&
+               op.bytes == 2 * tokens * h;
+  }
+  CHECK(all_to_alls == 0);
+  CHECK(gathers > 0);
+  const ModelCosts costs = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 1});
+  const KernelSet& column = costs.kernel_sets.at(static_cast<std::size_t>(costs.layer.mlp_parts.column_chunk.kernel_set));
+  REQUIRE(column.kernels.size() == 1);
+  CHECK(column.kernels.front().batch == 8);  // all 8 experts on the rank
+}
+
+TEST_CASE("a pipeline under expert parallelism reduces each chunk's experts over their own group") {
+  // pp 2 (16 layers per stage), dp 4, ep 2: each stage's 16 layers x 4 experts x 3hf / 2 reduced in
+  // fp32 over the 2 ranks holding them, once, after the stage's last backward.
+  const Scenario scenario = mixtral_scenario({"parallel.pp=2", "parallel.dp=4", "parallel.ep=2"});
+  const Workload workload = build_workload(scenario, mixtral(), 0).workload;
+  for (const int rank : {0, 15}) {
+    CAPTURE(rank);
+    double reduced = 0;
+    for (const Op& op : workload.program(static_cast<std::size_t>(rank)).ops)
+      if (op.kind == OpKind::collective && op.name.rfind("expert-grad-reducescatter", 0) == 0) {
+        CHECK(workload.groups.at(workload.group_of(static_cast<std::size_t>(rank), op.group)).ranks.size() == 2);
+        reduced += op.bytes;
+      }
+    CHECK(reduced == doctest::Approx(4 * 16 * 4 * 3 * h * f / 2));
+  }
 }

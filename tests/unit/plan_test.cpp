@@ -2,6 +2,8 @@
 // the choice per layout and the explanations.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include <map>
 
 #include "config/scenario.hpp"
@@ -230,4 +232,32 @@ TEST_CASE("the planner keeps the allocator's reserve free: a peak that fits only
   const MemoryCheck unreserved = check_memory(request, ddp);
   CHECK(unreserved.reserve_bytes == 0);
   CHECK(unreserved.fits);
+}
+
+TEST_CASE("the planner searches expert parallelism for a mixture, with what is simulated beside it") {
+  PlanRequest request = tiny_request({16}, 64);
+  request.model = load_model(test::source_dir() / "models" / "mixtral-8x7b.json", 128);
+  request.base_ini = "[model]\nname = mixtral-8x7b\n[platform]\nfile = dgx-a100-2n.xml\n[training]\nseq_len = 512\n"
+                     "global_batch = 64\n";
+  std::set<int> eps;
+  for (const Candidate& c : enumerate_candidates(request)) {
+    eps.insert(c.ep);
+    CHECK(c.dp % c.ep == 0);
+    if (c.ep > 1) {
+      CHECK(c.zero <= 1);
+      CHECK(c.offload == "none");
+    }
+    CHECK(c.schedule.rfind("zb-", 0) != 0);  // a mixture's backward is not split
+    CHECK(c.schedule != "dualpipev");
+  }
+  // Mixtral's 8 experts over up to 16 data-parallel ranks: 1, 2, 4 and 8.
+  CHECK(eps == std::set<int>{1, 2, 4, 8});
+  // A candidate's settings name its ep, and its scenario accepts them.
+  const Candidate candidate{16, 16, 1, 1, 1, 1, 1, 1, "none", "none", "", 8};
+  const MemoryCheck check = check_memory(request, candidate);
+  CHECK_MESSAGE(check.valid, check.reason);
+  CHECK(candidate.sizes_label() == "dp=16 tp=1 pp=1 cp=1 ep=8");
+  // A dense model gets ep 1 only.
+  for (const Candidate& c : enumerate_candidates(tiny_request({16}, 64)))
+    CHECK(c.ep == 1);
 }
