@@ -296,7 +296,7 @@ double reported_capacity(double mebibytes) { return mebibytes * mib; }
 const std::vector<GpuSpec>& gpu_catalog() {
   // Dense (not sparse) tensor peaks; fp16/bf16 with fp32 accumulation. Capacities: see
   // reported_capacity; each line says where its figure was published. SM counts: the same
-  // datasheets and whitepapers (A100 108, H100 SXM 132, H100 PCIe 114, B200 148, MI300X 304
+  // datasheets and whitepapers (A100 108, H100 and H800 SXM 132, H100 PCIe 114, B200 148, MI300X 304
   // compute units, RTX 4090 128, V100 80).
   static const std::vector<GpuSpec> catalog = {
       {"a100-40gb", "A100-SXM4-40GB", 19.5 * tera, 156 * tera, 312 * tera, 312 * tera, 0,
@@ -310,6 +310,12 @@ const std::vector<GpuSpec>& gpu_catalog() {
       {"h100-sxm", "H100-SXM5-80GB", 67 * tera, 494 * tera, 989 * tera, 989 * tera, 1979 * tera,
        reported_capacity(81559),  // nvidia-smi, H100 80GB HBM3: 81559MiB (wilicc/gpu-burn issue #114, NVIDIA/nccl issue #1264)
        3350 * giga, 450 * giga, "nvswitch", 5, 50 * giga, "NVIDIA H100 datasheet; NVLink 4: 900 GB/s per GPU", GpuArchitecture::hopper, 132},
+      // China's export variant of the H100 SXM: the same SMs, tensor peaks and HBM3, NVLink cut
+      // from 900 to 400 GB/s per GPU, eight 400 Gb/s InfiniBand NICs per node (DeepSeek-AI 2025,
+      // "Insights into DeepSeek-V3", arXiv 2505.09343, section 4.1).
+      {"h800-sxm", "H800-SXM5-80GB", 67 * tera, 494 * tera, 989 * tera, 989 * tera, 1979 * tera,
+       reported_capacity(81559),  // the H100 SXM5 80GB's HBM3, as nvidia-smi reports it (above)
+       3350 * giga, 200 * giga, "nvswitch", 5, 50 * giga, "NVIDIA H100 datasheet (compute, HBM); arXiv 2505.09343: NVLink 400 GB/s per GPU", GpuArchitecture::hopper, 132},
       {"h100-pcie", "H100-PCIe-80GB", 51 * tera, 378 * tera, 756 * tera, 756 * tera, 1513 * tera,
        reported_capacity(81559),  // nvidia-smi, NVIDIA H100 PCIe: 81559MiB (published nvidia-smi outputs)
        2000 * giga, 300 * giga, "nvlink-pairs", 5, 50 * giga, "NVIDIA H100 datasheet; NVLink bridge: 600 GB/s per pair", GpuArchitecture::hopper, 114},

@@ -56,11 +56,6 @@ const std::vector<OptionSpec>& option_specs() {
                             "(zb-v and dualpipev: 2)"},
       {"parallel.cp", "1", "context-parallel degree: the sequence is split, K/V go around a ring"},
       {"parallel.sp", "false", "sequence parallelism on top of tensor parallelism: true | false"},
-      {"moe.routing", "uniform", "how a mixture's router spreads tokens over its experts: uniform | zipf:S (expert e, "
-                                 "counted from 0, gets a share proportional to 1/(e+1)^S; experts are placed in order, "
-                                 "so the popular ones share the first expert-parallel rank)"},
-      {"moe.capacity_factor", "none", "a mixture's expert capacity, as a multiple of the uniform share of token copies: "
-                                      "a number >= 1 (copies beyond it are dropped) | none (dropless)"},
       {"parallel.ep", "1", "expert-parallel degree (mixtures of experts): the experts split over ep of the dp x cp "
                            "ranks, tokens sent to them and back by all-to-all; divides dp x cp"},
       {"parallel.schedule", "auto",
@@ -74,6 +69,11 @@ const std::vector<OptionSpec>& option_specs() {
        "layers of the first pipeline rank (Megatron-Core's --decoder-first-pipeline-num-layers), the others sharing "
        "the rest evenly; auto: as many as the others"},
       {"parallel.last_stage_layers", "auto", "layers of the last pipeline rank, as first_stage_layers"},
+      {"moe.routing", "uniform", "how a mixture's router spreads tokens over its experts: uniform | zipf:S (expert e, "
+                                 "counted from 0, gets a share proportional to 1/(e+1)^S; experts are placed in order, "
+                                 "so the popular ones share the first expert-parallel rank)"},
+      {"moe.capacity_factor", "none", "a mixture's expert capacity, as a multiple of the uniform share of token copies: "
+                                      "a number >= 1 (copies beyond it are dropped) | none (dropless)"},
       {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters) "
                            "(default 3 with training.framework = fsdp2)"},
       {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
