@@ -60,6 +60,8 @@ void add_group(const Layout& layout, int rank, const std::vector<Dim>& dims, con
 // The ranks like `rank` but for their dp and cp coordinates whose data-parallel place (cp
 // innermost, as Megatron-Core folds expert parallelism over cp x dp) `same` calls alike: the
 // expert-parallel block, or the blocks' matching members.
+// Members in data-parallel order (a group's order is its members' places: which experts an ep
+// member holds), whatever the rank order.
 template <typename Same>
 std::vector<int> data_parallel_members(const Layout& layout, int rank, Same same) {
   const int mine = layout.data_parallel_place(rank);
@@ -67,6 +69,9 @@ std::vector<int> data_parallel_members(const Layout& layout, int rank, Same same
   for (const int member : layout.group_of(rank, {Dim::dp, Dim::cp}))
     if (same(layout.data_parallel_place(member), mine))
       members.push_back(member);
+  std::sort(members.begin(), members.end(), [&](int a, int b) {
+    return layout.data_parallel_place(a) < layout.data_parallel_place(b);
+  });
   return members;
 }
 

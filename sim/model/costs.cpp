@@ -288,12 +288,15 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
       work = {set.flops(), set.bytes()};
       attach(costs, work, name, kernels);
     };
-    piece(parts.dispatch, "layer.moe.dispatch", dispatch_k);
-    piece(parts.experts, "layer.moe.experts", compute_k);
-    piece(parts.combine, "layer.moe.combine", combine_k);
-    piece(parts.combine_back, "layer.moe.combine.bwd", combine_back_k);
-    piece(parts.experts_back, "layer.moe.experts.bwd", compute_back_k);
-    piece(parts.dispatch_back, "layer.moe.dispatch.bwd", dispatch_back_k);
+    // Under uneven routing each place in the ep group has its own: named with the place.
+    const std::string place =
+        k.sharding.expert_shares.empty() ? "" : "@ep" + std::to_string(k.sharding.ep_rank);
+    piece(parts.dispatch, "layer.moe.dispatch" + place, dispatch_k);
+    piece(parts.experts, "layer.moe.experts" + place, compute_k);
+    piece(parts.combine, "layer.moe.combine" + place, combine_k);
+    piece(parts.combine_back, "layer.moe.combine.bwd" + place, combine_back_k);
+    piece(parts.experts_back, "layer.moe.experts.bwd" + place, compute_back_k);
+    piece(parts.dispatch_back, "layer.moe.dispatch.bwd" + place, dispatch_back_k);
     parts.to_experts_bytes = e * routed * h;
     parts.from_experts_bytes = e * assigned / t * h;
     parts.gathered_bytes = e * assigned * h;
@@ -539,9 +542,17 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   // the router's counted once over tp however many ranks run it).
   const double top_k = static_cast<double>(m.experts_per_token), fe = static_cast<double>(m.expert_ffn);
   const double fs = static_cast<double>(m.shared_expert_ffn);
-  if (m.moe())
-    mlp_flops = 2 * tokens * h * static_cast<double>(m.experts) / t + 2 * tokens * top_k * h * fe * 3 / t +
-                2 * tokens * h * fs * 3 / t + (m.shared_expert_gate ? 2 * tokens * h / t : 0.0);
+  // The roofline's MLP work counts the copies this rank's experts really compute (dropped ones
+  // not, a busy place's more); the model FLOPs of MFU count top-k per token.
+  double mlp_work_flops = mlp_flops;
+  if (m.moe()) {
+    const auto mixture_flops = [&](double expert_copies) {
+      return 2 * tokens * h * static_cast<double>(m.experts) / t + 2 * expert_copies * h * fe * 3 / t +
+             2 * tokens * h * fs * 3 / t + (m.shared_expert_gate ? 2 * tokens * h / t : 0.0);
+    };
+    mlp_flops = mixture_flops(tokens * top_k);
+    mlp_work_flops = mixture_flops(expert_traffic(m, tokens, sharding.sp ? tokens / t : tokens, sharding).received);
+  }
 
   // Korthikanti et al. Table 2 term by term; GQA shrinks K and V, SwiGLU keeps gate and up.
   // Tensor-parallel terms are split over t; the rest over t only with sequence parallelism.
@@ -618,7 +629,7 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     mlp_weights = (held - attention_parameters) * e;
   }
   layer.attention_forward = {qkv_flops + core_flops + out_flops, attention_weights + attention_kept};
-  layer.mlp_forward = {mlp_flops, mlp_weights + mlp_kept};
+  layer.mlp_forward = {mlp_work_flops, mlp_weights + mlp_kept};
   layer.forward = {layer.attention_forward.flops + layer.mlp_forward.flops,
                    layer.attention_forward.bytes + layer.mlp_forward.bytes};
   layer.backward.flops = 2 * layer.forward.flops;
@@ -633,7 +644,7 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   act.weight_gradient_inputs = e * tokens * (2 * h + q_width / t + f / t)  // inputs of QKV, FC1; out, FC2
                                + e * tokens * ((q_width + 2 * kv_width) / t + f * (m.gated_mlp ? 2 : 1) / t)  // of QKV, FC1
                                + 2 * e * tokens * h;  // output gradients of the out projection and FC2
-  layer.backward_weight = {qkv_flops + out_flops + mlp_flops, 2 * held * g + act.weight_gradient_inputs};
+  layer.backward_weight = {qkv_flops + out_flops + mlp_work_flops, 2 * held * g + act.weight_gradient_inputs};
   layer.backward_input = {layer.backward.flops - layer.backward_weight.flops,
                           std::max(0.0, layer.backward.bytes - layer.backward_weight.bytes)};
   layer.attention_core.flops = core_flops;

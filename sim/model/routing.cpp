@@ -5,15 +5,32 @@
 
 namespace trainsim {
 
-std::vector<double> expert_shares(const ExpertRouting& routing, long long experts) {
+std::vector<double> expert_shares(const ExpertRouting& routing, long long experts, long long top_k) {
   const auto count = static_cast<std::size_t>(experts);
   std::vector<double> shares(count, 1.0 / static_cast<double>(experts));
   if (routing.zipf > 0) {
-    double total = 0;
+    // The law's weights; experts at the 1/top_k ceiling are fixed there and the others share
+    // the rest in proportion to their weights, until none exceeds it (each pass fixes one more).
+    const double ceiling = 1.0 / static_cast<double>(top_k);
+    std::vector<double> weight(count);
+    std::vector<bool> capped(count, false);
     for (std::size_t e = 0; e < count; ++e)
-      total += shares[e] = std::pow(static_cast<double>(e + 1), -routing.zipf);
-    for (double& share : shares)
-      share /= total;
+      weight[e] = std::pow(static_cast<double>(e + 1), -routing.zipf);
+    for (bool changed = true; changed;) {
+      changed = false;
+      double free_weight = 0, free_share = 1;
+      for (std::size_t e = 0; e < count; ++e)
+        capped[e] ? free_share -= ceiling : free_weight += weight[e];
+      for (std::size_t e = 0; e < count; ++e) {
+        if (capped[e])
+          continue;
+        shares[e] = free_share * weight[e] / free_weight;
+        if (shares[e] > ceiling * (1 + 1e-12)) {
+          capped[e] = changed = true;
+          shares[e] = ceiling;
+        }
+      }
+    }
   }
   if (routing.capacity_factor > 0)
     for (double& share : shares)

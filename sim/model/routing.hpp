@@ -11,6 +11,8 @@
 namespace trainsim {
 
 // Per expert, in order: the fraction of the copies it computes (summing to 1 less the dropped).
-std::vector<double> expert_shares(const ExpertRouting& routing, long long experts);
+// A token's `top_k` copies go to different experts, so no expert gets more than 1/top_k of them:
+// a Zipf law steeper than that is capped there, the excess spread over the others in proportion.
+std::vector<double> expert_shares(const ExpertRouting& routing, long long experts, long long top_k);
 
 } // namespace trainsim

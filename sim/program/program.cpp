@@ -122,7 +122,7 @@ struct ProgramFacts {
   std::map<int, CollectiveSequence> collectives;      // by group slot
   std::vector<std::size_t> first_op_of_slot;           // where each slot's first collective is
   std::vector<std::pair<std::size_t, const Op*>> p2p;  // op index, send/recv op
-  std::map<int, std::pair<std::size_t, int>> split_of_slot;  // an all-to-all dividing unevenly: op index, split
+  std::vector<std::pair<std::size_t, int>> splits;  // the all-to-alls dividing unevenly: op index, split
 };
 
 ProgramFacts check_program(const Program& program, const std::string& where, std::size_t rank,
@@ -152,7 +152,7 @@ ProgramFacts check_program(const Program& program, const std::string& where, std
         if (static_cast<std::size_t>(op.peer) >= splits)
           throw InputError(describe(where, rank, i) + ": split=" + std::to_string(op.peer) + " names no split; accepted: "
                            "an index among the " + std::to_string(splits) + " all_to_all_split lines of workload.txt");
-        facts.split_of_slot.emplace(op.group, std::make_pair(i, op.peer));
+        facts.splits.emplace_back(i, op.peer);
       }
       break;
     case OpKind::send:
@@ -238,12 +238,12 @@ void validate_workload(const Workload& workload, const std::string& where) {
                   .first;
     const ProgramFacts& facts = found->second;
     const int me = static_cast<int>(rank);
-    for (const auto& [slot, split] : facts.split_of_slot) {
-      const int group = workload.group_of(rank, slot);
-      const std::size_t shares = workload.all_to_all_splits[static_cast<std::size_t>(split.second)].size();
+    for (const auto& [index, split] : facts.splits) {
+      const int group = workload.group_of(rank, program->ops[index].group);
+      const std::size_t shares = workload.all_to_all_splits[static_cast<std::size_t>(split)].size();
       if (group >= 0 && static_cast<std::size_t>(group) < workload.groups.size() &&
           workload.groups[group].ranks.size() != shares)
-        throw InputError(describe(where, rank, split.first) + ": split " + std::to_string(split.second) + " gives " +
+        throw InputError(describe(where, rank, index) + ": split " + std::to_string(split) + " gives " +
                          std::to_string(shares) + " shares for group " + workload.groups[group].name + " of " +
                          std::to_string(workload.groups[group].ranks.size()) + " ranks; accepted: one per member");
     }

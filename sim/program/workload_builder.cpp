@@ -156,7 +156,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   std::vector<ModelCosts> costs_of_place;
   for (int place = 0; place < (uneven ? scenario.ep : 1); ++place) {
     const Sharding sharding{scenario.tp, scenario.sp, scenario.cp, scenario.ep, place,
-                            uneven ? expert_shares(scenario.routing, model.experts) : std::vector<double>{}};
+                            uneven ? expert_shares(scenario.routing, model.experts, model.experts_per_token) : std::vector<double>{}};
     costs_of_place.push_back(compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
                                            scenario.grad_precision, scenario.flash_attention, sharding,
                                            place > 0 ? &costs_of_place.back() : nullptr));

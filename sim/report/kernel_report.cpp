@@ -1,6 +1,9 @@
 #include "report/kernel_report.hpp"
 
+#include <set>
+
 #include <cstdio>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -41,7 +44,9 @@ std::vector<TimedKernel> timed(const KernelSet& set, const GpuInfo& gpu, const S
   return kernels;
 }
 
-// The kernel sets some rank's program uses whose name starts with `piece`, in the workload's order.
+// The kernel sets some rank's program uses whose name starts with `piece`, in the workload's order;
+// of sets named alike (the same piece on ranks with programs of their own, as the places of an
+// expert-parallel group under uneven routing) the first.
 std::vector<const KernelSet*> used_sets(const Workload& workload, const std::string& piece) {
   std::vector<bool> used(workload.kernel_sets.size(), false);
   const Program* last = nullptr;
@@ -56,10 +61,13 @@ std::vector<const KernelSet*> used_sets(const Workload& workload, const std::str
   }
   std::vector<const KernelSet*> sets;
   std::string names;
+  std::set<std::string> shown;
   for (std::size_t i = 0; i < used.size(); ++i) {
     if (!used[i])
       continue;
     const KernelSet& set = workload.kernel_sets[i];
+    if (!shown.insert(set.name).second)
+      continue;
     names += (names.empty() ? "" : ", ") + set.name;
     if (set.name.rfind(piece, 0) == 0)
       sets.push_back(&set);

@@ -55,7 +55,7 @@ std::string framework_label(const Scenario& scenario) {
 std::string routing_label(const Scenario& scenario, const ModelSpec& model) {
   if (!model.moe() || scenario.routing.uniform())
     return "";
-  const std::vector<double> shares = expert_shares(scenario.routing, model.experts);
+  const std::vector<double> shares = expert_shares(scenario.routing, model.experts, model.experts_per_token);
   const long long local = model.experts / scenario.ep;
   std::vector<double> load(static_cast<std::size_t>(scenario.ep), 0.0);
   double kept = 0;

@@ -181,22 +181,32 @@ TEST_CASE("expert parallelism refuses what it cannot simulate, naming the settin
 
 TEST_CASE("routing shares follow the Zipf law and the capacity caps them") {
   // zipf:1 over 4 experts: 1, 1/2, 1/3, 1/4 over their sum 25/12.
-  const std::vector<double> zipf = expert_shares(ExpertRouting{1, 0}, 4);
+  const std::vector<double> zipf = expert_shares(ExpertRouting{1, 0}, 4, 1);
   CHECK(zipf[0] == doctest::Approx(12.0 / 25));
   CHECK(zipf[1] == doctest::Approx(6.0 / 25));
   CHECK(zipf[3] == doctest::Approx(3.0 / 25));
   // Capacity 1.25 x an even share (1/4): at most 0.3125 each; the rest of expert 0's is dropped.
-  const std::vector<double> capped = expert_shares(ExpertRouting{1, 1.25}, 4);
+  const std::vector<double> capped = expert_shares(ExpertRouting{1, 1.25}, 4, 1);
   CHECK(capped[0] == doctest::Approx(0.3125));
   CHECK(capped[1] == doctest::Approx(6.0 / 25));
   // A capacity above every share drops nothing; uniform routing is even.
-  CHECK(expert_shares(ExpertRouting{0, 1.5}, 8) == std::vector<double>(8, 0.125));
+  CHECK(expert_shares(ExpertRouting{0, 1.5}, 8, 2) == std::vector<double>(8, 0.125));
+  // A token's 2 copies go to 2 different experts: none gets more than half of them. zipf:2 over
+  // 8 experts would give expert 0 1 / (1 + 1/4 + ... + 1/64) = 0.655; it gets 0.5 and the others
+  // share the other half in proportion to 1/(e+1)^2.
+  const std::vector<double> steep = expert_shares(ExpertRouting{2, 0}, 8, 2);
+  double rest = 0;
+  for (int e = 2; e <= 8; ++e)
+    rest += 1.0 / (e * e);
+  CHECK(steep[0] == doctest::Approx(0.5));
+  CHECK(steep[1] == doctest::Approx(0.5 * 0.25 / rest));
+  CHECK(steep[7] == doctest::Approx(0.5 / 64 / rest));
 }
 
 TEST_CASE("under uneven routing each ep rank computes its experts' share and sends back as much") {
   // Mixtral, tp 2 + SP, ep 8, zipf:1: expert e gets (1/(e+1)) / H_8 of the copies, H_8 = 761/280.
   const double harmonic = 761.0 / 280;
-  const std::vector<double> shares = expert_shares(ExpertRouting{1, 0}, 8);
+  const std::vector<double> shares = expert_shares(ExpertRouting{1, 0}, 8, 2);
   Sharding hot{2, true, 1, 8, 0, shares}, cold{2, true, 1, 8, 7, shares};
   const ModelCosts first = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, hot);
   const ModelCosts last = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, cold, &first);
@@ -305,4 +315,36 @@ TEST_CASE("a pipeline under expert parallelism reduces each chunk's experts over
       }
     CHECK(reduced == doctest::Approx(4 * 16 * 4 * 3 * h * f / 2));
   }
+}
+
+TEST_CASE("dropped copies are not computed, under the roofline too") {
+  // Mixtral without expert parallelism, zipf:2 (expert 0 at the 1/2 ceiling, the rest in
+  // proportion) and a capacity of 1 x an even share (1/8): expert 0 keeps 1/8 of the copies, the
+  // others min(their share, 1/8): the MLP's work counts only the kept copies' expert FLOPs.
+  const std::vector<double> shares = expert_shares(ExpertRouting{2, 1}, 8, 2);
+  double kept = 0;
+  for (const double share : shares)
+    kept += share;
+  CHECK(kept < 1);
+  const ModelCosts even = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true);
+  const ModelCosts dropping =
+      compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{1, false, 1, 1, 0, shares});
+  const double experts = 2 * tokens * 2 * h * f * 3;  // 4096 tokens x 2 copies through 3 h x f matrices
+  CHECK(even.layer.mlp_forward.flops - dropping.layer.mlp_forward.flops == doctest::Approx(experts * (1 - kept)));
+  CHECK(dropping.model_flops_per_micro_batch == even.model_flops_per_micro_batch);  // MFU counts top-k per token
+}
+
+TEST_CASE("under another rank order the ep members are listed by their places, which the gradients follow") {
+  // Order tp-dp-cp-pp, tp 1, dp 3, cp 2 (rank = dp + 3 cp): data-parallel place cp + 2 dp, ep 3.
+  Layout layout;
+  layout.dp = 3;
+  layout.cp = 2;
+  layout.ep = 3;
+  layout.order = {Dim::tp, Dim::dp, Dim::cp, Dim::pp};
+  const LayoutGroups groups = groups_of(layout);
+  // Places 0, 1, 2 are ranks 0 (cp 0 dp 0), 3 (cp 1 dp 0), 1 (cp 0 dp 1).
+  CHECK(groups.groups.at(groups.ep.at(0)).ranks == std::vector<int>{0, 3, 1});
+  // The ranks at the same place of each block hold the same experts: places 0 and 3 (ranks 0, 4).
+  CHECK(groups.groups.at(groups.expert_gradient.at(0)).ranks == std::vector<int>{0, 4});
+  CHECK(groups.groups.at(groups.expert_gradient.at(3)).ranks == std::vector<int>{3, 2});
 }

@@ -387,3 +387,27 @@ TEST_CASE("every op kind, stream, collective, category, device and phase is read
   CHECK(from_name<Stream>("io-write") == Stream::io_write);
   CHECK(from_name<Collective>("reducescatter") == Collective::reduce_scatter);
 }
+
+TEST_CASE("an all-to-all's split is read back and checked against its group, op by op") {
+  const fs::path dir = fresh_dir("splits");
+  write(dir / "workload.txt", "format 3\nranks 2\nall_to_all_split 0.75,0.25\nall_to_all_split 0.25,0.25,0.25,0.25\n"
+                              "group g0 ep 0-1\nprogram p.trace 0-1\n");
+  write(dir / "p.trace", "0 collective op=alltoall group=g0 bytes=1e6 split=0\n"
+                         "1 collective op=alltoall group=g0 bytes=1e6\n");
+  Workload workload = read_trace(dir);
+  CHECK(workload.all_to_all_splits.size() == 2);
+  CHECK(workload.program(0).ops[0].peer == 0);
+  CHECK(workload.program(0).ops[1].peer == -1);
+  // Rank 1 sends 0.75 of its megabyte to rank 0 and keeps 0.25; rank 0 sends 0.25 away.
+  CHECK(workload.bytes_sent(1, workload.program(1).ops[0]) == 0.75e6);
+  CHECK(workload.bytes_sent(0, workload.program(0).ops[0]) == 0.25e6);
+  CHECK(workload.bytes_sent(0, workload.program(0).ops[1]) == 0.5e6);  // evenly
+  // The second all-to-all on the group names a split of four shares for its two members.
+  write(dir / "p.trace", "0 collective op=alltoall group=g0 bytes=1e6 split=0\n"
+                         "1 collective op=alltoall group=g0 bytes=1e6 split=1\n");
+  CHECK(error_of(dir).find("split 1 gives 4 shares for group g0 of 2 ranks") != std::string::npos);
+  write(dir / "p.trace", "0 collective op=alltoall group=g0 bytes=1e6 split=2\n");
+  CHECK(error_of(dir).find("names no split") != std::string::npos);
+  write(dir / "workload.txt", "format 3\nranks 2\nall_to_all_split 0.5,0.4\ngroup g0 ep 0-1\nprogram p.trace 0-1\n");
+  CHECK(error_of(dir).find("add up to 0.9") != std::string::npos);
+}
