@@ -245,28 +245,27 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   compute.memory("swiglu", 3 * e * assigned * fe / t);
   compute.linear("fc2", per_expert, fe / t, h, local_experts);
   combine.memory("unpermute", e * h * (routed + normed));
+  // The shared expert sees every token (gathered over tp, its columns split like a dense MLP's).
+  KernelList shared = list(), shared_back = list();
   if (fs > 0) {
-    combine.linear("shared.fc1", tokens, h, 2 * fs / t);
-    combine.memory("shared.swiglu", 3 * e * tokens * fs / t);
-    combine.linear("shared.fc2", tokens, fs / t, h);
+    shared.linear("shared.fc1", tokens, h, 2 * fs / t);
+    shared.memory("shared.swiglu", 3 * e * tokens * fs / t);
+    shared.linear("shared.fc2", tokens, fs / t, h);
     if (m.shared_expert_gate) {
-      combine.linear("shared.gate", tokens, h, 1);
-      combine.memory("shared.sigmoid-mul", 3 * e * tokens * h);
+      shared.linear("shared.gate", tokens, h, 1);
+      shared.memory("shared.sigmoid-mul", 3 * e * tokens * h);
+      shared_back.memory("shared.sigmoid-mul.bwd", 4 * e * tokens * h);
+      shared_back.linear_backward("shared.gate", tokens, h, 1);
     }
+    shared_back.linear_backward("shared.fc2", tokens, fs / t, h);
+    shared_back.memory("shared.swiglu.bwd", 5 * e * tokens * fs / t);
+    shared_back.linear_backward("shared.fc1", tokens, h, 2 * fs / t);
   }
-  combine.memory("bias-dropout-add", 3 * e * normed * h);
+  KernelList residual = list(), residual_back = list();
+  residual.memory("bias-dropout-add", 3 * e * normed * h);
+  residual_back.memory("bias-dropout-add.bwd", 2 * e * normed * h);
 
   KernelList combine_back = list(), compute_back = list(), dispatch_back = list();
-  combine_back.memory("bias-dropout-add.bwd", 2 * e * normed * h);
-  if (fs > 0) {
-    if (m.shared_expert_gate) {
-      combine_back.memory("shared.sigmoid-mul.bwd", 4 * e * tokens * h);
-      combine_back.linear_backward("shared.gate", tokens, h, 1);
-    }
-    combine_back.linear_backward("shared.fc2", tokens, fs / t, h);
-    combine_back.memory("shared.swiglu.bwd", 5 * e * tokens * fs / t);
-    combine_back.linear_backward("shared.fc1", tokens, h, 2 * fs / t);
-  }
   // Reads the output gradient and the experts' outputs (for the probabilities' gradient), writes
   // each copy's gradient.
   combine_back.memory("unpermute.bwd", e * h * (normed + 2 * routed));
@@ -278,9 +277,13 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   dispatch_back.linear_backward("router", normed, h, experts);
   dispatch_back.memory("norm.bwd", 4 * e * normed * h);
 
-  const std::vector<Kernel> dispatch_k = dispatch.take(), compute_k = compute.take(), combine_k = combine.take();
-  const std::vector<Kernel> combine_back_k = combine_back.take(), compute_back_k = compute_back.take(),
+  const std::vector<Kernel> dispatch_k = dispatch.take(), compute_k = compute.take(), unpermute_k = combine.take();
+  const std::vector<Kernel> unpermute_back_k = combine_back.take(), compute_back_k = compute_back.take(),
                             dispatch_back_k = dispatch_back.take();
+  const std::vector<Kernel> shared_k = shared.take(), shared_back_k = shared_back.take();
+  const std::vector<Kernel> residual_k = residual.take(), residual_back_k = residual_back.take();
+  const std::vector<Kernel> combine_k = joined(unpermute_k, residual_k);
+  const std::vector<Kernel> combine_back_k = joined(residual_back_k, unpermute_back_k);
   if (k.ep > 1) {
     MoeParts& parts = costs.layer.moe;
     const auto piece = [&](Work& work, const std::string& name, const std::vector<Kernel>& kernels) {
@@ -297,6 +300,10 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
     piece(parts.combine_back, "layer.moe.combine.bwd" + place, combine_back_k);
     piece(parts.experts_back, "layer.moe.experts.bwd" + place, compute_back_k);
     piece(parts.dispatch_back, "layer.moe.dispatch.bwd" + place, dispatch_back_k);
+    if (!shared_k.empty()) {
+      piece(parts.shared, "layer.moe.shared", shared_k);
+      piece(parts.shared_back, "layer.moe.shared.bwd", shared_back_k);
+    }
     parts.to_experts_bytes = e * routed * h;
     parts.from_experts_bytes = e * assigned / t * h;
     parts.gathered_bytes = e * assigned * h;
@@ -312,7 +319,10 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
       costs.all_to_all_splits.push_back(std::move(split));
     }
   }
-  return {joined(dispatch_k, compute_k, combine_k), joined(combine_back_k, compute_back_k, dispatch_back_k)};
+  // As one MLP (without expert parallelism): the shared expert between the unpermutation and the
+  // residual add.
+  return {joined(dispatch_k, compute_k, unpermute_k, shared_k, residual_k),
+          joined(residual_back_k, shared_back_k, unpermute_back_k, compute_back_k, dispatch_back_k)};
 }
 
 // The kernels of one layer, the embedding and the head on one rank, in launch order, after

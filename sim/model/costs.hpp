@@ -64,12 +64,15 @@ struct BlockParts {
 // the reverse. Tokens cross the ep group twice each way; with tensor parallelism (sequence
 // parallel, as Megatron-Core requires with experts) the dispatched tokens are also all-gathered
 // over tp before the experts (tp-split like a dense MLP) and reduce-scattered after.
-// Under uneven routing the ranks of an ep group differ: each sends its copies to the experts'
+// A shared expert runs after the combine in forward (Megatron-Core without
+// moe_shared_expert_overlap) and first in backward, gathered over tp and reduce-scattered like a
+// dense MLP. Under uneven routing the ranks of an ep group differ: each sends its copies to the experts'
 // ranks in proportion to their experts' shares (`to_experts_split`), and sends back what its own
 // experts computed, evenly to every sender.
 struct MoeParts {
   Work dispatch, experts, combine;
   Work combine_back, experts_back, dispatch_back;
+  Work shared, shared_back;  // a shared expert on every token (gathered over tp), when the model has one
   double to_experts_bytes = 0;    // what one rank sends towards the experts: its kept copies x hidden
   int to_experts_split = -1;      // how they divide over the ep group (ModelCosts::all_to_all_splits; -1: evenly)
   double from_experts_bytes = 0;  // what it sends back: the copies its experts computed x hidden

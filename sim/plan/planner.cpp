@@ -154,7 +154,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
   for (int gpus : request.gpu_counts) {
     for (int tp : {1, 2, 4, 8}) {
       if (tp > request.gpus_per_node || model.heads % tp || model.kv_heads % tp || mlp % tp ||
-          (model.shared_expert_ffn > 0 && tp > 1))
+          (model.shared_expert_ffn > 0 && model.shared_expert_ffn % tp))
         continue;
       for (int pp : {1, 2, 4, 8, 16}) {
         if (model.layers % pp)
@@ -175,7 +175,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               if (pp > 1 && accumulation < pp)
                 continue;  // fewer micro-batches than stages is mostly bubble
               for (int ep = 1; ep <= (model.moe() ? std::min<long long>(dp, model.experts) : 1); ep *= 2) {
-                if (dp % ep || (model.moe() && model.experts % ep))
+                if (dp % ep || (model.moe() && model.experts % ep) || (model.shared_expert_ffn > 0 && tp > 1 && ep == 1))
                   continue;
                 // The stages that differ on this layout (each a distinct plan of model states).
                 std::vector<int> zeros;

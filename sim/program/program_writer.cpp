@@ -407,13 +407,22 @@ OpId LayerOps::experts_round_trip(const std::string& name, const char* first, co
   return w_.compute(name + "." + last, after, phase, {returned});
 }
 
+OpId LayerOps::shared_expert(const std::string& name, const Work& work, std::vector<OpId> deps, Phase phase) {
+  return reduce_output(name, w_.compute(name, work, phase, gather_input(name, std::move(deps))));
+}
+
 OpId LayerOps::moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
   const MoeParts& moe = costs_.layer.moe;
-  return experts_round_trip(name, "dispatch", moe.dispatch, moe.experts, "combine", moe.combine, phase, std::move(deps));
+  const OpId combined =
+      experts_round_trip(name, "dispatch", moe.dispatch, moe.experts, "combine", moe.combine, phase, std::move(deps));
+  return moe.shared.kernel_set < 0 ? combined : shared_expert(name + ".shared", moe.shared, {combined}, phase);
 }
 
 OpId LayerOps::moe_backward(const std::string& name, std::vector<OpId> deps) {
   const MoeParts& moe = costs_.layer.moe;
+  // Computed last in forward, the shared expert's backward comes first.
+  if (moe.shared_back.kernel_set >= 0)
+    deps.push_back(shared_expert(name + ".shared", moe.shared_back, deps, Phase::backward));
   return experts_round_trip(name, "combine", moe.combine_back, moe.experts_back, "dispatch", moe.dispatch_back,
                             Phase::backward, std::move(deps));
 }

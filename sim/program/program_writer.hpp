@@ -226,6 +226,8 @@ private:
   // reduce-scattered after them), in forward and, reversed, in backward.
   OpId moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase);
   OpId moe_backward(const std::string& name, std::vector<OpId> deps);
+  // A mixture's shared expert after `deps`: its tokens gathered over tp, reduce-scattered after.
+  OpId shared_expert(const std::string& name, const Work& work, std::vector<OpId> deps, Phase phase);
   // `before` (named `first`), the all-to-all to the experts' ranks, `experts`, the all-to-all
   // back, `after` (named `last`).
   OpId experts_round_trip(const std::string& name, const char* first, const Work& before, const Work& experts,

@@ -18,7 +18,8 @@ namespace {
 
 // Expert parallelism needs experts to split; a mixture's MLP is not simulated with what rewrites
 // a dense MLP's parts (op-level recompute, split backwards, the tp overlap) or with a shared
-// expert under tensor parallelism (its own tp collectives are not written).
+// expert under tensor parallelism without expert parallelism (run as one dense MLP there, its own
+// tp collectives are not written).
 void check_experts(const Scenario& s, const ModelSpec& model) {
   const std::string where = s.file.string() + ": ";
   if (s.ep > 1 && !model.moe())
@@ -45,8 +46,9 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
   if (s.tp > 1 && !s.sp)
     throw InputError(where + "model " + model.name + " is a mixture of experts, with which Megatron-Core needs "
                      "sequence parallelism under tensor parallelism; accepted: parallel.sp = true, or parallel.tp = 1");
-  if (model.shared_expert_ffn > 0 && s.tp > 1)
-    refuse("parallel.tp = " + std::to_string(s.tp) + " with its shared expert", "parallel.tp = 1");
+  if (model.shared_expert_ffn > 0 && s.tp > 1 && s.ep == 1)
+    refuse("parallel.tp = " + std::to_string(s.tp) + " without expert parallelism, with its shared expert",
+           "parallel.tp = 1, or parallel.ep > 1 (the shared expert's own tp collectives are written there)");
 }
 
 void check_layout(const Scenario& s, const ModelSpec& model) {
@@ -59,6 +61,9 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
     clash("model " + model.name + " has " + std::to_string(model.kv_heads) +
           " key/value heads, not divisible by parallel.tp = " + std::to_string(s.tp));
   const long long mlp = model.moe() ? model.expert_ffn : model.ffn;
+  if (model.shared_expert_ffn % s.tp != 0)
+    clash("model " + model.name + " has a shared expert of " + std::to_string(model.shared_expert_ffn) +
+          ", not divisible by parallel.tp = " + std::to_string(s.tp));
   if (mlp % s.tp != 0)
     clash("model " + model.name + " has " + (model.moe() ? "experts" : "an MLP") + " of " + std::to_string(mlp) +
           ", not divisible by parallel.tp = " + std::to_string(s.tp));
