@@ -5,6 +5,7 @@
 #   bash bench/run.sh [repetitions]   small scenarios, median of `repetitions` runs (default 5)
 #   bash bench/run.sh --scale         GPT-3 175B on 64, 256 and 1,024 GPUs, both fidelities
 #   bash bench/run.sh --planning      a 256-configuration sweep and the plan for Llama 3 70B
+#   bash bench/run.sh --moe           mixtures of experts: the shipped scenarios, Mixtral 8x22B on 64 and 256 GPUs
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/with-build.sh"
 
@@ -36,6 +37,23 @@ if [ "${1:-}" = "--planning" ]; then
   grep "memory check" "$out/plan.err"
   end=$(date +%s.%N)
   awk -v a="$start" -v b="$end" 'BEGIN {printf "plan of llama3-70b on 64-256 H100s: %.1f s\n", b - a}'
+  exit 0
+fi
+
+if [ "${1:-}" = "--moe" ]; then
+  echo "Mixtral 8x7B, 16 H100, tp 2 sp, ep 8 (scenario):          $(measure scenarios/mixtral-8x7b-ep8.ini)"
+  echo "  the same under zipf:1.2 routing (a program per ep place): $(measure scenarios/mixtral-8x7b-ep8.ini \
+    --set moe.routing=zipf:1.2)"
+  echo "Qwen3-30B-A3B, 8 H100, ep 8 (scenario):                   $(measure scenarios/qwen3-30b-a3b-ep8.ini)"
+  # Mixtral 8x22B with tp 4 sp, pp 8, ep 8 (the ep groups span 4 nodes), full recompute, fast.
+  mixtral22="scenarios/mixtral-8x7b-ep8.ini --set model.name=mixtral-8x22b --set parallel.tp=4 --set parallel.pp=8
+    --set comm.fidelity=fast"
+  # shellcheck disable=SC2086
+  echo "Mixtral 8x22B, 64 A100 (dp 2, ep 2, global batch 32):     $(measure $mixtral22 --set platform.file=dgx-a100-8n.xml \
+    --set parallel.dp=2 --set parallel.ep=2 --set training.global_batch=32)"
+  # shellcheck disable=SC2086
+  echo "Mixtral 8x22B, 256 A100 (dp 8, ep 8, global batch 128):   $(measure $mixtral22 --set platform.file=dgx-a100-32n.xml \
+    --set parallel.dp=8 --set parallel.ep=8 --set training.global_batch=128)"
   exit 0
 fi
 

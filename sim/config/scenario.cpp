@@ -1063,8 +1063,7 @@ void read_comm_keys(const ValueReader& values, Scenario& scenario) {
 
 // What is not simulated with expert parallelism yet: sharding beyond the optimizer states
 // (expert and dense parameters would shard over different groups), offload, the overlapped
-// parameter gather, the tensor-parallel overlap and split backwards (the experts' parts would
-// need their own).
+// parameter gather and the tensor-parallel overlap (the experts' parts would need their own).
 void refuse_with_expert_parallelism(const ValueReader& values, const Scenario& scenario) {
   if (scenario.ep == 1)
     return;
@@ -1083,8 +1082,6 @@ void refuse_with_expert_parallelism(const ValueReader& values, const Scenario& s
     refuse("comm.overlap_param_gather", "false");
   if (scenario.tp_comm_overlap)
     refuse("comm.tp_comm_overlap", "false");
-  if (splits_backward(scenario.schedule))
-    refuse("parallel.schedule", "gpipe, 1f1b or interleaved");
   if (scenario.framework == Framework::ddp || scenario.framework == Framework::fsdp2)
     refuse("training.framework", "megatron or deepspeed (whose expert-parallel groups these are)");
 }

@@ -125,6 +125,13 @@ void attach(ModelCosts& costs, Work& work, const std::string& name, std::vector<
   costs.kernel_sets.push_back({name, std::move(kernels)});
 }
 
+// A Work of exactly its kernels' FLOPs and bytes (under the roofline too).
+void work_of(ModelCosts& costs, Work& work, const std::string& name, std::vector<Kernel> kernels) {
+  const KernelSet set{name, kernels};
+  work = {set.flops(), set.bytes()};
+  attach(costs, work, name, std::move(kernels));
+}
+
 // `kernels` cut at the named ones, in order: the run before the first name, that kernel, the run
 // up to the next name, ..., the run after the last.
 std::vector<std::vector<Kernel>> cut_at(const std::vector<Kernel>& kernels, const std::vector<std::string>& names) {
@@ -287,9 +294,7 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   if (k.ep > 1) {
     MoeParts& parts = costs.layer.moe;
     const auto piece = [&](Work& work, const std::string& name, const std::vector<Kernel>& kernels) {
-      const KernelSet set{name, kernels};
-      work = {set.flops(), set.bytes()};
-      attach(costs, work, name, kernels);
+      work_of(costs, work, name, kernels);
     };
     // Under uneven routing each place in the ep group has its own: named with the place.
     const std::string place =
@@ -304,6 +309,17 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
       piece(parts.shared, "layer.moe.shared", shared_k);
       piece(parts.shared_back, "layer.moe.shared.bwd", shared_back_k);
     }
+    // A backward split in two: each part's input gradients, and all their weight gradients as one pass.
+    const auto input_of = [&](Work& work, const std::string& name, const std::vector<Kernel>& kernels) {
+      piece(work, name + ".input", split_weight_gradients(kernels).first);
+    };
+    input_of(parts.combine_back_input, "layer.moe.combine.bwd" + place, combine_back_k);
+    input_of(parts.experts_back_input, "layer.moe.experts.bwd" + place, compute_back_k);
+    input_of(parts.dispatch_back_input, "layer.moe.dispatch.bwd" + place, dispatch_back_k);
+    if (!shared_k.empty())
+      input_of(parts.shared_back_input, "layer.moe.shared.bwd", shared_back_k);
+    piece(parts.backward_weight, "layer.moe.bwd.weight" + place,
+          split_weight_gradients(joined(shared_back_k, combine_back_k, compute_back_k, dispatch_back_k)).second);
     parts.to_experts_bytes = e * routed * h;
     parts.from_experts_bytes = e * assigned / t * h;
     parts.gathered_bytes = e * assigned * h;
@@ -420,6 +436,11 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   attach(costs, layer.forward, "layer.fwd", joined(pre_k, core_k, post_k, mlp_k));
   attach(costs, layer.mlp_backward, "layer.mlp.bwd", mlp_back_k);
   attach(costs, layer.attention_backward, "layer.attention.bwd", joined(post_back_k, core_back_k, pre_back_k));
+  if (m.moe() && k.ep > 1) {  // a mixture's split backward: the attention's passes apart from the MLP's
+    auto [attention_input_k, attention_weight_k] = split_weight_gradients(joined(post_back_k, core_back_k, pre_back_k));
+    work_of(costs, layer.attention_backward_input, "layer.attention.bwd.input", std::move(attention_input_k));
+    work_of(costs, layer.attention_backward_weight, "layer.attention.bwd.weight", std::move(attention_weight_k));
+  }
   const std::vector<Kernel> layer_back_k = joined(mlp_back_k, post_back_k, core_back_k, pre_back_k);
   attach(costs, layer.backward, "layer.bwd", layer_back_k);
   auto [layer_input_k, layer_weight_k] = split_weight_gradients(layer_back_k);
@@ -654,6 +675,15 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   act.weight_gradient_inputs = e * tokens * (2 * h + q_width / t + f / t)  // inputs of QKV, FC1; out, FC2
                                + e * tokens * ((q_width + 2 * kv_width) / t + f * (m.gated_mlp ? 2 : 1) / t)  // of QKV, FC1
                                + 2 * e * tokens * h;  // output gradients of the out projection and FC2
+  if (m.moe()) {
+    // The attention's as above; the router's input and logits' gradient on this rank's tokens; per
+    // copy the experts computed, the first linear's input and output gradient (gate and up) and
+    // the second's input and output gradient; the shared expert as a dense MLP.
+    const ExpertTraffic traffic = expert_traffic(m, tokens, tokens / unsplit, sharding);
+    act.weight_gradient_inputs = e * tokens * (h + q_width / t) + e * tokens * (q_width + 2 * kv_width) / t +
+                                 e * tokens * h + e * tokens / unsplit * (h + static_cast<double>(m.experts)) +
+                                 e * traffic.received * (2 * h + 3 * fe / t) + (fs > 0 ? e * tokens * (2 * h + 3 * fs / t) : 0.0);
+  }
   layer.backward_weight = {qkv_flops + out_flops + mlp_work_flops, 2 * held * g + act.weight_gradient_inputs};
   layer.backward_input = {layer.backward.flops - layer.backward_weight.flops,
                           std::max(0.0, layer.backward.bytes - layer.backward_weight.bytes)};

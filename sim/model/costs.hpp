@@ -73,6 +73,10 @@ struct MoeParts {
   Work dispatch, experts, combine;
   Work combine_back, experts_back, dispatch_back;
   Work shared, shared_back;  // a shared expert on every token (gathered over tp), when the model has one
+  // A backward split in two (the zero-bubble schedules): each part's input gradients, and the
+  // weight gradients of the experts, router and shared expert as one pass.
+  Work combine_back_input, experts_back_input, dispatch_back_input, shared_back_input;
+  Work backward_weight;
   double to_experts_bytes = 0;    // what one rank sends towards the experts: its kept copies x hidden
   int to_experts_split = -1;      // how they divide over the ep group (ModelCosts::all_to_all_splits; -1: evenly)
   double from_experts_bytes = 0;  // what it sends back: the copies its experts computed x hidden
@@ -90,6 +94,7 @@ struct LayerCosts {
   // The backward split in two, as the zero-bubble schedules run it (Qi et al. 2024): the input
   // gradients (B: all but the linear layers' weight-gradient GEMMs) and the weight gradients (W).
   Work backward_input, backward_weight;
+  Work attention_backward_input, attention_backward_weight;  // the attention's, for a mixture's split backward
   Work attention_core;         // forward of the attention core: recomputed under selective
   Work op_recompute;           // what op-level selective checkpointing re-runs before the backward
   // Context parallelism: the attention's pieces before and after the other ranks' K and V arrive.

@@ -183,8 +183,6 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                   if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero)
                     zeros.push_back(zero);
                 for (const std::string& schedule : schedules_for(pp, vpp, cp, accumulation)) {
-                  if (model.moe() && zero_bubble(schedule))
-                    continue;
                   std::vector<Candidate> variants;
                   for (const char* recompute : {"none", "selective", "full"}) {
                     for (int zero : zeros)

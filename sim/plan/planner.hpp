@@ -53,7 +53,7 @@ struct Candidate {
 // platforms with a CPU host (the optimizer; without pipelines, with ZeRO-3, the parameters too).
 // A mixture of experts adds expert parallelism (ep from 1 up to the experts, dividing dp) to the
 // layout, with what trainsim simulates beside it (ZeRO 0 or 1 and no offload with ep > 1; no
-// split backwards, no tensor parallelism with a shared expert unless ep > 1).
+// tensor parallelism with a shared expert unless ep > 1).
 std::vector<Candidate> enumerate_candidates(const PlanRequest& request);
 
 struct MemoryCheck {

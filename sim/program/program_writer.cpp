@@ -365,6 +365,12 @@ OpId LayerOps::block_backward_weight(const std::string& name, const BlockParts& 
 
 OpId LayerOps::backward_input(const std::string& name, std::vector<OpId> deps) {
   const LayerCosts& layer = costs_.layer;
+  if (groups_.ep >= 0) {
+    const OpId moe_done = moe_backward(name + ".moe", std::move(deps), true);
+    if (groups_.tp < 0)
+      return w_.compute(name + ".attn", layer.attention_backward_input, Phase::backward, {moe_done});
+    return block_backward_input(name + ".attn", layer.attention_parts, {moe_done});
+  }
   if (groups_.tp < 0)
     return w_.compute(name, layer.backward_input, Phase::backward, std::move(deps));
   const OpId mlp_done = block_backward_input(name + ".mlp", layer.mlp_parts, std::move(deps));
@@ -373,6 +379,12 @@ OpId LayerOps::backward_input(const std::string& name, std::vector<OpId> deps) {
 
 OpId LayerOps::backward_weight(const std::string& name, OpId after) {
   const LayerCosts& layer = costs_.layer;
+  if (groups_.ep >= 0) {
+    const OpId moe_done = w_.compute(name + ".moe", layer.moe.backward_weight, Phase::weight_gradient, {after});
+    if (groups_.tp < 0)
+      return w_.compute(name + ".attn", layer.attention_backward_weight, Phase::weight_gradient, {moe_done});
+    return block_backward_weight(name + ".attn", layer.attention_parts, moe_done);
+  }
   if (groups_.tp < 0)
     return w_.compute(name, layer.backward_weight, Phase::weight_gradient, {after});
   const OpId mlp_done = block_backward_weight(name + ".mlp", layer.mlp_parts, after);
@@ -418,13 +430,15 @@ OpId LayerOps::moe_forward(const std::string& name, std::vector<OpId> deps, Phas
   return moe.shared.kernel_set < 0 ? combined : shared_expert(name + ".shared", moe.shared, {combined}, phase);
 }
 
-OpId LayerOps::moe_backward(const std::string& name, std::vector<OpId> deps) {
+OpId LayerOps::moe_backward(const std::string& name, std::vector<OpId> deps, bool input_only) {
   const MoeParts& moe = costs_.layer.moe;
   // Computed last in forward, the shared expert's backward comes first.
   if (moe.shared_back.kernel_set >= 0)
-    deps.push_back(shared_expert(name + ".shared", moe.shared_back, deps, Phase::backward));
-  return experts_round_trip(name, "combine", moe.combine_back, moe.experts_back, "dispatch", moe.dispatch_back,
-                            Phase::backward, std::move(deps));
+    deps.push_back(shared_expert(name + ".shared", input_only ? moe.shared_back_input : moe.shared_back, deps,
+                                 Phase::backward));
+  return experts_round_trip(name, "combine", input_only ? moe.combine_back_input : moe.combine_back,
+                            input_only ? moe.experts_back_input : moe.experts_back, "dispatch",
+                            input_only ? moe.dispatch_back_input : moe.dispatch_back, Phase::backward, std::move(deps));
 }
 
 OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
@@ -446,7 +460,7 @@ OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase ph
 OpId LayerOps::backward(const std::string& name, std::vector<OpId> deps) {
   const LayerCosts& layer = costs_.layer;
   if (groups_.ep >= 0)
-    return attention_block_backward(name + ".attn", {moe_backward(name + ".moe", std::move(deps))});
+    return attention_block_backward(name + ".attn", {moe_backward(name + ".moe", std::move(deps), false)});
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.backward, Phase::backward, std::move(deps));
   if (groups_.cp < 0) {

@@ -225,7 +225,8 @@ private:
   // all-to-all over the ep group (under tensor parallelism gathered over tp for the experts and
   // reduce-scattered after them), in forward and, reversed, in backward.
   OpId moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase);
-  OpId moe_backward(const std::string& name, std::vector<OpId> deps);
+  // `input_only`: a backward split in two, its weight gradients left for backward_weight.
+  OpId moe_backward(const std::string& name, std::vector<OpId> deps, bool input_only);
   // A mixture's shared expert after `deps`: its tokens gathered over tp, reduce-scattered after.
   OpId shared_expert(const std::string& name, const Work& work, std::vector<OpId> deps, Phase phase);
   // `before` (named `first`), the all-to-all to the experts' ranks, `experts`, the all-to-all

@@ -17,7 +17,7 @@ namespace trainsim {
 namespace {
 
 // Expert parallelism needs experts to split; a mixture's MLP is not simulated with what rewrites
-// a dense MLP's parts (op-level recompute, split backwards, the tp overlap) or with a shared
+// a dense MLP's parts (op-level recompute, the tp overlap) or with a shared
 // expert under tensor parallelism without expert parallelism (run as one dense MLP there, its own
 // tp collectives are not written).
 void check_experts(const Scenario& s, const ModelSpec& model) {
@@ -39,8 +39,6 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
   };
   if (s.recompute == Recompute::op)
     refuse("memory.recompute = op", "none, selective, full, every:N or optimal");
-  if (splits_backward(s.schedule))
-    refuse(std::string("parallel.schedule = ") + to_string(s.schedule), "gpipe, 1f1b or interleaved");
   if (s.tp_comm_overlap)
     refuse("comm.tp_comm_overlap = true", "false");
   if (s.tp > 1 && !s.sp)

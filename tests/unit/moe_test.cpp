@@ -378,3 +378,39 @@ TEST_CASE("a shared expert under tensor and expert parallelism gathers every tok
   const double gate = 2 * tokens * 2048;  // the sigmoid gate, 2048 -> 1
   CHECK(costs.layer.moe.shared.flops == doctest::Approx(2 * tokens * 3 * 2048 * 5632 / 2 + gate));
 }
+
+TEST_CASE("a mixture's backward split in two keeps its work and holds what the weight gradients read") {
+  // Mixtral, tp 2 + SP, ep 4: the input-gradient parts and the one weight-gradient pass add up to
+  // the whole backward's FLOPs, for the MoE parts and for the attention.
+  const ModelCosts costs = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 4});
+  const MoeParts& moe = costs.layer.moe;
+  CHECK(moe.combine_back_input.flops + moe.experts_back_input.flops + moe.dispatch_back_input.flops +
+            moe.backward_weight.flops ==
+        doctest::Approx(moe.combine_back.flops + moe.experts_back.flops + moe.dispatch_back.flops));
+  // W: the experts' two weight gradients (8192 copies through 3 h x f / 2) and the router's.
+  CHECK(moe.backward_weight.flops == doctest::Approx(2 * (2 * tokens) * h * 3 * f / 2 + 2 * (tokens / 2) * h * 8));
+  // What W reads, kept from B: the attention's (QKV input gathered h, out input h / 2; QKV output
+  // gradient (h + 2 kv) / 2; out output gradient h), the router's input and logits' gradient on
+  // the 2048 local tokens, and per copy computed (4096 x 2): the first linear's input h and
+  // output gradient 2 f / 2, the second's input f / 2 and output gradient h; 2 bytes each.
+  const double expected = 2 * tokens * (h + h / 2) + 2 * tokens * (h + 2 * kv) / 2 + 2 * tokens * h +
+                          2 * 2048 * (h + 8) + 2 * (2 * tokens) * (2 * h + 3 * f / 2);
+  CHECK(costs.layer.activations.weight_gradient_inputs == doctest::Approx(expected));
+}
+
+TEST_CASE("the zero-bubble schedules run a mixture under expert parallelism") {
+  // pp 2, dp 4, ep 4, ZB-H1: on the second stage (rank 8; the first runs whole backwards, its
+  // input gradients going nowhere) each layer's B sends its tokens both ways (4 all-to-alls per
+  // layer and micro-batch, as a whole backward does), its W runs later without communication.
+  const Scenario scenario =
+      mixtral_scenario({"parallel.pp=2", "parallel.dp=4", "parallel.ep=4", "parallel.schedule=zb-h1"});
+  const Workload workload = build_workload(scenario, mixtral(), 0).workload;
+  long all_to_alls = 0, weight_passes = 0;
+  for (const Op& op : workload.program(8).ops) {
+    all_to_alls += op.kind == OpKind::collective && op.collective == Collective::all_to_all;
+    weight_passes += op.kind == OpKind::compute && op.phase == Phase::weight_gradient &&
+                     op.name.find(".moe") != std::string::npos;
+  }
+  CHECK(all_to_alls == 4 * 16 * scenario.grad_accum);
+  CHECK(weight_passes == 16 * scenario.grad_accum);
+}

@@ -247,8 +247,6 @@ TEST_CASE("the planner searches expert parallelism for a mixture, with what is s
       CHECK(c.zero <= 1);
       CHECK(c.offload == "none");
     }
-    CHECK(c.schedule.rfind("zb-", 0) != 0);  // a mixture's backward is not split
-    CHECK(c.schedule != "dualpipev");
   }
   // Mixtral's 8 experts over up to 16 data-parallel ranks: 1, 2, 4 and 8.
   CHECK(eps == std::set<int>{1, 2, 4, 8});
