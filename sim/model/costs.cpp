@@ -258,11 +258,11 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
     shared.linear("shared.fc1", tokens, h, 2 * fs / t);
     shared.memory("shared.swiglu", 3 * e * tokens * fs / t);
     shared.linear("shared.fc2", tokens, fs / t, h);
-    if (m.shared_expert_gate) {
-      shared.linear("shared.gate", tokens, h, 1);
-      shared.memory("shared.sigmoid-mul", 3 * e * tokens * h);
-      shared_back.memory("shared.sigmoid-mul.bwd", 4 * e * tokens * h);
-      shared_back.linear_backward("shared.gate", tokens, h, 1);
+    if (m.shared_expert_gate) {  // on the rank's own tokens: the output is reduce-scattered first
+      shared.linear("shared.gate", normed, h, 1);
+      shared.memory("shared.sigmoid-mul", 3 * e * normed * h);
+      shared_back.memory("shared.sigmoid-mul.bwd", 4 * e * normed * h);
+      shared_back.linear_backward("shared.gate", normed, h, 1);
     }
     shared_back.linear_backward("shared.fc2", tokens, fs / t, h);
     shared_back.memory("shared.swiglu.bwd", 5 * e * tokens * fs / t);
@@ -613,7 +613,8 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     const ExpertTraffic traffic = expert_traffic(m, tokens, tokens / unsplit, sharding);
     const double routed = traffic.routed, assigned = traffic.received;
     mlp = e * tokens * h / unsplit + 4 * tokens / unsplit * static_cast<double>(m.experts) +
-          e * assigned * (h + 3 * fe / t) + e * routed * h + (fs > 0 ? e * tokens * 3 * fs / t : 0.0) + hidden_masks;
+          e * assigned * (h + 3 * fe / t) + e * routed * h + (fs > 0 ? e * tokens * 3 * fs / t : 0.0) +
+          (m.shared_expert_gate ? e * tokens / unsplit * h : 0.0) + hidden_masks;  // the gate multiply's input
   }
   const double norms = 2 * e * tokens * h / unsplit;
   act.input = e * tokens * h / unsplit;

@@ -10,7 +10,7 @@ std::vector<double> expert_shares(const ExpertRouting& routing, long long expert
   std::vector<double> shares(count, 1.0 / static_cast<double>(experts));
   if (routing.zipf > 0) {
     // The law's weights; experts at the 1/top_k ceiling are fixed there and the others share
-    // the rest in proportion to their weights, until none exceeds it (each pass fixes one more).
+    // the rest in proportion to their weights, until none exceeds it (each pass fixes at least one more).
     const double ceiling = 1.0 / static_cast<double>(top_k);
     std::vector<double> weight(count);
     std::vector<bool> capped(count, false);

@@ -420,7 +420,13 @@ OpId LayerOps::experts_round_trip(const std::string& name, const char* first, co
 }
 
 OpId LayerOps::shared_expert(const std::string& name, const Work& work, std::vector<OpId> deps, Phase phase) {
-  return reduce_output(name, w_.compute(name, work, phase, gather_input(name, std::move(deps))));
+  deps = gather_input(name, std::move(deps));
+  // Backward re-gathers the first linear's input, which forward kept split, for its weight
+  // gradient (as block_backward does).
+  if (phase == Phase::backward && groups_.sp)
+    deps.push_back(w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, costs_.layer.tp_collective_bytes,
+                                 name + ".input-allgather", deps));
+  return reduce_output(name, w_.compute(name, work, phase, std::move(deps)));
 }
 
 OpId LayerOps::moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase) {

@@ -1,7 +1,5 @@
 #include "report/kernel_report.hpp"
 
-#include <set>
-
 #include <cstdio>
 #include <set>
 #include <sstream>

@@ -256,6 +256,8 @@ TEST_CASE("routing settings are checked") {
   CHECK(refusal({"moe.routing=zipf:-1"}).find("exponent") != std::string::npos);
   CHECK(refusal({"moe.capacity_factor=0.5"}).find("moe.capacity_factor") != std::string::npos);
   CHECK(refusal({"model.name=llama3-8b", "parallel.ep=1", "moe.routing=zipf:1"}).find("is dense") != std::string::npos);
+  CHECK(refusal({"model.name=llama3-8b", "parallel.ep=1", "moe.capacity_factor=1.25"}).find("is dense") !=
+        std::string::npos);
 }
 
 TEST_CASE("an expert layer keeps its copies' activations and runs grouped GEMMs of its tokens per expert") {
@@ -371,11 +373,12 @@ TEST_CASE("a shared expert under tensor and expert parallelism gathers every tok
   }
   CHECK(found["forward"] == 1);
   CHECK(found["backward"] == 1);
-  CHECK(found["all-gather"] == 2);
+  CHECK(found["all-gather"] == 3);  // in backward the output gradient and the input (for the weight gradient)
   CHECK(found["reduce-scatter"] == 2);
-  // Its FLOPs: every token through 3 x 2048 x 5632 / 2 per rank, twice (multiply-add).
+  // Its FLOPs: every token through 3 x 2048 x 5632 / 2 per rank, twice (multiply-add); the
+  // sigmoid gate (2048 -> 1) on the rank's own 2048 tokens, after the reduce-scatter.
   const ModelCosts costs = compute_costs(qwen, 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 4});
-  const double gate = 2 * tokens * 2048;  // the sigmoid gate, 2048 -> 1
+  const double gate = 2 * (tokens / 2) * 2048;
   CHECK(costs.layer.moe.shared.flops == doctest::Approx(2 * tokens * 3 * 2048 * 5632 / 2 + gate));
 }
 
