@@ -438,8 +438,8 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   attach(costs, layer.attention_backward, "layer.attention.bwd", joined(post_back_k, core_back_k, pre_back_k));
   if (m.moe() && k.ep > 1) {  // a mixture's split backward: the attention's passes apart from the MLP's
     auto [attention_input_k, attention_weight_k] = split_weight_gradients(joined(post_back_k, core_back_k, pre_back_k));
-    work_of(costs, layer.attention_backward_input, "layer.attention.bwd.input", std::move(attention_input_k));
-    work_of(costs, layer.attention_backward_weight, "layer.attention.bwd.weight", std::move(attention_weight_k));
+    attach(costs, layer.attention_backward_input, "layer.attention.bwd.input", std::move(attention_input_k));
+    attach(costs, layer.attention_backward_weight, "layer.attention.bwd.weight", std::move(attention_weight_k));
   }
   const std::vector<Kernel> layer_back_k = joined(mlp_back_k, post_back_k, core_back_k, pre_back_k);
   attach(costs, layer.backward, "layer.bwd", layer_back_k);
@@ -669,6 +669,14 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   const double mlp_share = layer.mlp_forward.flops / layer.forward.flops;
   layer.mlp_backward = scaled(layer.backward, mlp_share);
   layer.attention_backward = scaled(layer.backward, 1 - mlp_share);
+  // A mixture's split backward under expert parallelism: the attention's W is its linear layers'
+  // weight gradients (their forward FLOPs) with their share of the bytes, B the rest, so that the
+  // roofline's two passes add up to the whole.
+  layer.attention_backward_weight.flops = qkv_flops + out_flops;
+  layer.attention_backward_weight.bytes =
+      layer.attention_backward.bytes * layer.attention_backward_weight.flops / layer.attention_backward.flops;
+  layer.attention_backward_input = {layer.attention_backward.flops - layer.attention_backward_weight.flops,
+                                    layer.attention_backward.bytes - layer.attention_backward_weight.bytes};
   // Split backward: W is the linear layers' weight-gradient GEMMs (as many FLOPs as their
   // forward); it reads their inputs and output gradients and accumulates the weight gradients.
   // Transformer Engine's delay_wgrad_compute keeps both as the GEMMs use them (wgrad_store): under
@@ -680,10 +688,16 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     // The attention's as above; the router's input and logits' gradient on this rank's tokens; per
     // copy the experts computed, the first linear's input and output gradient (gate and up) and
     // the second's input and output gradient; the shared expert as a dense MLP.
+    // (Without expert parallelism under tp the router's weight gradient stays in B, with the
+    // dense parts' first piece; the shared gate reads the rank's own tokens.)
     const ExpertTraffic traffic = expert_traffic(m, tokens, tokens / unsplit, sharding);
+    const bool router_in_w = sharding.ep > 1 || sharding.tp == 1;
     act.weight_gradient_inputs = e * tokens * (h + q_width / t) + e * tokens * (q_width + 2 * kv_width) / t +
-                                 e * tokens * h + e * tokens / unsplit * (h + static_cast<double>(m.experts)) +
-                                 e * traffic.received * (2 * h + 3 * fe / t) + (fs > 0 ? e * tokens * (2 * h + 3 * fs / t) : 0.0);
+                                 e * tokens * h +
+                                 (router_in_w ? e * tokens / unsplit * (h + static_cast<double>(m.experts)) : 0.0) +
+                                 e * traffic.received * (2 * h + 3 * fe / t) +
+                                 (fs > 0 ? e * tokens * (2 * h + 3 * fs / t) : 0.0) +
+                                 (m.shared_expert_gate ? e * tokens / unsplit * (h + 1) : 0.0);
   }
   layer.backward_weight = {qkv_flops + out_flops + mlp_work_flops, 2 * held * g + act.weight_gradient_inputs};
   layer.backward_input = {layer.backward.flops - layer.backward_weight.flops,

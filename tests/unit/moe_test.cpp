@@ -390,6 +390,16 @@ TEST_CASE("a mixture's backward split in two keeps its work and holds what the w
   CHECK(moe.combine_back_input.flops + moe.experts_back_input.flops + moe.dispatch_back_input.flops +
             moe.backward_weight.flops ==
         doctest::Approx(moe.combine_back.flops + moe.experts_back.flops + moe.dispatch_back.flops));
+  // Without tp the attention's two passes are its own Works: W its linear layers' weight
+  // gradients, 2 x 4096 x (h (h + 2 kv) + h h) FLOPs, B the rest of the whole attention backward.
+  const ModelCosts no_tp = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{1, false, 1, 4});
+  const LayerCosts& layer = no_tp.layer;
+  CHECK(layer.attention_backward_weight.flops == doctest::Approx(2 * tokens * (h * (h + 2 * kv) + h * h)));
+  CHECK(layer.attention_backward_input.flops + layer.attention_backward_weight.flops ==
+        doctest::Approx(layer.attention_backward.flops));
+  CHECK(layer.attention_backward_input.bytes + layer.attention_backward_weight.bytes ==
+        doctest::Approx(layer.attention_backward.bytes));
+  CHECK(layer.attention_backward_weight.kernel_set >= 0);
   // W: the experts' two weight gradients (8192 copies through 3 h x f / 2) and the router's.
   CHECK(moe.backward_weight.flops == doctest::Approx(2 * (2 * tokens) * h * 3 * f / 2 + 2 * (tokens / 2) * h * 8));
   // What W reads, kept from B: the attention's (QKV input gathered h, out input h / 2; QKV output

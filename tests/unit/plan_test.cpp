@@ -250,6 +250,13 @@ TEST_CASE("the planner searches expert parallelism for a mixture, with what is s
   }
   // Mixtral's 8 experts over up to 16 data-parallel ranks: 1, 2, 4 and 8.
   CHECK(eps == std::set<int>{1, 2, 4, 8});
+  // The zero-bubble schedules split a mixture's backward too.
+  std::set<std::string> schedules;
+  for (const Candidate& c : enumerate_candidates(request))
+    if (c.ep > 1)
+      schedules.insert(c.schedule);
+  CHECK(schedules.count("zb-h1"));
+  CHECK(schedules.count("zb-v"));
   // A candidate's settings name its ep, and its scenario accepts them.
   const Candidate candidate{16, 16, 1, 1, 1, 1, 1, 1, "none", "none", "", 8};
   const MemoryCheck check = check_memory(request, candidate);
