@@ -134,7 +134,7 @@ double tokens_option(const std::string& text) {
 
 po::options_description cluster_options(std::map<std::string, std::string>& values) {
   static const std::vector<std::pair<std::string, std::string>> keys = {
-      {"gpu", "GPU from the catalog: a100-40gb, a100-80gb, h100-sxm, h800-sxm, h100-pcie, h200, b200, mi300x, rtx4090, v100-32gb"},
+      {"gpu", "GPU from the catalog: " + gpu_keys(", ")},
       {"nodes", "number of nodes (default 1)"},
       {"gpus-per-node", "GPUs per node (default 8)"},
       {"fabric", "nvswitch | nvlink-pairs | mesh | pcie (default: the GPU's usual)"},

@@ -352,13 +352,17 @@ const GpuSpec* find_gpu_model(const std::string& model) {
 }
 
 const GpuSpec& find_gpu(const std::string& key, const std::string& where) {
-  std::string accepted;
-  for (const GpuSpec& spec : gpu_catalog()) {
+  for (const GpuSpec& spec : gpu_catalog())
     if (spec.key == key)
       return spec;
-    accepted += (accepted.empty() ? "" : ", ") + spec.key;
-  }
-  throw InputError(where + ": unknown GPU '" + key + "'; accepted: " + accepted);
+  throw InputError(where + ": unknown GPU '" + key + "'; accepted: " + gpu_keys(", "));
+}
+
+std::string gpu_keys(const std::string& separator) {
+  std::string keys;
+  for (const GpuSpec& spec : gpu_catalog())
+    keys += (keys.empty() ? "" : separator) + spec.key;
+  return keys;
 }
 
 const char* to_string(Fabric fabric) {

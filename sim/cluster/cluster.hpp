@@ -41,6 +41,8 @@ const GpuSpec* find_gpu_model(const std::string& model);
 const std::vector<GpuSpec>& gpu_catalog();
 // Throws InputError naming `where` and the accepted keys.
 const GpuSpec& find_gpu(const std::string& key, const std::string& where);
+// The catalog's keys in order, joined by `separator`: what help texts and errors list.
+std::string gpu_keys(const std::string& separator);
 
 enum class Fabric { nvswitch, nvlink_pairs, mesh, pcie };
 // single_switch: one non-blocking switch; fat_tree: leaf switches of nodes_per_leaf nodes with

@@ -25,6 +25,12 @@ struct OptionSpec {
   const char* help;
 };
 
+// platform.gpu's help: the catalog's keys (kept alive for the option table).
+const char* gpu_help() {
+  static const std::string help = "a described cluster's GPU: " + gpu_keys(" | ");
+  return help.c_str();
+}
+
 const std::vector<OptionSpec>& option_specs() {
   static const std::vector<OptionSpec> specs = {
       {"model.name", "", "model file in models/ (without .json), e.g. llama2-7b"},
@@ -34,7 +40,7 @@ const std::vector<OptionSpec>& option_specs() {
       {"platform.calibration", "", "a calibration file from trainsim calibrate (relative to the scenario's folder; from --set, "
                                    "to the working one): its fitted compute.matmul_efficiency (with compute.model = roofline) "
                                    "and comm.bandwidth_efficiency apply, for the GPU it was fitted on"},
-      {"platform.gpu", "", "a described cluster's GPU: a100-40gb | a100-80gb | h100-sxm | h100-pcie | h200 | b200 | mi300x | rtx4090 | v100-32gb"},
+      {"platform.gpu", "", gpu_help()},
       {"platform.nodes", "1", "described cluster: number of nodes"},
       {"platform.gpus_per_node", "8", "described cluster: GPUs per node"},
       {"platform.fabric", "auto", "described cluster: GPUs joined by nvswitch | nvlink-pairs | mesh | pcie (auto: the GPU's usual)"},
@@ -1196,12 +1202,7 @@ ClusterSpec parse_cluster(const std::map<std::string, std::pair<std::string, std
     if (std::string(spec.key).rfind("platform.", 0) == 0 && !values.count(spec.key))
       values[spec.key] = {spec.default_value, std::string("default of ") + spec.key, false};
   if (values.at("platform.gpu").value.empty())
-    throw InputError("--gpu is required; accepted: " + [] {
-      std::string list;
-      for (const GpuSpec& gpu : gpu_catalog())
-        list += (list.empty() ? "" : ", ") + gpu.key;
-      return list;
-    }());
+    throw InputError("--gpu is required; accepted: " + gpu_keys(", "));
   return cluster_from(ValueReader(std::move(values)));
 }
 
