@@ -1,8 +1,11 @@
 #include "model/costs.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <tuple>
+
+#include "model/routing.hpp"
 
 namespace trainsim {
 
@@ -69,13 +72,8 @@ ExpertTraffic expert_traffic(const ModelSpec& m, double tokens, double normed, c
   const double ep = static_cast<double>(sharding.ep);
   traffic.rank_share = 1 / ep;
   if (!sharding.expert_shares.empty()) {
-    const long long local = m.experts / sharding.ep;
-    traffic.kept = traffic.rank_share = 0;
-    for (long long e = 0; e < m.experts; ++e) {
-      traffic.kept += sharding.expert_shares[static_cast<std::size_t>(e)];
-      if (e / local == sharding.ep_rank)
-        traffic.rank_share += sharding.expert_shares[static_cast<std::size_t>(e)];
-    }
+    traffic.kept = std::accumulate(sharding.expert_shares.begin(), sharding.expert_shares.end(), 0.0);
+    traffic.rank_share = place_shares(sharding.expert_shares, sharding.ep)[static_cast<std::size_t>(sharding.ep_rank)];
   }
   traffic.routed = normed * top_k * traffic.kept;
   traffic.received = tokens * top_k * ep * traffic.rank_share;
@@ -233,7 +231,7 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   const double e = k.e, t = k.t;
   const double h = static_cast<double>(m.hidden), fe = static_cast<double>(m.expert_ffn);
   const double fs = static_cast<double>(m.shared_expert_ffn);
-  const double experts = static_cast<double>(m.experts), top_k = static_cast<double>(m.experts_per_token);
+  const double experts = static_cast<double>(m.experts);
   const double tokens = k.b * k.s / k.cp;
   const double normed = k.sp ? tokens / t : tokens;
   const ExpertTraffic traffic = expert_traffic(m, tokens, normed, k.sharding);
@@ -325,12 +323,9 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
     parts.gathered_bytes = e * assigned * h;
     if (!k.sharding.expert_shares.empty()) {
       // Every sender's copies divide over the ep group as the ranks' experts' shares.
-      std::vector<double> split;
-      for (long long rank = 0; rank < k.sharding.ep; ++rank) {
-        Sharding other = k.sharding;
-        other.ep_rank = rank;
-        split.push_back(expert_traffic(m, tokens, normed, other).rank_share / traffic.kept);
-      }
+      std::vector<double> split = place_shares(k.sharding.expert_shares, k.sharding.ep);
+      for (double& share : split)
+        share /= traffic.kept;
       parts.to_experts_split = static_cast<int>(costs.all_to_all_splits.size());
       costs.all_to_all_splits.push_back(std::move(split));
     }
@@ -576,13 +571,14 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   // The roofline's MLP work counts the copies this rank's experts really compute (dropped ones
   // not, a busy place's more); the model FLOPs of MFU count top-k per token.
   double mlp_work_flops = mlp_flops;
+  const ExpertTraffic traffic = m.moe() ? expert_traffic(m, tokens, tokens / unsplit, sharding) : ExpertTraffic{};
   if (m.moe()) {
     const auto mixture_flops = [&](double expert_copies) {
       return 2 * tokens * h * static_cast<double>(m.experts) / t + 2 * expert_copies * h * fe * 3 / t +
              2 * tokens * h * fs * 3 / t + (m.shared_expert_gate ? 2 * tokens * h / t : 0.0);
     };
     mlp_flops = mixture_flops(tokens * top_k);
-    mlp_work_flops = mixture_flops(expert_traffic(m, tokens, sharding.sp ? tokens / t : tokens, sharding).received);
+    mlp_work_flops = mixture_flops(traffic.received);
   }
 
   // Korthikanti et al. Table 2 term by term; GQA shrinks K and V, SwiGLU keeps gate and up.
@@ -610,7 +606,6 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     // this rank's experts, gathered over tp): the experts' input, SwiGLU's input, the second
     // linear's input, and back on the sending rank the experts' outputs the weighted sum reads;
     // the shared expert as a dense MLP.
-    const ExpertTraffic traffic = expert_traffic(m, tokens, tokens / unsplit, sharding);
     const double routed = traffic.routed, assigned = traffic.received;
     mlp = e * tokens * h / unsplit + 4 * tokens / unsplit * static_cast<double>(m.experts) +
           e * assigned * (h + 3 * fe / t) + e * routed * h + (fs > 0 ? e * tokens * 3 * fs / t : 0.0) +
@@ -690,7 +685,6 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     // the second's input and output gradient; the shared expert as a dense MLP.
     // (Without expert parallelism under tp the router's weight gradient stays in B, with the
     // dense parts' first piece; the shared gate reads the rank's own tokens.)
-    const ExpertTraffic traffic = expert_traffic(m, tokens, tokens / unsplit, sharding);
     const bool router_in_w = sharding.ep > 1 || sharding.tp == 1;
     act.weight_gradient_inputs = e * tokens * (h + q_width / t) + e * tokens * (q_width + 2 * kv_width) / t +
                                  e * tokens * h +

@@ -38,4 +38,12 @@ std::vector<double> expert_shares(const ExpertRouting& routing, long long expert
   return shares;
 }
 
+std::vector<double> place_shares(const std::vector<double>& shares, long long places) {
+  std::vector<double> per_place(static_cast<std::size_t>(places), 0.0);
+  const std::size_t local = shares.size() / static_cast<std::size_t>(places);
+  for (std::size_t e = 0; e < shares.size(); ++e)
+    per_place[e / local] += shares[e];
+  return per_place;
+}
+
 } // namespace trainsim

@@ -15,4 +15,8 @@ namespace trainsim {
 // a Zipf law steeper than that is capped there, the excess spread over the others in proportion.
 std::vector<double> expert_shares(const ExpertRouting& routing, long long experts, long long top_k);
 
+// The experts' `shares` summed per place of an ep group of `places` ranks (each holding an equal
+// run of experts, in order): what each place's experts compute.
+std::vector<double> place_shares(const std::vector<double>& shares, long long places);
+
 } // namespace trainsim

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <numeric>
 
 #include <spdlog/spdlog.h>
 
@@ -56,13 +57,8 @@ std::string routing_label(const Scenario& scenario, const ModelSpec& model) {
   if (!model.moe() || scenario.routing.uniform())
     return "";
   const std::vector<double> shares = expert_shares(scenario.routing, model.experts, model.experts_per_token);
-  const long long local = model.experts / scenario.ep;
-  std::vector<double> load(static_cast<std::size_t>(scenario.ep), 0.0);
-  double kept = 0;
-  for (long long e = 0; e < model.experts; ++e) {
-    load[static_cast<std::size_t>(e / local)] += shares[static_cast<std::size_t>(e)] * scenario.ep;
-    kept += shares[static_cast<std::size_t>(e)];
-  }
+  const std::vector<double> load = place_shares(shares, scenario.ep);
+  const double kept = std::accumulate(shares.begin(), shares.end(), 0.0);
   const auto busiest = std::max_element(load.begin(), load.end()) - load.begin();
   std::string label = scenario.routing.zipf > 0 ? "zipf:" + format_double(scenario.routing.zipf) : "uniform";
   char text[160];
@@ -74,7 +70,7 @@ std::string routing_label(const Scenario& scenario, const ModelSpec& model) {
   label += text;
   if (scenario.ep > 1) {
     std::snprintf(text, sizeof text, "; the experts of place %d of each ep group compute %.2fx an even share (the busiest)",
-                  static_cast<int>(busiest), load[static_cast<std::size_t>(busiest)]);
+                  static_cast<int>(busiest), load[static_cast<std::size_t>(busiest)] * scenario.ep);
     label += text;
   }
   return label;
