@@ -226,7 +226,8 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> split_weight_gradients(const
 // gate a GEMM to one output); the residual add. Backward reverses them, the router's backward
 // included. Returns the forward and backward kernels; with ep > 1 also attaches the parts
 // around the all-to-alls (MoeParts).
-std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& costs, const KernelShapes& k) {
+std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& costs, LayerCosts& layer, const KernelShapes& k,
+                                                                const std::string& prefix) {
   const ModelSpec& m = k.model;
   const double e = k.e, t = k.t;
   const double h = static_cast<double>(m.hidden), fe = static_cast<double>(m.expert_ffn);
@@ -290,33 +291,33 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   const std::vector<Kernel> combine_k = joined(unpermute_k, residual_k);
   const std::vector<Kernel> combine_back_k = joined(residual_back_k, unpermute_back_k);
   if (k.ep > 1) {
-    MoeParts& parts = costs.layer.moe;
+    MoeParts& parts = layer.moe;
     const auto piece = [&](Work& work, const std::string& name, const std::vector<Kernel>& kernels) {
       work_of(costs, work, name, kernels);
     };
     // Under uneven routing each place in the ep group has its own: named with the place.
     const std::string place =
         k.sharding.expert_shares.empty() ? "" : "@ep" + std::to_string(k.sharding.ep_rank);
-    piece(parts.dispatch, "layer.moe.dispatch" + place, dispatch_k);
-    piece(parts.experts, "layer.moe.experts" + place, compute_k);
-    piece(parts.combine, "layer.moe.combine" + place, combine_k);
-    piece(parts.combine_back, "layer.moe.combine.bwd" + place, combine_back_k);
-    piece(parts.experts_back, "layer.moe.experts.bwd" + place, compute_back_k);
-    piece(parts.dispatch_back, "layer.moe.dispatch.bwd" + place, dispatch_back_k);
+    piece(parts.dispatch, prefix + ".moe.dispatch" + place, dispatch_k);
+    piece(parts.experts, prefix + ".moe.experts" + place, compute_k);
+    piece(parts.combine, prefix + ".moe.combine" + place, combine_k);
+    piece(parts.combine_back, prefix + ".moe.combine.bwd" + place, combine_back_k);
+    piece(parts.experts_back, prefix + ".moe.experts.bwd" + place, compute_back_k);
+    piece(parts.dispatch_back, prefix + ".moe.dispatch.bwd" + place, dispatch_back_k);
     if (!shared_k.empty()) {
-      piece(parts.shared, "layer.moe.shared", shared_k);
-      piece(parts.shared_back, "layer.moe.shared.bwd", shared_back_k);
+      piece(parts.shared, prefix + ".moe.shared", shared_k);
+      piece(parts.shared_back, prefix + ".moe.shared.bwd", shared_back_k);
     }
     // A backward split in two: each part's input gradients, and all their weight gradients as one pass.
     const auto input_of = [&](Work& work, const std::string& name, const std::vector<Kernel>& kernels) {
       piece(work, name + ".input", split_weight_gradients(kernels).first);
     };
-    input_of(parts.combine_back_input, "layer.moe.combine.bwd" + place, combine_back_k);
-    input_of(parts.experts_back_input, "layer.moe.experts.bwd" + place, compute_back_k);
-    input_of(parts.dispatch_back_input, "layer.moe.dispatch.bwd" + place, dispatch_back_k);
+    input_of(parts.combine_back_input, prefix + ".moe.combine.bwd" + place, combine_back_k);
+    input_of(parts.experts_back_input, prefix + ".moe.experts.bwd" + place, compute_back_k);
+    input_of(parts.dispatch_back_input, prefix + ".moe.dispatch.bwd" + place, dispatch_back_k);
     if (!shared_k.empty())
-      input_of(parts.shared_back_input, "layer.moe.shared.bwd", shared_back_k);
-    piece(parts.backward_weight, "layer.moe.bwd.weight" + place,
+      input_of(parts.shared_back_input, prefix + ".moe.shared.bwd", shared_back_k);
+    piece(parts.backward_weight, prefix + ".moe.bwd.weight" + place,
           split_weight_gradients(joined(shared_back_k, combine_back_k, compute_back_k, dispatch_back_k)).second);
     parts.to_experts_bytes = e * routed * h;
     parts.from_experts_bytes = e * assigned / t * h;
@@ -336,12 +337,12 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
           joined(residual_back_k, shared_back_k, unpermute_back_k, compute_back_k, dispatch_back_k)};
 }
 
-// The kernels of one layer, the embedding and the head on one rank, in launch order, after
+// The kernels of one layer on one rank, in launch order, named under `prefix`, after
 // Megatron-Core's transformer layer: fused norms, bias-dropout-add and activation kernels, one
 // kernel per GEMM (bias in its epilogue), and in backward an input-gradient and a weight-gradient
 // GEMM per linear layer. Elementwise kernels read their inputs and write their outputs once
 // (masks one byte per element); backward ones also read what they saved.
-void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
+void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelShapes& k, const std::string& prefix) {
   const ModelSpec& m = k.model;
   const double e = k.e, t = k.t, cp = k.cp;
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn);
@@ -406,9 +407,8 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   // MLP: norm, first linear (gate and up), activation, second linear, bias-dropout-add.
   KernelList mlp = list(), mlp_back = list();
   std::vector<Kernel> mlp_k, mlp_back_k;
-  LayerCosts& layer = costs.layer;
   if (m.moe()) {
-    std::tie(mlp_k, mlp_back_k) = moe_kernels(costs, k);
+    std::tie(mlp_k, mlp_back_k) = moe_kernels(costs, layer, k, prefix);
   } else {
     mlp.memory("norm", 2 * e * normed * h);
     mlp.linear("fc1", tokens, h, up);
@@ -426,22 +426,22 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
 
   const std::vector<Kernel> pre_k = pre.take(), core_k = core.take(), post_k = post.take();
   const std::vector<Kernel> core_back_k = core_back.take(), post_back_k = post_back.take(), pre_back_k = pre_back.take();
-  attach(costs, layer.attention_forward, "layer.attention.fwd", joined(pre_k, core_k, post_k));
-  attach(costs, layer.mlp_forward, "layer.mlp.fwd", mlp_k);
-  attach(costs, layer.forward, "layer.fwd", joined(pre_k, core_k, post_k, mlp_k));
-  attach(costs, layer.mlp_backward, "layer.mlp.bwd", mlp_back_k);
-  attach(costs, layer.attention_backward, "layer.attention.bwd", joined(post_back_k, core_back_k, pre_back_k));
+  attach(costs, layer.attention_forward, prefix + ".attention.fwd", joined(pre_k, core_k, post_k));
+  attach(costs, layer.mlp_forward, prefix + ".mlp.fwd", mlp_k);
+  attach(costs, layer.forward, prefix + ".fwd", joined(pre_k, core_k, post_k, mlp_k));
+  attach(costs, layer.mlp_backward, prefix + ".mlp.bwd", mlp_back_k);
+  attach(costs, layer.attention_backward, prefix + ".attention.bwd", joined(post_back_k, core_back_k, pre_back_k));
   if (m.moe() && k.ep > 1) {  // a mixture's split backward: the attention's passes apart from the MLP's
     auto [attention_input_k, attention_weight_k] = split_weight_gradients(joined(post_back_k, core_back_k, pre_back_k));
-    attach(costs, layer.attention_backward_input, "layer.attention.bwd.input", std::move(attention_input_k));
-    attach(costs, layer.attention_backward_weight, "layer.attention.bwd.weight", std::move(attention_weight_k));
+    attach(costs, layer.attention_backward_input, prefix + ".attention.bwd.input", std::move(attention_input_k));
+    attach(costs, layer.attention_backward_weight, prefix + ".attention.bwd.weight", std::move(attention_weight_k));
   }
   const std::vector<Kernel> layer_back_k = joined(mlp_back_k, post_back_k, core_back_k, pre_back_k);
-  attach(costs, layer.backward, "layer.bwd", layer_back_k);
+  attach(costs, layer.backward, prefix + ".bwd", layer_back_k);
   auto [layer_input_k, layer_weight_k] = split_weight_gradients(layer_back_k);
-  attach(costs, layer.backward_input, "layer.bwd.input", std::move(layer_input_k));
-  attach(costs, layer.backward_weight, "layer.bwd.weight", std::move(layer_weight_k));
-  attach(costs, layer.attention_core, "layer.attention-core.fwd", core_k);
+  attach(costs, layer.backward_input, prefix + ".bwd.input", std::move(layer_input_k));
+  attach(costs, layer.backward_weight, prefix + ".bwd.weight", std::move(layer_weight_k));
+  attach(costs, layer.attention_core, prefix + ".attention-core.fwd", core_k);
   // Op-level selective checkpointing re-runs K's share of the QKV projection, the output and
   // up projections and the elementwise kernels up to the last tensor backward needs (with
   // FlashAttention the core is saved, without it re-run); the roofline takes their bytes.
@@ -462,12 +462,12 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
   }
   const std::vector<Kernel> op_recompute_k = op_recompute.take();
   layer.op_recompute.bytes = KernelSet{"", op_recompute_k}.bytes();
-  attach(costs, layer.op_recompute, "layer.op-recompute", op_recompute_k);
+  attach(costs, layer.op_recompute, prefix + ".op-recompute", op_recompute_k);
   if (t > 1) {
-    layer.attention_parts = block_parts(costs, "layer.attention", joined(pre_k, core_k, post_k),
+    layer.attention_parts = block_parts(costs, prefix + ".attention", joined(pre_k, core_k, post_k),
                                         joined(post_back_k, core_back_k, pre_back_k), layer.attention_forward,
                                         layer.attention_backward, "qkv", "out", t, e);
-    layer.mlp_parts = block_parts(costs, "layer.mlp", mlp_k, mlp_back_k, layer.mlp_forward, layer.mlp_backward, "fc1",
+    layer.mlp_parts = block_parts(costs, prefix + ".mlp", mlp_k, mlp_back_k, layer.mlp_forward, layer.mlp_backward, "fc1",
                                   "fc2", t, e);
   }
   if (cp > 1) {
@@ -483,10 +483,20 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
       attach(costs, local, name + ".local", local_kernels.take());
       attach(costs, ring, name + ".ring", ring_kernels.take());
     };
-    split("layer.attention.fwd", pre_k, core_k, post_k, layer.attention_forward_local, layer.attention_forward_ring);
-    split("layer.attention.bwd", post_back_k, core_back_k, pre_back_k, layer.attention_backward_local,
+    split(prefix + ".attention.fwd", pre_k, core_k, post_k, layer.attention_forward_local, layer.attention_forward_ring);
+    split(prefix + ".attention.bwd", post_back_k, core_back_k, pre_back_k, layer.attention_backward_local,
           layer.attention_backward_ring);
   }
+}
+
+// The embedding's and the head's kernels on one rank, in launch order.
+void describe_edge_kernels(ModelCosts& costs, const KernelShapes& k) {
+  const ModelSpec& m = k.model;
+  const double e = k.e, t = k.t, cp = k.cp;
+  const double h = static_cast<double>(m.hidden);
+  const double tokens = k.b * k.s / cp;
+  const double normed = k.sp ? tokens / t : tokens;
+  const auto list = [&] { return KernelList(e, k.g); };
 
   // Embedding: a vocabulary-parallel lookup writes each token's row (and adds learned
   // positions); backward scatters the rows' gradients into the embedding's gradient.
@@ -519,45 +529,22 @@ void describe_kernels(ModelCosts& costs, const KernelShapes& k) {
 
 Work scaled(const Work& work, double share) { return {work.flops * share, work.bytes * share}; }
 
-} // namespace
-
-double KernelSet::flops() const {
-  double total = 0;
-  for (const Kernel& kernel : kernels)
-    total += kernel.flops * kernel.count;
-  return total;
-}
-
-double KernelSet::bytes() const {
-  double total = 0;
-  for (const Kernel& kernel : kernels)
-    total += kernel.bytes * kernel.count;
-  return total;
-}
-
-ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long seq_len, Precision precision,
-                         Precision grad_precision, bool flash_attention, const Sharding& sharding,
-                         const ModelCosts* prior) {
+// One kind of layer on one rank: its works, activations and parameters, its kernels named under
+// `prefix`. Returns its forward model FLOPs, the whole layer on the whole micro-batch.
+double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, long long micro_batch, long long seq_len,
+                   Precision precision, Precision grad_precision, bool flash_attention, const Sharding& sharding,
+                   const std::string& prefix) {
   const double t = static_cast<double>(sharding.tp), cp = static_cast<double>(sharding.cp);
   const double b = static_cast<double>(micro_batch), s = static_cast<double>(seq_len);
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn);
   const double heads = static_cast<double>(m.heads);
   const double q_width = static_cast<double>(m.heads * m.head_dim);
   const double kv_width = static_cast<double>(m.kv_heads * m.head_dim);
-  const double vocab = static_cast<double>(m.padded_vocab);
   const double e = bytes_per_element(precision);        // activations and parameters
   const double g = bytes_per_element(grad_precision);   // gradients
   const double tokens = b * s / cp;                      // this rank's share of the sequence
   const double mask = 1.0;                               // dropout masks are one byte per element
   const double unsplit = sharding.sp ? t : 1.0;          // sequence parallelism splits the rest over tp
-  const ParameterCounts counts = count_parameters(m);
-
-  ModelCosts costs;
-  if (prior) {
-    costs.kernel_sets = prior->kernel_sets;
-    costs.all_to_all_splits = prior->all_to_all_splits;
-  }
-  LayerCosts& layer = costs.layer;
 
   // Queries are local, keys and values span the whole sequence (gathered around the CP ring).
   const double qkv_flops = 2 * tokens * h * (q_width + 2 * kv_width) / t;
@@ -644,6 +631,7 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   // that waits for the other ranks' K and V.
   layer.parameters = layer_parameters_per_rank(m, sharding.tp, sharding.ep);
   layer.expert_parameters = expert_parameters_per_rank(m, sharding.tp, sharding.ep);
+  layer.routed = m.moe();
   const double attention_share = (qkv_flops + core_flops + out_flops) / (qkv_flops + core_flops + out_flops + mlp_flops);
   const double attention_kept = attention + norms / 2, mlp_kept = mlp + norms / 2;
   double attention_weights = layer.parameters * attention_share * e;
@@ -707,8 +695,62 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   layer.attention_forward_ring = scaled(layer.attention_forward, forward_ring);
   layer.attention_backward_local = scaled(layer.attention_backward, 1 - backward_ring);
   layer.attention_backward_ring = scaled(layer.attention_backward, backward_ring);
-  layer.tp_collective_bytes = e * tokens * h;
   layer.cp_kv_bytes = 2 * e * b * s * kv_width / t;
+  describe_layer_kernels(costs, layer,
+                         KernelShapes{m, b, s, t, cp, static_cast<double>(sharding.ep), sharding.sp, e, g, flash_attention,
+                                      sharding},
+                         prefix);
+  return (qkv_flops + core_flops + out_flops + mlp_flops) * t * cp;
+}
+
+
+} // namespace
+
+double KernelSet::flops() const {
+  double total = 0;
+  for (const Kernel& kernel : kernels)
+    total += kernel.flops * kernel.count;
+  return total;
+}
+
+double KernelSet::bytes() const {
+  double total = 0;
+  for (const Kernel& kernel : kernels)
+    total += kernel.bytes * kernel.count;
+  return total;
+}
+
+ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long seq_len, Precision precision,
+                         Precision grad_precision, bool flash_attention, const Sharding& sharding,
+                         const ModelCosts* prior) {
+  const double t = static_cast<double>(sharding.tp), cp = static_cast<double>(sharding.cp);
+  const double b = static_cast<double>(micro_batch), s = static_cast<double>(seq_len);
+  const double h = static_cast<double>(m.hidden);
+  const double vocab = static_cast<double>(m.padded_vocab);
+  const double e = bytes_per_element(precision);        // activations and parameters
+  const double g = bytes_per_element(grad_precision);   // gradients
+  const double tokens = b * s / cp;                      // this rank's share of the sequence
+  const double mask = 1.0;                               // dropout masks are one byte per element
+  const double unsplit = sharding.sp ? t : 1.0;          // sequence parallelism splits the rest over tp
+  const ParameterCounts counts = count_parameters(m);
+
+  ModelCosts costs;
+  if (prior) {
+    costs.kernel_sets = prior->kernel_sets;
+    costs.all_to_all_splits = prior->all_to_all_splits;
+  }
+  const double dense_layers = static_cast<double>(m.dense_layers.size());
+  costs.layer_kinds.resize(m.dense_layers.empty() ? 1 : 2);
+  const double main_layer_flops = layer_costs(costs, costs.layer_kinds[0], m, micro_batch, seq_len, precision,
+                                              grad_precision, flash_attention, sharding, "layer");
+  double layers_flops = (static_cast<double>(m.layers) - dense_layers) * main_layer_flops;
+  costs.kind_of_layer.assign(static_cast<std::size_t>(m.layers), 0);
+  if (!m.dense_layers.empty()) {
+    layers_flops += dense_layers * layer_costs(costs, costs.layer_kinds[1], dense_mlp_model(m), micro_batch, seq_len,
+                                               precision, grad_precision, flash_attention, sharding, "dense-layer");
+    for (const long long l : m.dense_layers)
+      costs.kind_of_layer[static_cast<std::size_t>(l)] = 1;
+  }
   costs.embedding_parameters = static_cast<double>(counts.embedding) / t + static_cast<double>(counts.positions);
   costs.head_parameters = static_cast<double>(counts.final_norm) + static_cast<double>(counts.output_head) / t;
   const double embedding_rows = tokens * h * (m.learned_positions ? 2 : 1);
@@ -729,14 +771,34 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   // Final norm input, output projection input, and the fp32 logits the loss keeps.
   costs.head_activations = 2 * e * tokens * h / unsplit + 4 * logits;
   costs.activation_gradient_buffer = 2 * e * tokens * h;
+  costs.tp_collective_bytes = e * tokens * h;
 
   // Model FLOPs count the whole model on the whole micro-batch, whatever the sharding.
-  const double whole_layer = (qkv_flops + core_flops + out_flops + mlp_flops) * t * cp;
-  costs.model_flops_per_micro_batch =
-      3 * (static_cast<double>(m.layers) * whole_layer + costs.head_forward.flops * t * cp);
-  describe_kernels(costs, KernelShapes{m, b, s, t, cp, static_cast<double>(sharding.ep), sharding.sp, e, g,
-                                       flash_attention, sharding});
+  costs.model_flops_per_micro_batch = 3 * (layers_flops + costs.head_forward.flops * t * cp);
+  describe_edge_kernels(costs, KernelShapes{m, b, s, t, cp, static_cast<double>(sharding.ep), sharding.sp, e, g,
+                                            flash_attention, sharding});
   return costs;
+}
+
+double ModelCosts::layer_parameters(long long first, long long count) const {
+  double sum = 0;
+  for (long long l = first; l < first + count; ++l)
+    sum += layer(l).parameters;
+  return sum;
+}
+
+double ModelCosts::layer_expert_parameters(long long first, long long count) const {
+  double sum = 0;
+  for (long long l = first; l < first + count; ++l)
+    sum += layer(l).expert_parameters;
+  return sum;
+}
+
+LayerList ModelCosts::layers_from(long long first, long long count) const {
+  LayerList layers;
+  for (long long l = first; l < first + count; ++l)
+    layers.push_back(&layer(l));
+  return layers;
 }
 
 Work optimizer_step_work(double parameters, Precision precision, Precision grad_precision) {

@@ -105,9 +105,12 @@ struct LayerCosts {
   LayerActivations activations;
   double parameters = 0;       // held by one rank (matmuls split over tp, norms replicated), reduced over dp x cp
   double expert_parameters = 0;  // under expert parallelism: the local experts, reduced over the expert-data-parallel group
-  double tp_collective_bytes = 0;  // the activation a TP all-reduce (or SP all-gather) carries
+  bool routed = false;         // a mixture's layer with the experts (not one of its dense layers)
   double cp_kv_bytes = 0;      // K and V of the whole sequence, gathered around the CP ring
 };
+
+// Layers in order, e.g. those of a pipeline chunk (ModelCosts::layers_from).
+using LayerList = std::vector<const LayerCosts*>;
 
 // How a layer is split over ranks: tensor parallelism (Megatron), sequence parallelism on top
 // of it (norms and dropout split along the sequence), context parallelism (the sequence split,
@@ -124,7 +127,18 @@ struct Sharding {
 struct ModelCosts {
   std::vector<KernelSet> kernel_sets;  // what the Works below are made of
   std::vector<std::vector<double>> all_to_all_splits;  // per split: each ep group member's share, in group order
-  LayerCosts layer;            // every transformer layer is the same
+  // The layers' costs by kind: one kind for most models; a mixture with dense layers among its
+  // expert layers (ModelSpec::dense_layers) has a second, those layers with their dense MLP.
+  std::vector<LayerCosts> layer_kinds;
+  std::vector<int> kind_of_layer;  // per layer of the model, in order: its index in layer_kinds
+  const LayerCosts& layer(long long index) const {
+    return layer_kinds[static_cast<std::size_t>(kind_of_layer[static_cast<std::size_t>(index)])];
+  }
+  // Of the layers [first, first + count): the parameters one rank holds (reduced over dp x cp),
+  // and its local experts' (reduced over the expert-data-parallel group).
+  double layer_parameters(long long first, long long count) const;
+  double layer_expert_parameters(long long first, long long count) const;
+  LayerList layers_from(long long first, long long count) const;
   Work embedding_forward;
   Work embedding_backward;
   Work head_forward;           // final norm, output projection, cross-entropy
@@ -134,6 +148,7 @@ struct ModelCosts {
   double embedding_activations = 0;   // bytes kept for backward
   double head_activations = 0;
   double activation_gradient_buffer = 0;  // working gradient tensors during backward
+  double tp_collective_bytes = 0;  // a layer's output, what a TP all-reduce (or SP all-gather) carries
   double embedding_parameters = 0;        // held by one rank (vocabulary split over tp)
   double head_parameters = 0;             // final norm and, if untied, the output layer (split over tp)
   double model_flops_per_micro_batch = 0; // forward + backward of the whole model, no recompute: MFU

@@ -1,5 +1,6 @@
 #include "model/model.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -66,6 +67,26 @@ public:
     if (!config_.at(key).is_string())
       throw InputError(where_ + ": field '" + key + "' = " + config_.at(key).dump() + "; accepted: a string");
     return config_.at(key).get<std::string>();
+  }
+
+  // A list of layer indices, each in [0, layers).
+  std::vector<long long> layer_indices(const char* key, long long layers) const {
+    std::vector<long long> indices;
+    if (!has(key))
+      return indices;
+    const json& value = config_.at(key);
+    const auto refuse = [&] {
+      throw InputError(where_ + ": field '" + key + "' = " + value.dump() + "; accepted: a list of layer indices, 0 to " +
+                       std::to_string(layers - 1));
+    };
+    if (!value.is_array())
+      refuse();
+    for (const json& item : value) {
+      if (!item.is_number_integer() || item.get<long long>() < 0 || item.get<long long>() >= layers)
+        refuse();
+      indices.push_back(item.get<long long>());
+    }
+    return indices;
   }
 
   const std::string& where() const { return where_; }
@@ -145,7 +166,8 @@ void refuse_unmodelled(const json& config, const std::string& where) {
       {"moe_num_experts", "a mixture of experts", more_than_one},
       {"num_experts_per_tok", "a mixture of experts", more_than_one},
   };
-  // Dense MLP layers among the expert ones: every layer is simulated alike.
+  // Dense MLP layers among the expert ones: read for the Qwen mixtures, whose Hugging Face models
+  // define them; Mixtral's ignore these fields.
   static const UnmodelledFeature mixed_layers[] = {
       {"decoder_sparse_step", "dense layers between expert layers", more_than_one},
       {"mlp_only_layers", "dense layers among expert layers", not_empty},
@@ -165,9 +187,11 @@ void refuse_unmodelled(const json& config, const std::string& where) {
   const char* decoder_only = "decoder-only transformers (llama, mistral, qwen2, qwen3, gpt2, gpt3; mixtures of "
                              "experts: mixtral, qwen2_moe, qwen3_moe)";
   refuse(features, decoder_only);
-  if (reads_experts)
-    refuse(mixed_layers, "an expert MLP in every layer (decoder_sparse_step 1, no mlp_only_layers)");
-  else
+  const std::string type = config.value("model_type", "");
+  if (type == "mixtral")
+    refuse(mixed_layers, "an expert MLP in every layer (Mixtral's model does not read decoder_sparse_step or "
+                         "mlp_only_layers; qwen2_moe and qwen3_moe do)");
+  else if (!reads_experts)
     refuse(moe_features, decoder_only);
 }
 
@@ -182,6 +206,18 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
   if (type == "qwen2_moe") {
     model.shared_expert_ffn = reader.integer({"shared_expert_intermediate_size"}, 0);
     model.shared_expert_gate = model.shared_expert_ffn > 0;
+  }
+  if (type == "qwen2_moe" || type == "qwen3_moe") {
+    // As Qwen2MoeDecoderLayer: layer l has the experts unless it is in mlp_only_layers or l + 1 is
+    // not a multiple of decoder_sparse_step; the others a dense MLP of intermediate_size.
+    const std::vector<long long> mlp_only = reader.layer_indices("mlp_only_layers", model.layers);
+    const long long step = reader.integer({"decoder_sparse_step"}, 1);
+    for (long long l = 0; l < model.layers; ++l)
+      if (std::find(mlp_only.begin(), mlp_only.end(), l) != mlp_only.end() || (l + 1) % step != 0)
+        model.dense_layers.push_back(l);
+    if (static_cast<long long>(model.dense_layers.size()) == model.layers)
+      throw InputError(reader.where() + ": mlp_only_layers and decoder_sparse_step = " + std::to_string(step) +
+                       " leave no layer with experts; accepted: at least one expert layer (else a dense model type)");
   }
   const double expert_parameters = static_cast<double>(model.experts) * 3 * static_cast<double>(model.hidden) *
                                    static_cast<double>(model.expert_ffn) * static_cast<double>(model.layers);
@@ -277,6 +313,14 @@ ModelSpec load_model(const std::filesystem::path& file, long long vocab_multiple
   return parse_model(buffer.str(), file.string(), file.stem().string(), vocab_multiple);
 }
 
+ModelSpec dense_mlp_model(const ModelSpec& model) {
+  ModelSpec dense = model;
+  dense.experts = dense.experts_per_token = dense.expert_ffn = dense.shared_expert_ffn = 0;
+  dense.shared_expert_gate = false;
+  dense.dense_layers.clear();
+  return dense;
+}
+
 ParameterCounts count_parameters(const ModelSpec& m) {
   ParameterCounts counts;
   const long long q_width = m.heads * m.head_dim;
@@ -289,25 +333,29 @@ ParameterCounts count_parameters(const ModelSpec& m) {
     attention += m.hidden;
   if (m.qk_norm)
     attention += 2 * m.head_dim;
-  long long mlp = (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn;
+  long long dense_mlp = (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn;
   if (m.mlp_bias)
-    mlp += (m.gated_mlp ? 2 : 1) * m.ffn + m.hidden;
+    dense_mlp += (m.gated_mlp ? 2 : 1) * m.ffn + m.hidden;
+  long long mlp = dense_mlp;
   long long unrouted_experts = 0;  // of a layer's routed experts, what one token does not use
+  const long long dense_layers = static_cast<long long>(m.dense_layers.size());
+  const long long expert_layers = m.layers - dense_layers;
   if (m.moe()) {
     const long long expert = 3 * m.hidden * m.expert_ffn;
     const long long shared = 3 * m.hidden * m.shared_expert_ffn + (m.shared_expert_gate ? m.hidden : 0);
     mlp = m.hidden * m.experts + m.experts * expert + shared;  // router, routed and shared experts
-    counts.routed_experts = m.experts * expert * m.layers;
+    counts.routed_experts = m.experts * expert * expert_layers;
     unrouted_experts = (m.experts - m.experts_per_token) * expert;
   }
   counts.per_layer = attention + mlp + 2 * norm;
-  counts.layers = counts.per_layer * m.layers;
+  counts.per_dense_layer = dense_layers > 0 ? attention + dense_mlp + 2 * norm : 0;
+  counts.layers = counts.per_layer * expert_layers + counts.per_dense_layer * dense_layers;
   counts.embedding = m.padded_vocab * m.hidden;
   counts.positions = m.learned_positions ? m.max_positions * m.hidden : 0;
   counts.final_norm = norm;
   counts.output_head = m.tied_embeddings ? 0 : m.padded_vocab * m.hidden;
   counts.total = counts.embedding + counts.positions + counts.layers + counts.final_norm + counts.output_head;
-  counts.active = counts.total - unrouted_experts * m.layers;
+  counts.active = counts.total - unrouted_experts * expert_layers;
   return counts;
 }
 

@@ -6,6 +6,7 @@
 // normalised to the few numbers that decide memory and time.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace trainsim {
 
@@ -39,14 +40,21 @@ struct ModelSpec {
   long long expert_ffn = 0;
   long long shared_expert_ffn = 0;
   bool shared_expert_gate = false;
+  // Of a mixture's layers, those whose MLP is dense (inner size ffn, no router), in order: Qwen-MoE's
+  // mlp_only_layers and decoder_sparse_step. Empty: every layer has the experts.
+  std::vector<long long> dense_layers;
   bool moe() const { return experts > 0; }
 };
+
+// A mixture's dense layers as a model of their own: the same attention, a dense SwiGLU MLP.
+ModelSpec dense_mlp_model(const ModelSpec& model);
 
 struct ParameterCounts {
   long long embedding = 0;        // token embedding
   long long positions = 0;        // learned position embedding
-  long long per_layer = 0;
-  long long layers = 0;           // per_layer x number of layers
+  long long per_layer = 0;        // a layer (in a mixture, one with the experts)
+  long long per_dense_layer = 0;  // a mixture's layer with a dense MLP (ModelSpec::dense_layers); 0 without
+  long long layers = 0;           // all layers
   long long final_norm = 0;
   long long output_head = 0;      // 0 when tied to the embedding
   long long total = 0;

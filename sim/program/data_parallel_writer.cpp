@@ -41,18 +41,17 @@ public:
                      const ModelParallelGroups& parallel, const RuntimeMemory& runtime = {})
       : s_(scenario), model_(model), costs_(costs), states_(states), plan_(plan), ops_(*this, costs, parallel),
         gradient_group_(gradient_group), runtime_(runtime),
-        experts_(*this, scenario, parallel, costs.layer.expert_parameters * static_cast<double>(model.layers)) {
+        experts_(*this, scenario, parallel, costs.layer_expert_parameters(0, model.layers)) {
     const ParameterCounts counts = count_parameters(model);
     const double t = static_cast<double>(scenario.tp);
     groups_.push_back({"embedding", costs.embedding_parameters});
     for (long long l = 0; l < model.layers; ++l)
-      groups_.push_back({"L" + std::to_string(l), costs.layer.parameters});
+      groups_.push_back({"L" + std::to_string(l), costs.layer(l).parameters});
     // A tied output layer uses the embedding matrix: gathering the head gathers it again.
     groups_.push_back({"head", costs.head_parameters +
                                    (model.tied_embeddings ? static_cast<double>(counts.embedding) / t : 0.0)});
     head_gradient_parameters_ = costs.head_parameters;
-    parameters_ = costs.embedding_parameters + static_cast<double>(model.layers) * costs.layer.parameters +
-                  costs.head_parameters;
+    parameters_ = costs.embedding_parameters + costs.layer_parameters(0, model.layers) + costs.head_parameters;
   }
 
   Program build() {
@@ -111,7 +110,8 @@ private:
     if (!s_.overlap_param_gather || !states_.gathers_after_step)
       return;
     std::vector<double> pieces = {costs_.embedding_parameters};
-    pieces.insert(pieces.end(), static_cast<std::size_t>(model_.layers), costs_.layer.parameters);
+    for (long long l = 0; l < model_.layers; ++l)
+      pieces.push_back(costs_.layer(l).parameters);
     pieces.push_back(head_gradient_parameters_);
     updated_parameters_ = parameter_gathers(plan_parameter_gathers(pieces, bucket_parameters()), gradient_group_,
                                             states_.parameter_element_bytes, "param-allgather");
@@ -262,11 +262,11 @@ private:
     }
   }
 
-  void expert_gradients_ready(OpId producer, bool last_layer) {
+  void expert_gradients_ready(long long layer, OpId producer) {
     if (!sync_now_)
       return;
     std::vector<OpId> reductions;
-    experts_.gradients_ready(costs_.layer.expert_parameters, producer, last_layer, reductions);
+    experts_.gradients_ready(costs_.layer(layer).expert_parameters, producer, layer == 0, reductions);
     sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
     if (!s_.overlap_grad_reduce)
       blocking_.insert(blocking_.end(), reductions.begin(), reductions.end());
@@ -291,19 +291,18 @@ private:
     alloc("embedding.act" + mb, MemCategory::activations, costs_.embedding_activations);
     chain_ = ops_.embedding_forward("embedding.fwd" + mb, updated(0, gathered));
     release_use();
-    const LayerActivations& act = costs_.layer.activations;
     for (const RecomputeSegment& segment : plan_.segments) {
       std::optional<OpId> saved;
       if (segment.policy == LayerPolicy::checkpoint) {
-        alloc(checkpoint_tensor(segment.first), MemCategory::activations, act.input);
+        alloc(checkpoint_tensor(segment.first), MemCategory::activations, costs_.layer(segment.first).activations.input);
         saved = offload_checkpoint(segment.first);
       }
       for (long long l = segment.first; l < segment.first + segment.count; ++l) {
         const PlacedAt in_layer(*this, place_in_micro_batch(l));
         gathered = acquire();
         if (segment.policy != LayerPolicy::checkpoint)
-          alloc(layer_tensor(l, "act"), MemCategory::activations, layer_recompute(costs_.layer, segment.policy).kept);
-        chain_ = ops_.forward(layer_tensor(l, "fwd"), updated(static_cast<std::size_t>(l + 1), after_chain(gathered)),
+          alloc(layer_tensor(l, "act"), MemCategory::activations, layer_recompute(costs_.layer(l), segment.policy).kept);
+        chain_ = ops_.forward(l, layer_tensor(l, "fwd"), updated(static_cast<std::size_t>(l + 1), after_chain(gathered)),
                               Phase::forward);
         // The GPU copy of the input goes once it is in host memory; freeing it after the segment
         // leaves the copy a segment's forward to finish before the compute stream waits for it.
@@ -329,14 +328,13 @@ private:
     if (sync_now_ && states_.reduces_gradients())
       buckets_ = BucketFiller(s_.bucket_bytes, gradient_bytes(parameters_));
     if (sync_now_)
-      experts_.start_reducing(costs_.layer.expert_parameters * static_cast<double>(model_.layers));
+      experts_.start_reducing(costs_.layer_expert_parameters(0, model_.layers));
     const OpId head = ops_.head_backward("head.bwd" + mb, after_chain(gathered));
     chain_ = head;
     release("head.act" + mb);
     release_use();
     gradients_ready(head_gradient_parameters_, head, false);
 
-    const LayerActivations& act = costs_.layer.activations;
     for (auto segment = plan_.segments.rbegin(); segment != plan_.segments.rend(); ++segment) {
       const long long first = segment->first, last = segment->first + segment->count - 1;
       std::map<long long, std::vector<OpId>> gathered_for;
@@ -351,31 +349,31 @@ private:
         for (long long l = first; l <= last; ++l) {
           const PlacedAt in_layer(*this, place_in_micro_batch(l));
           gathered_for[l] = acquire_and_keep();
-          alloc(layer_tensor(l, "act"), MemCategory::activations, act.total);
+          alloc(layer_tensor(l, "act"), MemCategory::activations, costs_.layer(l).activations.total);
           std::vector<OpId> deps = gathered_for[l];
           if (l == first)
             deps.insert(deps.end(), input.begin(), input.end());
-          chain_ = ops_.forward(layer_tensor(l, "recompute"), after_chain(deps), Phase::recompute);
+          chain_ = ops_.forward(l, layer_tensor(l, "recompute"), after_chain(deps), Phase::recompute);
         }
         release(checkpoint_tensor(first));
       }
       for (long long l = last; l >= first; --l) {
         const PlacedAt in_layer(*this, place_in_micro_batch(l));
         std::vector<OpId> deps = segment->policy == LayerPolicy::checkpoint ? gathered_for[l] : acquire_and_keep();
-        const LayerRecompute recompute = layer_recompute(costs_.layer, segment->policy);
+        const LayerRecompute recompute = layer_recompute(costs_.layer(l), segment->policy);
         const std::string rematerialized = layer_tensor(l, recompute.what);
         if (recompute.work) {
           alloc(rematerialized, MemCategory::activations, recompute.rematerialized);
           compute(layer_tensor(l, ("recompute-" + std::string(recompute.what)).c_str()), *recompute.work,
                   Phase::recompute, deps);
         }
-        const OpId backward_op = ops_.backward(layer_tensor(l, "bwd"), after_chain(deps));
+        const OpId backward_op = ops_.backward(l, layer_tensor(l, "bwd"), after_chain(deps));
         chain_ = backward_op;
         release(rematerialized);
         release(layer_tensor(l, "act"));
         release_kept(l);
-        gradients_ready(costs_.layer.parameters, backward_op, false);
-        expert_gradients_ready(backward_op, l == 0);
+        gradients_ready(costs_.layer(l).parameters, backward_op, false);
+        expert_gradients_ready(l, backward_op);
       }
     }
     gathered = acquire();
@@ -405,7 +403,7 @@ private:
   std::optional<OpId> offload_checkpoint(long long first_layer) {
     if (!s_.offload_activations)
       return std::nullopt;
-    const double bytes = costs_.layer.activations.input;
+    const double bytes = costs_.layer(first_layer).activations.input;
     alloc(checkpoint_tensor(first_layer) + ".host", MemCategory::activations, bytes, Device::host);
     std::vector<OpId> deps;
     if (chain_)
@@ -421,7 +419,7 @@ private:
     if (known != returning_.end())
       return {known->second};
     const std::string tensor = checkpoint_tensor(first_layer);
-    const double bytes = costs_.layer.activations.input;
+    const double bytes = costs_.layer(first_layer).activations.input;
     const auto buffer = alloc(tensor, MemCategory::activations, bytes);
     const OpId back = copy(node_cpu, true, bytes, "h2d." + tensor, buffer ? std::vector<OpId>{*buffer} : std::vector<OpId>{});
     release(tensor + ".host", {back});
@@ -549,7 +547,8 @@ double default_activation_budget(const Scenario& scenario, const ModelSpec& mode
   empty.strategy = "budget";
   empty.segments.push_back({0, model.layers, LayerPolicy::keep});
   ModelCosts without_layers = costs;
-  without_layers.layer.activations = LayerActivations{};
+  for (LayerCosts& layer : without_layers.layer_kinds)
+    layer.activations = LayerActivations{};
   const Program program =
       DataParallelWriter(keep_nothing, model, without_layers, states, empty, 0,
                          model_parallel_groups(scenario, expert_states))

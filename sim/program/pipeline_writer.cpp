@@ -39,15 +39,9 @@ public:
         runtime_(placement.runtime[static_cast<std::size_t>(rank)]),
         ops_(*this, costs,
              model_parallel_groups(scenario, placement.expert_states)),
-        stage_layers_(layers_per_virtual_stage(scenario, model)),
+        stage_layers_(layers_per_virtual_stage(scenario, model)), chunk_first_(first_layer_of_chunks()),
         experts_(*this, scenario, model_parallel_groups(scenario, placement.expert_states), stage_expert_parameters()) {
     turn_.assign(static_cast<std::size_t>(scenario.grad_accum), 0);
-    for (int c = 0; c < v_; ++c) {
-      long long first = 0;
-      for (int k = 0; k < virtual_stage(c); ++k)
-        first += stage_layers_[k];
-      chunk_first_.push_back(first);
-    }
   }
 
   Program build() {
@@ -97,6 +91,16 @@ public:
 
 private:
   int virtual_stage(int chunk) const { return trainsim::virtual_stage(s_.schedule, p_, chunk, coords_.pp); }
+  std::vector<long long> first_layer_of_chunks() const {
+    std::vector<long long> firsts;
+    for (int c = 0; c < v_; ++c) {
+      long long first = 0;
+      for (int k = 0; k < virtual_stage(c); ++k)
+        first += stage_layers_[static_cast<std::size_t>(k)];
+      firsts.push_back(first);
+    }
+    return firsts;
+  }
   // The slots of the ranks holding the virtual stages before and after a chunk's: the previous
   // and the next pipeline rank (around the ring for interleaved chunks), or -1 where ZB-V's V
   // turns on the last rank and the chunk's neighbour is this rank's other chunk.
@@ -125,14 +129,14 @@ private:
   bool scatters_boundary() const { return s_.pp_scatter_gather && s_.tp > 1 && !s_.sp; }
   double boundary_bytes() const {
     // The hidden states of this rank's share of the sequence.
-    return costs_.layer.tp_collective_bytes / (s_.sp || scatters_boundary() ? static_cast<double>(s_.tp) : 1.0);
+    return costs_.tp_collective_bytes / (s_.sp || scatters_boundary() ? static_cast<double>(s_.tp) : 1.0);
   }
 
   // A received slice becomes the whole boundary tensor again by an all-gather over tp.
   OpId gather_boundary(OpId received, const std::string& name) {
     if (!scatters_boundary())
       return received;
-    return collective(Stream::tp_comm, Collective::all_gather, tp_slot, costs_.layer.tp_collective_bytes,
+    return collective(Stream::tp_comm, Collective::all_gather, tp_slot, costs_.tp_collective_bytes,
                       name + ".pp-allgather", {received});
   }
 
@@ -150,7 +154,7 @@ private:
   double stage_parameters() const {
     double parameters = 0;
     for (int c = 0; c < v_; ++c) {
-      parameters += static_cast<double>(chunk_layers(c)) * costs_.layer.parameters;
+      parameters += costs_.layer_parameters(chunk_first_[c], chunk_layers(c));
       if (first_virtual_stage(c))
         parameters += costs_.embedding_parameters;
       if (last_virtual_stage(c))
@@ -162,7 +166,7 @@ private:
   double stage_expert_parameters() const {
     double parameters = 0;
     for (int c = 0; c < v_; ++c)
-      parameters += static_cast<double>(chunk_layers(c)) * costs_.layer.expert_parameters;
+      parameters += costs_.layer_expert_parameters(chunk_first_[c], chunk_layers(c));
     return parameters;
   }
 
@@ -172,7 +176,8 @@ private:
     std::vector<double> pieces;
     if (first_virtual_stage(chunk))
       pieces.push_back(costs_.embedding_parameters);
-    pieces.insert(pieces.end(), static_cast<std::size_t>(chunk_layers(chunk)), costs_.layer.parameters);
+    for (long long l = 0; l < chunk_layers(chunk); ++l)
+      pieces.push_back(layer_costs(chunk, l).parameters);
     if (last_virtual_stage(chunk))
       pieces.push_back(costs_.head_parameters + tied_embedding_parameters());
     return pieces;
@@ -241,16 +246,17 @@ private:
       deps = {last};
     }
     const RecomputePlan& plan = plans_[step.chunk];
-    const LayerActivations& act = costs_.layer.activations;
     for (const RecomputeSegment& segment : plan.segments) {
       if (segment.policy == LayerPolicy::checkpoint)
-        alloc("S" + std::to_string(segment.first) + ".input" + sfx, MemCategory::activations, act.input);
+        alloc("S" + std::to_string(segment.first) + ".input" + sfx, MemCategory::activations,
+              layer_costs(step.chunk, segment.first).activations.input);
       for (long long l = segment.first; l < segment.first + segment.count; ++l) {
         const PlacedAt in_layer(*this, place_in_step(step, l));
         if (segment.policy != LayerPolicy::checkpoint)
           alloc(layer_name(step.chunk, l) + ".act" + sfx, MemCategory::activations,
-                layer_recompute(costs_.layer, segment.policy).kept);
-        track(ops_.forward(layer_name(step.chunk, l) + ".fwd" + sfx, updated(step, piece++, deps), Phase::forward));
+                layer_recompute(layer_costs(step.chunk, l), segment.policy).kept);
+        track(ops_.forward(layer_index(step.chunk, l), layer_name(step.chunk, l) + ".fwd" + sfx,
+                           updated(step, piece++, deps), Phase::forward));
         deps = {last};
       }
     }
@@ -266,8 +272,12 @@ private:
     return last;
   }
 
+  long long layer_index(int chunk, long long layer_in_chunk) const { return chunk_first_[chunk] + layer_in_chunk; }
   std::string layer_name(int chunk, long long layer_in_chunk) const {
-    return "L" + std::to_string(chunk_first_[chunk] + layer_in_chunk);
+    return "L" + std::to_string(layer_index(chunk, layer_in_chunk));
+  }
+  const LayerCosts& layer_costs(int chunk, long long layer_in_chunk) const {
+    return costs_.layer(layer_index(chunk, layer_in_chunk));
   }
 
   // A backward, or under a split backward its input-gradient pass: then each piece keeps, in
@@ -300,14 +310,15 @@ private:
                 ? last
                 : turn_.at(static_cast<std::size_t>(step.micro_batch))};
     const RecomputePlan& plan = plans_[step.chunk];
-    const LayerActivations& act = costs_.layer.activations;
     for (auto segment = plan.segments.rbegin(); segment != plan.segments.rend(); ++segment) {
       const long long first = segment->first, final_layer = segment->first + segment->count - 1;
       if (segment->policy == LayerPolicy::checkpoint) {
         for (long long l = first; l <= final_layer; ++l) {
           const PlacedAt in_layer(*this, place_in_step(step, l));
-          alloc(layer_name(step.chunk, l) + ".act" + sfx, MemCategory::activations, act.total);
-          track(ops_.forward(layer_name(step.chunk, l) + ".recompute" + sfx, deps, Phase::recompute));
+          alloc(layer_name(step.chunk, l) + ".act" + sfx, MemCategory::activations,
+                layer_costs(step.chunk, l).activations.total);
+          track(ops_.forward(layer_index(step.chunk, l), layer_name(step.chunk, l) + ".recompute" + sfx, deps,
+                             Phase::recompute));
           deps = {last};
         }
         release("S" + std::to_string(first) + ".input" + sfx);
@@ -315,18 +326,19 @@ private:
       for (long long l = final_layer; l >= first; --l) {
         const PlacedAt in_layer(*this, place_in_step(step, l));
         const std::string layer = layer_name(step.chunk, l);
-        const LayerRecompute recompute = layer_recompute(costs_.layer, segment->policy);
+        const LayerRecompute recompute = layer_recompute(layer_costs(step.chunk, l), segment->policy);
         const std::string rematerialized = layer + "." + recompute.what + sfx;
         if (recompute.work) {
           alloc(rematerialized, MemCategory::activations, recompute.rematerialized);
           track(compute(layer + ".recompute-" + recompute.what + sfx, *recompute.work, Phase::recompute, deps));
           deps = {last};
         }
-        track(split ? ops_.backward_input(layer + pass + sfx, deps) : ops_.backward(layer + pass + sfx, deps));
+        const long long index = layer_index(step.chunk, l);
+        track(split ? ops_.backward_input(index, layer + pass + sfx, deps) : ops_.backward(index, layer + pass + sfx, deps));
         deps = {last};
         release(rematerialized);
         release(layer + ".act" + sfx);
-        hold_for_weight_gradients(layer, act.weight_gradient_inputs);
+        hold_for_weight_gradients(layer, layer_costs(step.chunk, l).activations.weight_gradient_inputs);
       }
     }
     if (first_virtual_stage(step.chunk)) {
@@ -359,7 +371,7 @@ private:
     for (long long l = chunk_layers(step.chunk) - 1; l >= 0; --l) {
       const PlacedAt in_layer(*this, place_in_step(step, l));
       const std::string layer = layer_name(step.chunk, l);
-      run(ops_.backward_weight(layer + ".bwd-weight" + sfx, track.last), layer);
+      run(ops_.backward_weight(layer_index(step.chunk, l), layer + ".bwd-weight" + sfx, track.last), layer);
     }
     return track.last;
   }
@@ -367,7 +379,7 @@ private:
   // A chunk's gradients are final after its last backward: reduce them over the data-parallel
   // (x context-parallel) ranks while the other chunks' backwards go on (overlap_grad_reduce).
   void synchronize_gradients(int chunk, OpId producer) {
-    double parameters = static_cast<double>(chunk_layers(chunk)) * costs_.layer.parameters;
+    double parameters = costs_.layer_parameters(chunk_first_[chunk], chunk_layers(chunk));
     if (first_virtual_stage(chunk))
       parameters += costs_.embedding_parameters;
     if (last_virtual_stage(chunk))
@@ -384,7 +396,7 @@ private:
     const double bytes = parameters * states_.gradient_element_bytes;
     const std::string name = ".c" + std::to_string(chunk);
     const PlacedAt in_chunk(*this, {OpPlace::none, OpPlace::none, static_cast<std::int16_t>(chunk)});
-    const double expert_parameters = static_cast<double>(chunk_layers(chunk)) * costs_.layer.expert_parameters;
+    const double expert_parameters = costs_.layer_expert_parameters(chunk_first_[chunk], chunk_layers(chunk));
     experts_.start_reducing(expert_parameters);
     experts_.gradients_ready(expert_parameters, producer, true, sync_ops_);
     if (states_.ranks <= 1) {
@@ -438,8 +450,8 @@ private:
   const RuntimeMemory runtime_;
   LayerOps ops_;
   const std::vector<long long> stage_layers_;
+  const std::vector<long long> chunk_first_;  // each chunk's first layer in the model
   ExpertStates experts_;
-  std::vector<long long> chunk_first_;
   double parameters_ = 0;
   double optimizer_parameters_ = 0;
   double expert_optimizer_parameters_ = 0;

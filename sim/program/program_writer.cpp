@@ -252,7 +252,7 @@ ModelParallelGroups model_parallel_groups(const Scenario& scenario, const ModelS
 std::vector<OpId> LayerOps::gather_input(const std::string& name, std::vector<OpId> deps) {
   if (groups_.tp < 0 || !groups_.sp)
     return deps;
-  return {w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, costs_.layer.tp_collective_bytes,
+  return {w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, costs_.tp_collective_bytes,
                         name + ".sp-allgather", std::move(deps))};
 }
 
@@ -260,12 +260,12 @@ OpId LayerOps::reduce_output(const std::string& name, OpId producer) {
   if (groups_.tp < 0)
     return producer;
   return w_.collective(Stream::tp_comm, groups_.sp ? Collective::reduce_scatter : Collective::all_reduce, groups_.tp,
-                       costs_.layer.tp_collective_bytes, name + (groups_.sp ? ".sp-reducescatter" : ".tp-allreduce"),
+                       costs_.tp_collective_bytes, name + (groups_.sp ? ".sp-reducescatter" : ".tp-allreduce"),
                        {producer});
 }
 
 OpId LayerOps::attention(const std::string& name, std::vector<OpId> deps, Phase phase, bool backward) {
-  const LayerCosts& layer = costs_.layer;
+  const LayerCosts& layer = *layer_;
   if (groups_.cp < 0)
     return w_.compute(name, backward ? layer.attention_backward : layer.attention_forward, phase, std::move(deps));
   // Ring attention (Liu et al. 2023): this rank's own K/V block is computed while the other
@@ -287,7 +287,7 @@ OpId LayerOps::attention(const std::string& name, std::vector<OpId> deps, Phase 
 }
 
 OpId LayerOps::ring_exchange(const std::string& name, const Work& chunk, OpId ready, Phase phase) {
-  const double bytes = costs_.layer.tp_collective_bytes / groups_.tp_size;
+  const double bytes = costs_.tp_collective_bytes / groups_.tp_size;
   OpId computed = w_.compute(name + ".chunk0", chunk, phase, {ready});
   OpId held = ready;  // the chunk this rank passes on next: its own first
   for (int step = 1; step < groups_.tp_size; ++step) {
@@ -301,7 +301,7 @@ OpId LayerOps::ring_exchange(const std::string& name, const Work& chunk, OpId re
 }
 
 OpId LayerOps::pipelined_reduce_scatter(const std::string& name, const Work& chunk, OpId ready, Phase phase) {
-  const double bytes = costs_.layer.tp_collective_bytes / tp_overlap_pipeline_splits;
+  const double bytes = costs_.tp_collective_bytes / tp_overlap_pipeline_splits;
   OpId computed = ready, reduced = ready;
   for (int split = 0; split < tp_overlap_pipeline_splits; ++split) {
     const std::string suffix = std::to_string(split);
@@ -337,7 +337,7 @@ OpId LayerOps::block_backward(const std::string& name, const BlockParts& parts, 
   std::vector<OpId> wgrad_deps;
   if (groups_.sp)
     wgrad_deps.push_back(w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp,
-                                       costs_.layer.tp_collective_bytes, name + ".input-allgather", {between}));
+                                       costs_.tp_collective_bytes, name + ".input-allgather", {between}));
   const OpId column_dgrad = w_.compute(name + ".column-dgrad", parts.column_dgrad, phase, {between});
   const OpId reduced = reduce_output(name + ".column-dgrad", column_dgrad);
   wgrad_deps.insert(wgrad_deps.begin(), column_dgrad);
@@ -351,7 +351,7 @@ OpId LayerOps::block_backward_input(const std::string& name, const BlockParts& p
   std::vector<OpId> gathered;
   if (groups_.sp)  // gathered beside the dgrad and kept for the weight gradient: B ends once it is here
     gathered.push_back(w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp,
-                                     costs_.layer.tp_collective_bytes, name + ".input-allgather", {to_column}));
+                                     costs_.tp_collective_bytes, name + ".input-allgather", {to_column}));
   const OpId column_dgrad = w_.compute(name + ".column-dgrad", parts.column_dgrad, phase, {to_column});
   gathered.insert(gathered.begin(), reduce_output(name + ".column-dgrad", column_dgrad));
   return w_.compute(name + ".before", parts.before_back, phase, std::move(gathered));
@@ -363,9 +363,9 @@ OpId LayerOps::block_backward_weight(const std::string& name, const BlockParts& 
   return w_.compute(name + ".column-wgrad", parts.column_wgrad, phase, {row_wgrad});
 }
 
-OpId LayerOps::backward_input(const std::string& name, std::vector<OpId> deps) {
-  const LayerCosts& layer = costs_.layer;
-  if (groups_.ep >= 0) {
+OpId LayerOps::backward_input(long long index, const std::string& name, std::vector<OpId> deps) {
+  const LayerCosts& layer = at(index);
+  if (expert_parallel()) {
     const OpId moe_done = moe_backward(name + ".moe", std::move(deps), true);
     if (groups_.tp < 0)
       return w_.compute(name + ".attn", layer.attention_backward_input, Phase::backward, {moe_done});
@@ -377,9 +377,9 @@ OpId LayerOps::backward_input(const std::string& name, std::vector<OpId> deps) {
   return block_backward_input(name + ".attn", layer.attention_parts, {mlp_done});
 }
 
-OpId LayerOps::backward_weight(const std::string& name, OpId after) {
-  const LayerCosts& layer = costs_.layer;
-  if (groups_.ep >= 0) {
+OpId LayerOps::backward_weight(long long index, const std::string& name, OpId after) {
+  const LayerCosts& layer = at(index);
+  if (expert_parallel()) {
     const OpId moe_done = w_.compute(name + ".moe", layer.moe.backward_weight, Phase::weight_gradient, {after});
     if (groups_.tp < 0)
       return w_.compute(name + ".attn", layer.attention_backward_weight, Phase::weight_gradient, {moe_done});
@@ -397,13 +397,13 @@ OpId LayerOps::attention_block_forward(const std::string& name, std::vector<OpId
 
 OpId LayerOps::attention_block_backward(const std::string& name, std::vector<OpId> deps) {
   if (groups_.tp >= 0 && groups_.cp < 0)
-    return block_backward(name, costs_.layer.attention_parts, std::move(deps));
+    return block_backward(name, layer_->attention_parts, std::move(deps));
   return reduce_output(name, attention(name, gather_input(name, std::move(deps)), Phase::backward, true));
 }
 
 OpId LayerOps::experts_round_trip(const std::string& name, const char* first, const Work& before, const Work& experts,
                                   const char* last, const Work& after, Phase phase, std::vector<OpId> deps) {
-  const MoeParts& moe = costs_.layer.moe;
+  const MoeParts& moe = layer_->moe;
   const OpId sent = w_.compute(name + "." + first, before, phase, std::move(deps));
   OpId arrived = w_.all_to_all(Stream::ep_comm, groups_.ep, moe.to_experts_bytes, moe.to_experts_split,
                                name + "." + first + "-alltoall", {sent});
@@ -424,20 +424,20 @@ OpId LayerOps::shared_expert(const std::string& name, const Work& work, std::vec
   // Backward re-gathers the first linear's input, which forward kept split, for its weight
   // gradient (as block_backward does).
   if (phase == Phase::backward && groups_.sp)
-    deps.push_back(w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, costs_.layer.tp_collective_bytes,
+    deps.push_back(w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, costs_.tp_collective_bytes,
                                  name + ".input-allgather", deps));
   return reduce_output(name, w_.compute(name, work, phase, std::move(deps)));
 }
 
 OpId LayerOps::moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
-  const MoeParts& moe = costs_.layer.moe;
+  const MoeParts& moe = layer_->moe;
   const OpId combined =
       experts_round_trip(name, "dispatch", moe.dispatch, moe.experts, "combine", moe.combine, phase, std::move(deps));
   return moe.shared.kernel_set < 0 ? combined : shared_expert(name + ".shared", moe.shared, {combined}, phase);
 }
 
 OpId LayerOps::moe_backward(const std::string& name, std::vector<OpId> deps, bool input_only) {
-  const MoeParts& moe = costs_.layer.moe;
+  const MoeParts& moe = layer_->moe;
   // Computed last in forward, the shared expert's backward comes first.
   if (moe.shared_back.kernel_set >= 0)
     deps.push_back(shared_expert(name + ".shared", input_only ? moe.shared_back_input : moe.shared_back, deps,
@@ -447,9 +447,9 @@ OpId LayerOps::moe_backward(const std::string& name, std::vector<OpId> deps, boo
                             input_only ? moe.dispatch_back_input : moe.dispatch_back, Phase::backward, std::move(deps));
 }
 
-OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
-  const LayerCosts& layer = costs_.layer;
-  if (groups_.ep >= 0)
+OpId LayerOps::forward(long long index, const std::string& name, std::vector<OpId> deps, Phase phase) {
+  const LayerCosts& layer = at(index);
+  if (expert_parallel())
     return moe_forward(name + ".moe", {attention_block_forward(name + ".attn", std::move(deps), phase)}, phase);
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.forward, phase, std::move(deps));
@@ -463,9 +463,9 @@ OpId LayerOps::forward(const std::string& name, std::vector<OpId> deps, Phase ph
   return reduce_output(name + ".mlp", mlp_done);
 }
 
-OpId LayerOps::backward(const std::string& name, std::vector<OpId> deps) {
-  const LayerCosts& layer = costs_.layer;
-  if (groups_.ep >= 0)
+OpId LayerOps::backward(long long index, const std::string& name, std::vector<OpId> deps) {
+  const LayerCosts& layer = at(index);
+  if (expert_parallel())
     return attention_block_backward(name + ".attn", {moe_backward(name + ".moe", std::move(deps), false)});
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.backward, Phase::backward, std::move(deps));
@@ -481,6 +481,13 @@ OpId LayerOps::backward(const std::string& name, std::vector<OpId> deps) {
       attention(name + ".attn", gather_input(name + ".attn", {mlp_grad}), Phase::backward, true);
   return reduce_output(name + ".attn", attention_done);
 }
+
+const LayerCosts& LayerOps::at(long long index) {
+  layer_ = &costs_.layer(index);
+  return *layer_;
+}
+
+bool LayerOps::expert_parallel() const { return groups_.ep >= 0 && layer_->routed; }
 
 OpId LayerOps::embedding_forward(const std::string& name, std::vector<OpId> deps) {
   // A vocabulary-parallel embedding: each rank looks up its part of the vocabulary, then the

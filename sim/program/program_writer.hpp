@@ -196,8 +196,9 @@ public:
   LayerOps(ProgramWriter& writer, const ModelCosts& costs, const ModelParallelGroups& groups)
       : w_(writer), costs_(costs), groups_(groups) {}
 
-  OpId forward(const std::string& name, std::vector<OpId> deps, Phase phase);
-  OpId backward(const std::string& name, std::vector<OpId> deps);
+  // Layer `index` of the model (its kind's costs).
+  OpId forward(long long index, const std::string& name, std::vector<OpId> deps, Phase phase);
+  OpId backward(long long index, const std::string& name, std::vector<OpId> deps);
   OpId embedding_forward(const std::string& name, std::vector<OpId> deps);
   OpId embedding_backward(const std::string& name, std::vector<OpId> deps);
   OpId head_forward(const std::string& name, std::vector<OpId> deps);
@@ -207,12 +208,16 @@ public:
   // pass with its tensor-parallel collectives, keeping the weight-gradient GEMMs' operands as
   // they used them (gathered under SP), and the weight-gradient pass after `after`, without
   // communication.
-  OpId backward_input(const std::string& name, std::vector<OpId> deps);
-  OpId backward_weight(const std::string& name, OpId after);
+  OpId backward_input(long long index, const std::string& name, std::vector<OpId> deps);
+  OpId backward_weight(long long index, const std::string& name, OpId after);
   OpId head_backward_input(const std::string& name, std::vector<OpId> deps);
   OpId head_backward_weight(const std::string& name, OpId after);
 
 private:
+  // The costs of layer `index`, for the layer's ops written next.
+  const LayerCosts& at(long long index);
+  // The layer is a mixture's expert layer whose experts are divided over the ep group.
+  bool expert_parallel() const;
   // Before a part whose input is sequence-split under SP: all-gather it.
   std::vector<OpId> gather_input(const std::string& name, std::vector<OpId> deps);
   // After a part whose output is a partial sum over tp: all-reduce it (reduce-scatter under SP).
@@ -249,6 +254,7 @@ private:
   ProgramWriter& w_;
   const ModelCosts& costs_;
   const ModelParallelGroups groups_;
+  const LayerCosts* layer_ = nullptr;  // the layer being written
   int next_ring_tag_ = 0;  // ranks sharing the program number their ring messages alike
 };
 

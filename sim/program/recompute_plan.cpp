@@ -32,31 +32,37 @@ std::vector<Choice> choices_of(const LayerCosts& layer, bool allow_selective, bo
   return choices;
 }
 
-void summarize(RecomputePlan& plan, const LayerCosts& layer) {
-  const LayerActivations& act = layer.activations;
+void summarize(RecomputePlan& plan, const LayerList& layers) {
   plan.checkpointed_layers = plan.selective_layers = 0;
   plan.kept_bytes = plan.transient_bytes = plan.extra_flops = 0;
   for (const RecomputeSegment& segment : plan.segments) {
-    const double count = static_cast<double>(segment.count);
+    const auto layer = [&](long long l) -> const LayerCosts& { return *layers[static_cast<std::size_t>(l)]; };
     switch (segment.policy) {
     case LayerPolicy::keep:
     case LayerPolicy::selective:
-    case LayerPolicy::op: {
-      const Choice choice = choice_of(layer, segment.policy);
+    case LayerPolicy::op:
       if (segment.policy != LayerPolicy::keep)
         plan.selective_layers += segment.count;
-      plan.kept_bytes += count * choice.kept;
-      plan.transient_bytes = std::max(plan.transient_bytes, choice.transient);
-      plan.extra_flops += count * choice.flops;
+      for (long long l = segment.first; l < segment.first + segment.count; ++l) {
+        const Choice choice = choice_of(layer(l), segment.policy);
+        plan.kept_bytes += choice.kept;
+        plan.transient_bytes = std::max(plan.transient_bytes, choice.transient);
+        plan.extra_flops += choice.flops;
+      }
       break;
-    }
-    case LayerPolicy::checkpoint:
+    case LayerPolicy::checkpoint: {
       // The segment's input is kept; its backward re-runs the whole segment and holds all of it.
       plan.checkpointed_layers += segment.count;
-      plan.kept_bytes += act.input;
-      plan.transient_bytes = std::max(plan.transient_bytes, count * act.total - act.input);
-      plan.extra_flops += count * layer.forward.flops;
+      const double input = layer(segment.first).activations.input;
+      double total = 0;
+      for (long long l = segment.first; l < segment.first + segment.count; ++l) {
+        total += layer(l).activations.total;
+        plan.extra_flops += layer(l).forward.flops;
+      }
+      plan.kept_bytes += input;
+      plan.transient_bytes = std::max(plan.transient_bytes, total - input);
       break;
+    }
     }
   }
 }
@@ -78,9 +84,10 @@ using LayerGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidire
 // Least recompute FLOPs with kept bytes <= capacity, by dynamic programming over the layers in
 // topological order of the layer graph (a chain for a decoder stack). Memory is counted in units
 // rounded up, so the plan never exceeds the capacity. Empty when nothing fits.
-std::vector<LayerPolicy> cheapest_plan(long long layers, const std::vector<Choice>& choices, double capacity) {
+std::vector<LayerPolicy> cheapest_plan(const std::vector<std::vector<Choice>>& choices_of_layer, double capacity) {
   if (capacity < 0)
     return {};
+  const long long layers = static_cast<long long>(choices_of_layer.size());
   LayerGraph graph(static_cast<std::size_t>(layers));
   for (long long l = 0; l < layers; ++l) {
     graph[static_cast<std::size_t>(l)].index = l;
@@ -103,6 +110,7 @@ std::vector<LayerPolicy> cheapest_plan(long long layers, const std::vector<Choic
                                                std::vector<signed char>(static_cast<std::size_t>(units + 1), -1));
   for (std::size_t vertex : order) {
     const long long l = graph[vertex].index;
+    const std::vector<Choice>& choices = choices_of_layer[static_cast<std::size_t>(l)];
     std::vector<double> next(best.size(), unreachable);
     for (long long used = 0; used <= units; ++used) {
       if (best[used] == unreachable)
@@ -129,14 +137,15 @@ std::vector<LayerPolicy> cheapest_plan(long long layers, const std::vector<Choic
   std::vector<LayerPolicy> policies(static_cast<std::size_t>(layers));
   for (std::size_t k = order.size(); k-- > 0;) {
     const long long l = graph[order[k]].index;
-    const Choice& choice = choices[static_cast<std::size_t>(picked[l][end])];
+    const Choice& choice = choices_of_layer[static_cast<std::size_t>(l)][static_cast<std::size_t>(picked[l][end])];
     policies[l] = choice.policy;
     end -= cost_in_units(choice.kept);
   }
   return policies;
 }
 
-RecomputePlan optimal_plan(long long layers, const LayerCosts& layer, double budget) {
+RecomputePlan optimal_plan(const LayerList& layers, double budget) {
+  const long long count = static_cast<long long>(layers.size());
   RecomputePlan best;
   best.fits_budget = false;
   double best_flops = std::numeric_limits<double>::infinity();
@@ -144,17 +153,20 @@ RecomputePlan optimal_plan(long long layers, const LayerCosts& layer, double bud
   // budget is reduced by it for each family of plans and the cheapest feasible plan wins.
   const std::vector<std::pair<bool, bool>> families = {{false, false}, {true, false}, {true, true}};
   for (const auto& [selective, checkpoint] : families) {
-    const auto choices = choices_of(layer, selective, checkpoint);
+    std::vector<std::vector<Choice>> choices;
     double transient = 0;
-    for (const Choice& choice : choices)
-      transient = std::max(transient, choice.transient);
-    const auto policies = cheapest_plan(layers, choices, budget - transient);
+    for (const LayerCosts* layer : layers) {
+      choices.push_back(choices_of(*layer, selective, checkpoint));
+      for (const Choice& choice : choices.back())
+        transient = std::max(transient, choice.transient);
+    }
+    const auto policies = cheapest_plan(choices, budget - transient);
     if (policies.empty())
       continue;
     RecomputePlan plan;
-    for (long long l = 0; l < layers; ++l)
+    for (long long l = 0; l < count; ++l)
       append(plan.segments, l, policies[l]);
-    summarize(plan, layer);
+    summarize(plan, layers);
     if (plan.extra_flops < best_flops) {
       best_flops = plan.extra_flops;
       best = plan;
@@ -163,9 +175,9 @@ RecomputePlan optimal_plan(long long layers, const LayerCosts& layer, double bud
   }
   if (!best.fits_budget) {
     // Nothing fits: fall back to full recompute, the least memory, and say so.
-    for (long long l = 0; l < layers; ++l)
+    for (long long l = 0; l < count; ++l)
       append(best.segments, l, LayerPolicy::checkpoint);
-    summarize(best, layer);
+    summarize(best, layers);
   }
   return best;
 }
@@ -193,7 +205,8 @@ const char* to_string(LayerPolicy policy) {
   return "?";
 }
 
-RecomputePlan plan_recompute(const Scenario& scenario, long long layers, const LayerCosts& layer, double budget) {
+RecomputePlan plan_recompute(const Scenario& scenario, const LayerList& layer_list, double budget) {
+  const long long layers = static_cast<long long>(layer_list.size());
   RecomputePlan plan;
   switch (scenario.recompute) {
   case Recompute::none:
@@ -203,7 +216,9 @@ RecomputePlan plan_recompute(const Scenario& scenario, long long layers, const L
   case Recompute::selective:
     plan.strategy = "selective";
     plan.segments.push_back(
-        {0, layers, layer.activations.attention_core > 0 ? LayerPolicy::selective : LayerPolicy::keep});
+        {0, layers,
+         !layer_list.empty() && layer_list.front()->activations.attention_core > 0 ? LayerPolicy::selective
+                                                                                  : LayerPolicy::keep});
     break;
   case Recompute::op:
     plan.strategy = "op";
@@ -226,12 +241,12 @@ RecomputePlan plan_recompute(const Scenario& scenario, long long layers, const L
     break;
   }
   case Recompute::optimal:
-    plan = optimal_plan(layers, layer, budget);
+    plan = optimal_plan(layer_list, budget);
     plan.strategy = "optimal";
     plan.budget = budget;
     return plan;
   }
-  summarize(plan, layer);
+  summarize(plan, layer_list);
   return plan;
 }
 

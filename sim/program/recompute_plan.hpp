@@ -55,8 +55,8 @@ struct RecomputePlan {
   bool fits_budget = true;               // optimal: false when even full recompute does not fit
 };
 
-// A plan for one micro-batch of `layers` identical layers. `budget` (bytes for kept plus
-// transient layer activations) is used by the optimal strategy only.
-RecomputePlan plan_recompute(const Scenario& scenario, long long layers, const LayerCosts& layer, double budget);
+// A plan for one micro-batch of `layers` (their costs in order; segments count from the first).
+// `budget` (bytes for kept plus transient layer activations) is used by the optimal strategy only.
+RecomputePlan plan_recompute(const Scenario& scenario, const LayerList& layers, double budget);
 
 } // namespace trainsim

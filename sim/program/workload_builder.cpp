@@ -196,7 +196,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   std::vector<RuntimeMemory> runtime;
   for (int rank = 0; rank < layout.world(); ++rank)
     runtime.push_back(runtime_memory(scenario, runtime_communicators(workload, rank, build.coords[rank], scenario),
-                                     costs.layer.tp_collective_bytes));
+                                     costs.tp_collective_bytes));
   // What the tensors may take of the GPU for the optimal recompute budget: the runtime memory and
   // the allocator's reserve are not theirs (the first rank's runtime, as the budget is the first
   // pipeline stage's).
@@ -210,7 +210,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
       budget = scenario.activation_budget > 0
                    ? scenario.activation_budget
                    : data_parallel_activation_budget(scenario, model, costs, states, experts, gpu_capacity);
-    build.recompute = plan_recompute(scenario, model.layers, costs.layer, budget);
+    build.recompute = plan_recompute(scenario, costs.layers_from(0, model.layers), budget);
     // Ranks differ only in their groups, which their bindings name: one program for all (per
     // place in the ep group under uneven routing).
     std::vector<std::shared_ptr<const Program>> of_place;
@@ -226,20 +226,29 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   // Pipeline: one plan per chunk; an optimal plan shares the budget among the micro-batches the
   // schedule keeps in flight on the first stage.
   const std::vector<long long> stage_layers = layers_per_virtual_stage(scenario, model);
+  std::vector<long long> stage_first(stage_layers.size(), 0);  // each virtual stage's first layer
+  for (std::size_t vs = 1; vs < stage_layers.size(); ++vs)
+    stage_first[vs] = stage_first[vs - 1] + stage_layers[vs - 1];
+  const auto chunk_layers = [&](int chunk, int stage) {
+    const auto vs = static_cast<std::size_t>(virtual_stage(scenario.schedule, scenario.pp, chunk, stage));
+    return costs.layers_from(stage_first[vs], stage_layers[vs]);
+  };
   double budget = 0;
   if (scenario.recompute == Recompute::optimal) {
     const long long in_flight =
         peak_in_flight(pipeline_schedule(scenario.schedule, scenario.pp, scenario.vpp, scenario.grad_accum, 0));
     // What the first stage's layers keep in model states is not theirs to use.
-    const double total =
-        scenario.activation_budget > 0 ? scenario.activation_budget
-        : gpu_capacity > 0
-            ? gpu_capacity -
-                  states.gpu_bytes(costs.layer.parameters * static_cast<double>(stage_layers[0]) * scenario.vpp) -
-                  (experts ? experts->gpu_bytes(costs.layer.expert_parameters * static_cast<double>(stage_layers[0]) *
-                                                scenario.vpp)
-                           : 0.0)
-            : std::numeric_limits<double>::infinity();
+    double parameters = 0, expert_parameters = 0;
+    for (int chunk = 0; chunk < scenario.vpp; ++chunk)
+      for (const LayerCosts* layer : chunk_layers(chunk, 0)) {
+        parameters += layer->parameters;
+        expert_parameters += layer->expert_parameters;
+      }
+    const double total = scenario.activation_budget > 0 ? scenario.activation_budget
+                         : gpu_capacity > 0
+                             ? gpu_capacity - states.gpu_bytes(parameters) -
+                                   (experts ? experts->gpu_bytes(expert_parameters) : 0.0)
+                             : std::numeric_limits<double>::infinity();
     budget = total / static_cast<double>(std::max(1LL, in_flight));
   }
   PipelinePlacement placement{&layout, &groups, tied, runtime, experts};
@@ -253,8 +262,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
     if (!program) {
       std::vector<RecomputePlan> plans;
       for (int chunk = 0; chunk < scenario.vpp; ++chunk)
-        plans.push_back(plan_recompute(
-            scenario, stage_layers[virtual_stage(scenario.schedule, scenario.pp, chunk, stage)], costs.layer, budget));
+        plans.push_back(plan_recompute(scenario, chunk_layers(chunk, stage), budget));
       if (stage == 0)
         build.recompute = plans.front();
       program = std::make_shared<const Program>(build_pipeline_program(

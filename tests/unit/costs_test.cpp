@@ -14,18 +14,18 @@ TEST_CASE("activation bytes per layer are sbh(34 + 5as/h) for a GPT layer withou
   const ModelSpec gpt3 = model("gpt3-175b");
   const double s = 2048, b = 1, h = 12288, a = 96;
   const ModelCosts costs = compute_costs(gpt3, 1, 2048, Precision::bf16, Precision::fp32, false);
-  CHECK(costs.layer.activations.total == doctest::Approx(s * b * h * (34 + 5 * a * s / h)).epsilon(1e-12));
+  CHECK(costs.layer(0).activations.total == doctest::Approx(s * b * h * (34 + 5 * a * s / h)).epsilon(1e-12));
   // Selective recompute drops the 5as/h term, full recompute keeps the 2sbh layer input (same table).
-  CHECK(costs.layer.activations.total - costs.layer.activations.attention_core == doctest::Approx(34 * s * b * h));
-  CHECK(costs.layer.activations.input == doctest::Approx(2 * s * b * h));
+  CHECK(costs.layer(0).activations.total - costs.layer(0).activations.attention_core == doctest::Approx(34 * s * b * h));
+  CHECK(costs.layer(0).activations.input == doctest::Approx(2 * s * b * h));
 }
 
 TEST_CASE("FlashAttention drops the 5as/h term") {
   const ModelSpec tiny = model("tiny-gpt");
   const double s = 512, b = 4, h = 256;
   const ModelCosts costs = compute_costs(tiny, 4, 512, Precision::bf16, Precision::fp32, true);
-  CHECK(costs.layer.activations.total == doctest::Approx(34 * s * b * h));
-  CHECK(costs.layer.activations.attention_core == 0);
+  CHECK(costs.layer(0).activations.total == doctest::Approx(34 * s * b * h));
+  CHECK(costs.layer(0).activations.attention_core == 0);
 }
 
 TEST_CASE("a Llama layer keeps K and V at GQA width, both SwiGLU inputs, and no dropout masks") {
@@ -36,9 +36,9 @@ TEST_CASE("a Llama layer keeps K and V at GQA width, both SwiGLU inputs, and no 
   const ModelSpec llama = model("tiny-llama");
   const double s = 128, b = 2, h = 256, f = 688, a = 8;
   const ModelCosts flash = compute_costs(llama, 2, 128, Precision::bf16, Precision::fp32, true);
-  CHECK(flash.layer.activations.total == doctest::Approx(13 * s * b * h + 6 * s * b * f));
+  CHECK(flash.layer(0).activations.total == doctest::Approx(13 * s * b * h + 6 * s * b * f));
   const ModelCosts eager = compute_costs(llama, 2, 128, Precision::bf16, Precision::fp32, false);
-  CHECK(eager.layer.activations.total - flash.layer.activations.total == doctest::Approx(2 * a * s * s * b));
+  CHECK(eager.layer(0).activations.total - flash.layer(0).activations.total == doctest::Approx(2 * a * s * s * b));
 }
 
 TEST_CASE("model FLOPs per step follow 72BsLh^2(1 + s/(6h) + V/(12Lh))") {
@@ -49,7 +49,7 @@ TEST_CASE("model FLOPs per step follow 72BsLh^2(1 + s/(6h) + V/(12Lh))") {
   const double expected = 72 * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
   CHECK(costs.model_flops_per_micro_batch == doctest::Approx(expected).epsilon(1e-12));
   // Backward is twice the forward.
-  CHECK(costs.layer.backward.flops == doctest::Approx(2 * costs.layer.forward.flops));
+  CHECK(costs.layer(0).backward.flops == doctest::Approx(2 * costs.layer(0).forward.flops));
 }
 
 TEST_CASE("the roofline takes the slower of math and memory traffic") {
@@ -85,7 +85,7 @@ TEST_CASE("under tensor parallelism a block's parts add up to it and its GEMM ch
   // pipelined reduce-scatter the projection on 8,192 / 4 = 2,048.
   const ModelSpec llama = model("llama3-8b");
   const ModelCosts costs = compute_costs(llama, 1, 8192, Precision::bf16, Precision::fp32, true, {8, true, 1});
-  const LayerCosts& layer = costs.layer;
+  const LayerCosts& layer = costs.layer(0);
   const auto forward = [](const BlockParts& p, double Work::*field) {
     return p.before.*field + 8 * p.column_chunk.*field + p.between.*field + 4 * p.row_chunk.*field + p.after.*field;
   };
@@ -125,7 +125,7 @@ TEST_CASE("under tensor parallelism a block's parts add up to it and its GEMM ch
   CHECK(only_kernel(layer.mlp_parts.column_wgrad).name == "fc1.wgrad");
   // Without tensor parallelism no part exists.
   const ModelCosts single = compute_costs(llama, 1, 8192, Precision::bf16, Precision::fp32, true);
-  CHECK(single.layer.attention_parts.column_chunk.kernel_set == -1);
+  CHECK(single.layer(0).attention_parts.column_chunk.kernel_set == -1);
 }
 
 TEST_CASE("op-level selective checkpointing keeps the input, Q, V, the attention output, the gate and the down output") {
@@ -137,7 +137,7 @@ TEST_CASE("op-level selective checkpointing keeps the input, Q, V, the attention
   const ModelSpec llama = model("tiny-llama");
   const double T = 256, h = 256, f = 688, q = 256, kv = 64, heads = 8;
   const ModelCosts costs = compute_costs(llama, 2, 128, Precision::bf16, Precision::fp32, true);
-  const LayerActivations& act = costs.layer.activations;
+  const LayerActivations& act = costs.layer(0).activations;
   CHECK(act.op_saved == doctest::Approx(2 * T * h + 2 * T * q + 2 * T * kv + (2 * T * q + 4 * T * heads) + 2 * T * f +
                                         2 * T * h));
   // Of the 13 T h + 6 T f kept without recompute (the test above), backward re-materialises all
@@ -145,10 +145,10 @@ TEST_CASE("op-level selective checkpointing keeps the input, Q, V, the attention
   CHECK(act.op_rematerialized ==
         doctest::Approx(13 * T * h + 6 * T * f - (2 * T * h + 2 * T * q + 2 * T * kv + 2 * T * q + 2 * T * f)));
   // Recomputed matmuls: K (2 T h kv), the output projection (2 T q h) and the up projection (2 T h f).
-  CHECK(costs.layer.op_recompute.flops == doctest::Approx(2 * T * h * kv + 2 * T * q * h + 2 * T * h * f));
-  const KernelSet& kernels = costs.kernel_sets.at(static_cast<std::size_t>(costs.layer.op_recompute.kernel_set));
-  CHECK(kernels.flops() == doctest::Approx(costs.layer.op_recompute.flops));
-  CHECK(costs.layer.op_recompute.bytes == doctest::Approx(kernels.bytes()));
+  CHECK(costs.layer(0).op_recompute.flops == doctest::Approx(2 * T * h * kv + 2 * T * q * h + 2 * T * h * f));
+  const KernelSet& kernels = costs.kernel_sets.at(static_cast<std::size_t>(costs.layer(0).op_recompute.kernel_set));
+  CHECK(kernels.flops() == doctest::Approx(costs.layer(0).op_recompute.flops));
+  CHECK(costs.layer(0).op_recompute.bytes == doctest::Approx(kernels.bytes()));
 }
 
 TEST_CASE("no block part has negative work, whatever the rounding of its model's sizes") {
@@ -158,7 +158,7 @@ TEST_CASE("no block part has negative work, whatever the rounding of its model's
     CAPTURE(name);
     for (const long long tp : {2, 8}) {
       const ModelCosts costs = compute_costs(model(name), 1, 2048, Precision::fp16, Precision::fp32, false, {tp, true, 1});
-      for (const BlockParts* parts : {&costs.layer.attention_parts, &costs.layer.mlp_parts})
+      for (const BlockParts* parts : {&costs.layer(0).attention_parts, &costs.layer(0).mlp_parts})
         for (const Work* work : {&parts->before, &parts->column_chunk, &parts->between, &parts->row_chunk, &parts->after,
                                  &parts->after_back, &parts->row_dgrad_chunk, &parts->row_wgrad, &parts->between_back,
                                  &parts->column_dgrad, &parts->column_wgrad, &parts->before_back,
@@ -177,7 +177,7 @@ TEST_CASE("a backward split in two adds up to the backward: W is the linear laye
   const ModelSpec llama = model("tiny-llama");
   const double tokens = 128, h = 256, f = 688, q = 256, kv = 64;
   const ModelCosts costs = compute_costs(llama, 1, 128, Precision::bf16, Precision::fp32, true);
-  const LayerCosts& layer = costs.layer;
+  const LayerCosts& layer = costs.layer(0);
   CHECK(layer.backward_weight.flops == doctest::Approx(2 * tokens * (h * (q + 2 * kv) + q * h + 3 * h * f)));
   CHECK(layer.backward_input.flops + layer.backward_weight.flops == doctest::Approx(layer.backward.flops));
   CHECK(layer.backward_input.bytes + layer.backward_weight.bytes == doctest::Approx(layer.backward.bytes));

@@ -68,11 +68,11 @@ TEST_CASE("the peak is model states plus one micro-batch of activations at the e
   // Beside them from the start: the CUDA context (512 MiB) and NCCL's buffers for the one
   // communicator of dp = 4, 16 channels x (4 MiB Simple + 512 KiB LL + 4,915,200 B LL128).
   const double context = 512.0 * 1024 * 1024, nccl = 16 * (4194304.0 + 524288 + 4915200);
-  const double expected = context + nccl + model_state_bytes(memory) + 4 * costs.layer.activations.total +
+  const double expected = context + nccl + model_state_bytes(memory) + 4 * costs.layer(0).activations.total +
                           costs.embedding_activations + costs.head_activations + costs.activation_gradient_buffer;
   CHECK(memory.gpu().peak == doctest::Approx(expected));
   CHECK(memory.gpu().at_peak[static_cast<int>(MemCategory::activations)] ==
-        doctest::Approx(4 * costs.layer.activations.total + costs.embedding_activations + costs.head_activations));
+        doctest::Approx(4 * costs.layer(0).activations.total + costs.embedding_activations + costs.head_activations));
   CHECK(memory.gpu().at_peak[static_cast<int>(MemCategory::cuda_context)] == context);
   CHECK(memory.gpu().at_peak[static_cast<int>(MemCategory::nccl_buffers)] == nccl);
   // The caching allocator's reserve, fragmentation 0.15 of what it reserves: 0.15 / 0.85 of the
@@ -132,7 +132,7 @@ TEST_CASE("op-level recompute keeps op_saved per layer and re-materialises the r
   const Workload workload = build_workload(scenario, model, 0).workload;  // the program lives in it
   const Program& program = workload.program(0);
   const ModelCosts costs = compute_costs(model, 2, 256, Precision::bf16, Precision::fp32, true);
-  const LayerActivations& act = costs.layer.activations;
+  const LayerActivations& act = costs.layer(0).activations;
   std::vector<double> kept, rematerialized;
   for (std::size_t i = 0; i < program.ops.size(); ++i) {
     const Op& op = program.ops[i];
@@ -143,7 +143,7 @@ TEST_CASE("op-level recompute keeps op_saved per layer and re-materialises the r
       // The recompute follows its tensor, as a recompute-phase op of the layer's forward work.
       const Op& recompute = program.ops.at(i + 1);
       CHECK(recompute.phase == Phase::recompute);
-      CHECK(recompute.flops == doctest::Approx(costs.layer.op_recompute.flops));
+      CHECK(recompute.flops == doctest::Approx(costs.layer(0).op_recompute.flops));
     }
   }
   CHECK(kept == std::vector<double>(4, act.op_saved));

@@ -122,15 +122,15 @@ TEST_CASE("a layer launches its GEMMs with their shapes, and backward has an inp
   CHECK(find(backward, "flash-attention.bwd").flops == doctest::Approx(2.5 * find(forward, "flash-attention").flops));
   // The layer's pieces add up to it.
   const auto set = [&](const Work& work) -> const KernelSet& { return costs.kernel_sets[work.kernel_set]; };
-  CHECK(set(costs.layer.forward).flops() ==
-        doctest::Approx(set(costs.layer.attention_forward).flops() + set(costs.layer.mlp_forward).flops()));
-  CHECK(set(costs.layer.backward).bytes() ==
-        doctest::Approx(set(costs.layer.attention_backward).bytes() + set(costs.layer.mlp_backward).bytes()));
+  CHECK(set(costs.layer(0).forward).flops() ==
+        doctest::Approx(set(costs.layer(0).attention_forward).flops() + set(costs.layer(0).mlp_forward).flops()));
+  CHECK(set(costs.layer(0).backward).bytes() ==
+        doctest::Approx(set(costs.layer(0).attention_backward).bytes() + set(costs.layer(0).mlp_backward).bytes()));
 }
 
 TEST_CASE("ring attention splits the core: the local block before K and V arrive, the other blocks after") {
   const ModelCosts costs = compute_costs(model("llama3-8b"), 1, 8192, Precision::bf16, Precision::fp32, true, {1, false, 4});
-  const LayerCosts& layer = costs.layer;
+  const LayerCosts& layer = costs.layer(0);
   const auto flops = [&](const Work& work) { return costs.kernel_sets[work.kernel_set].flops(); };
   const double core = flops(layer.attention_core);
   const KernelSet& whole = costs.kernel_sets[layer.attention_forward.kernel_set];
@@ -161,8 +161,8 @@ TEST_CASE("the 22B layer's kernels reproduce Korthikanti et al.'s measured layer
     return kernel_set_seconds(costs.kernel_sets[work.kernel_set], gpu, Precision::bf16, true, profile);
   };
   const double all_reduce = 100.7e6 * 2 * 7 / 8 / 235e9;
-  const double forward = time(costs.layer.attention_forward) + time(costs.layer.mlp_forward) + 2 * all_reduce;
-  const double backward = time(costs.layer.attention_backward) + time(costs.layer.mlp_backward) + 2 * all_reduce;
+  const double forward = time(costs.layer(0).attention_forward) + time(costs.layer(0).mlp_forward) + 2 * all_reduce;
+  const double backward = time(costs.layer(0).attention_backward) + time(costs.layer(0).mlp_backward) + 2 * all_reduce;
   CHECK(forward + backward == doctest::Approx(19.6e-3).epsilon(0.06));
   CHECK(forward == doctest::Approx(7.7e-3).epsilon(0.10));
   CHECK(backward == doctest::Approx(11.9e-3).epsilon(0.06));

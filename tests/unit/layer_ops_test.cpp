@@ -27,7 +27,9 @@ constexpr int tp_group = 5, cp_group = 7;                    // arbitrary slots,
 // FLOPs forward, 140 and 60 backward (its core is 80 there), bytes in the same ratio.
 ModelCosts hand_made_costs() {
   ModelCosts costs;
-  LayerCosts& layer = costs.layer;
+  costs.layer_kinds.resize(1);
+  costs.kind_of_layer = {0};
+  LayerCosts& layer = costs.layer_kinds[0];
   layer.attention_forward = {100, 10};
   layer.mlp_forward = {200, 20};
   layer.forward = {300, 30};
@@ -56,7 +58,7 @@ ModelCosts hand_made_costs() {
   layer.mlp_parts.to_column_input = {140, 21};
   layer.backward_input = {400, 60};
   layer.backward_weight = {200, 30};
-  layer.tp_collective_bytes = layer_output_bytes;
+  costs.tp_collective_bytes = layer_output_bytes;
   layer.cp_kv_bytes = kv_bytes;
   costs.embedding_forward = {0, 50};
   costs.embedding_backward = {0, 60};
@@ -93,8 +95,8 @@ Emitted emit(Pass pass, const ModelParallelGroups& groups, const ModelCosts& cos
   Emitted emitted;
   emitted.input = writer.compute("input", Work{}, Phase::other);
   LayerOps ops(writer, costs, groups);
-  emitted.returned = pass == Pass::forward ? ops.forward("L0.fwd", {emitted.input}, Phase::forward)
-                                           : ops.backward("L0.bwd", {emitted.input});
+  emitted.returned = pass == Pass::forward ? ops.forward(0, "L0.fwd", {emitted.input}, Phase::forward)
+                                           : ops.backward(0, "L0.bwd", {emitted.input});
   emitted.program = writer.take();
   return emitted;
 }
@@ -213,8 +215,8 @@ TEST_CASE("a backward split in two keeps its collectives in the input-gradient p
   ProgramWriter writer;
   const OpId input = writer.compute("input", Work{}, Phase::other);
   LayerOps ops(writer, costs, sp);
-  const OpId input_done = ops.backward_input("L0.bwd-input", {input});
-  const OpId weight_done = ops.backward_weight("L0.bwd-weight", input_done);
+  const OpId input_done = ops.backward_input(0, "L0.bwd-input", {input});
+  const OpId weight_done = ops.backward_weight(0, "L0.bwd-weight", input_done);
   const Program program = writer.take();
   REQUIRE(program.ops.size() == 1 + 12 + 4);
   const auto op = [&](OpId id) -> const Op& { return program.ops.at(id); };
@@ -242,8 +244,8 @@ TEST_CASE("a backward split in two keeps its collectives in the input-gradient p
   ProgramWriter single_writer;
   const OpId start = single_writer.compute("input", Work{}, Phase::other);
   LayerOps single(single_writer, costs, ModelParallelGroups{});
-  const OpId b = single.backward_input("L0.bwd-input", {start});
-  single.backward_weight("L0.bwd-weight", b);
+  const OpId b = single.backward_input(0, "L0.bwd-input", {start});
+  single.backward_weight(0, "L0.bwd-weight", b);
   const Program single_program = single_writer.take();
   REQUIRE(single_program.ops.size() == 3);
   check_compute(single_program.ops[1], 400, Phase::backward, {start});

@@ -184,9 +184,23 @@ TEST_CASE("expert configs outside what trainsim simulates are refused by field")
   CHECK(read.experts_per_token == 2);
   CHECK(read.expert_ffn == 64);
   CHECK(read.qk_norm);
-  CHECK(refusal_of(qwen3_moe(R"(, "mlp_only_layers": [0])")).find("'mlp_only_layers' = [0]") != std::string::npos);
-  CHECK(refusal_of(qwen3_moe(R"(, "decoder_sparse_step": 2)")).find("dense layers between expert layers") !=
+  // Dense layers among the expert ones: read as Qwen2MoeDecoderLayer does, refused where they are
+  // out of range or leave no expert layer, and for Mixtral, whose model ignores them.
+  CHECK(refusal_of(qwen3_moe(R"(, "mlp_only_layers": [2])")).find("'mlp_only_layers' = [2]; accepted: a list of layer "
+                                                                   "indices, 0 to 1") != std::string::npos);
+  CHECK(refusal_of(qwen3_moe(R"(, "mlp_only_layers": [0, 1])")).find("leave no layer with experts") !=
         std::string::npos);
+  CHECK(refusal_of(qwen3_moe(R"(, "decoder_sparse_step": 3)")).find("leave no layer with experts") !=
+        std::string::npos);
+  CHECK(refusal_of(qwen3_moe(R"(, "decoder_sparse_step": 0)")).find("'decoder_sparse_step' = 0") != std::string::npos);
+  CHECK(parse_model(qwen3_moe(R"(, "mlp_only_layers": [0])"), "m.json", "m", 1).dense_layers ==
+        std::vector<long long>{0});
+  CHECK(parse_model(qwen3_moe(R"(, "decoder_sparse_step": 2)"), "m.json", "m", 1).dense_layers ==
+        std::vector<long long>{0});  // (l + 1) % 2: layer 1 has the experts
+  CHECK(refusal_of(R"({"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 512,
+      "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000, "num_local_experts": 8,
+      "num_experts_per_tok": 2, "decoder_sparse_step": 2})")
+            .find("dense layers between expert layers") != std::string::npos);
   CHECK(refusal_of(R"({"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512,
       "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
       "num_experts": 2, "num_experts_per_tok": 4})")

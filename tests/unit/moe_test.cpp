@@ -62,23 +62,23 @@ TEST_CASE("an expert MLP under expert and tensor parallelism, by hand") {
   // to 2 experts each, and the 8 ranks' copies arrive at the experts' ranks: 4096 per rank, then
   // all-gathered over the tp pair (8192 copies x the whole hidden size).
   const ModelCosts costs = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 8});
-  const MoeParts& moe = costs.layer.moe;
+  const MoeParts& moe = costs.layer(0).moe;
   CHECK(moe.to_experts_bytes == 2 * (tokens / 2) * 2 * h);
   CHECK(moe.from_experts_bytes == moe.to_experts_bytes);  // uniform: as many come back as went
   CHECK(moe.to_experts_split == -1);
   CHECK(moe.gathered_bytes == 2 * tokens * 2 * h);
   // One of the 8 experts per rank, its three matrices split over tp.
-  CHECK(costs.layer.expert_parameters == 3 * h * f / 2);
+  CHECK(costs.layer(0).expert_parameters == 3 * h * f / 2);
   // The rest: attention split over tp (Q and O 4096^2, K and V 4096 x 1024), replicated norms and router.
-  CHECK(costs.layer.parameters == (h * (h + 2 * kv) + h * h) / 2 + 2 * h + h * 8);
+  CHECK(costs.layer(0).parameters == (h * (h + 2 * kv) + h * h) / 2 + 2 * h + h * 8);
   // The experts' grouped GEMMs compute 8192 copies x 4096 x 3 x 14336 / 2 x 2 FLOPs forward.
   CHECK(moe.experts.flops == doctest::Approx(2 * (2 * tokens) * h * 3 * f / 2));
   // Without expert parallelism the experts are held whole (and reduced with the rest) and no
   // all-to-all is written: one rank holds the whole layer of the published count.
   const ModelCosts whole = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true);
-  CHECK(whole.layer.expert_parameters == 0);
-  CHECK(whole.layer.parameters == static_cast<double>(count_parameters(mixtral()).per_layer));
-  CHECK(whole.layer.moe.to_experts_bytes == 0);
+  CHECK(whole.layer(0).expert_parameters == 0);
+  CHECK(whole.layer(0).parameters == static_cast<double>(count_parameters(mixtral()).per_layer));
+  CHECK(whole.layer(0).moe.to_experts_bytes == 0);
 }
 
 TEST_CASE("a mixture's model FLOPs count the router and the top-k experts, whatever the layout") {
@@ -211,22 +211,22 @@ TEST_CASE("under uneven routing each ep rank computes its experts' share and sen
   const ModelCosts first = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, hot);
   const ModelCosts last = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, cold, &first);
   // Every rank routes its 2048 tokens x 2 copies, split over the ep group as the shares.
-  CHECK(first.layer.moe.to_experts_bytes == doctest::Approx(2 * 2048 * 2 * h));
-  REQUIRE(first.layer.moe.to_experts_split >= 0);
-  const std::vector<double>& split = last.all_to_all_splits.at(static_cast<std::size_t>(first.layer.moe.to_experts_split));
+  CHECK(first.layer(0).moe.to_experts_bytes == doctest::Approx(2 * 2048 * 2 * h));
+  REQUIRE(first.layer(0).moe.to_experts_split >= 0);
+  const std::vector<double>& split = last.all_to_all_splits.at(static_cast<std::size_t>(first.layer(0).moe.to_experts_split));
   CHECK(split.size() == 8);
   CHECK(split[0] == doctest::Approx(1 / harmonic));
   CHECK(split[7] == doctest::Approx(1.0 / 8 / harmonic));
   // Rank 0's expert computes the ep group's 8 x 4096 copies x its share (after the tp gather),
   // and sends each rank back its share of that rank's copies.
-  CHECK(first.layer.moe.gathered_bytes == doctest::Approx(2 * 8 * tokens * 2 / harmonic * h));
-  CHECK(first.layer.moe.from_experts_bytes == doctest::Approx(2 * 8 * 2048 * 2 / harmonic * h));
-  CHECK(last.layer.moe.from_experts_bytes == doctest::Approx(2 * 8 * 2048 * 2 / 8 / harmonic * h));
+  CHECK(first.layer(0).moe.gathered_bytes == doctest::Approx(2 * 8 * tokens * 2 / harmonic * h));
+  CHECK(first.layer(0).moe.from_experts_bytes == doctest::Approx(2 * 8 * 2048 * 2 / harmonic * h));
+  CHECK(last.layer(0).moe.from_experts_bytes == doctest::Approx(2 * 8 * 2048 * 2 / 8 / harmonic * h));
   // Its grouped GEMM: 8.0 / H_8 = 2.94 times the uniform FLOPs.
   const ModelCosts even = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 8});
-  CHECK(first.layer.moe.experts.flops == doctest::Approx(even.layer.moe.experts.flops * 8 / harmonic));
+  CHECK(first.layer(0).moe.experts.flops == doctest::Approx(even.layer(0).moe.experts.flops * 8 / harmonic));
   // The second costs continue the first's kernel sets: both index one list.
-  CHECK(last.layer.moe.experts.kernel_set > first.layer.moe.experts.kernel_set);
+  CHECK(last.layer(0).moe.experts.kernel_set > first.layer(0).moe.experts.kernel_set);
   CHECK(last.kernel_sets.size() > first.kernel_sets.size());
 }
 
@@ -273,9 +273,9 @@ TEST_CASE("an expert layer keeps its copies' activations and runs grouped GEMMs 
   // output projection's input over tp; the two norms' inputs.
   const double attention = 2 * tokens * (h / 2 + h / 2 + 2 * kv / 2 + h / 2);
   const double norms = 2 * 2 * tokens * h / 2;
-  CHECK(costs.layer.activations.total == doctest::Approx(attention + mlp + norms));
+  CHECK(costs.layer(0).activations.total == doctest::Approx(attention + mlp + norms));
   // Each grouped GEMM: 2 local experts of 8192 x 4 / 8 = 4096 copies each.
-  const KernelSet& experts = costs.kernel_sets.at(static_cast<std::size_t>(costs.layer.moe.experts.kernel_set));
+  const KernelSet& experts = costs.kernel_sets.at(static_cast<std::size_t>(costs.layer(0).moe.experts.kernel_set));
   REQUIRE(experts.kernels.front().name == "fc1");
   CHECK(experts.kernels.front().batch == 2);
   CHECK(experts.kernels.front().m == 4096);
@@ -297,7 +297,7 @@ TEST_CASE("a mixture without expert parallelism under tensor parallelism runs it
   CHECK(all_to_alls == 0);
   CHECK(gathers > 0);
   const ModelCosts costs = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 1});
-  const KernelSet& column = costs.kernel_sets.at(static_cast<std::size_t>(costs.layer.mlp_parts.column_chunk.kernel_set));
+  const KernelSet& column = costs.kernel_sets.at(static_cast<std::size_t>(costs.layer(0).mlp_parts.column_chunk.kernel_set));
   REQUIRE(column.kernels.size() == 1);
   CHECK(column.kernels.front().batch == 8);  // all 8 experts on the rank
 }
@@ -332,7 +332,7 @@ TEST_CASE("dropped copies are not computed, under the roofline too") {
   const ModelCosts dropping =
       compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{1, false, 1, 1, 0, shares});
   const double experts = 2 * tokens * 2 * h * f * 3;  // 4096 tokens x 2 copies through 3 h x f matrices
-  CHECK(even.layer.mlp_forward.flops - dropping.layer.mlp_forward.flops == doctest::Approx(experts * (1 - kept)));
+  CHECK(even.layer(0).mlp_forward.flops - dropping.layer(0).mlp_forward.flops == doctest::Approx(experts * (1 - kept)));
   CHECK(dropping.model_flops_per_micro_batch == even.model_flops_per_micro_batch);  // MFU counts top-k per token
 }
 
@@ -379,21 +379,21 @@ TEST_CASE("a shared expert under tensor and expert parallelism gathers every tok
   // sigmoid gate (2048 -> 1) on the rank's own 2048 tokens, after the reduce-scatter.
   const ModelCosts costs = compute_costs(qwen, 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 4});
   const double gate = 2 * (tokens / 2) * 2048;
-  CHECK(costs.layer.moe.shared.flops == doctest::Approx(2 * tokens * 3 * 2048 * 5632 / 2 + gate));
+  CHECK(costs.layer(0).moe.shared.flops == doctest::Approx(2 * tokens * 3 * 2048 * 5632 / 2 + gate));
 }
 
 TEST_CASE("a mixture's backward split in two keeps its work and holds what the weight gradients read") {
   // Mixtral, tp 2 + SP, ep 4: the input-gradient parts and the one weight-gradient pass add up to
   // the whole backward's FLOPs, for the MoE parts and for the attention.
   const ModelCosts costs = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 4});
-  const MoeParts& moe = costs.layer.moe;
+  const MoeParts& moe = costs.layer(0).moe;
   CHECK(moe.combine_back_input.flops + moe.experts_back_input.flops + moe.dispatch_back_input.flops +
             moe.backward_weight.flops ==
         doctest::Approx(moe.combine_back.flops + moe.experts_back.flops + moe.dispatch_back.flops));
   // Without tp the attention's two passes are its own Works: W its linear layers' weight
   // gradients, 2 x 4096 x (h (h + 2 kv) + h h) FLOPs, B the rest of the whole attention backward.
   const ModelCosts no_tp = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{1, false, 1, 4});
-  const LayerCosts& layer = no_tp.layer;
+  const LayerCosts& layer = no_tp.layer(0);
   CHECK(layer.attention_backward_weight.flops == doctest::Approx(2 * tokens * (h * (h + 2 * kv) + h * h)));
   CHECK(layer.attention_backward_input.flops + layer.attention_backward_weight.flops ==
         doctest::Approx(layer.attention_backward.flops));
@@ -408,7 +408,7 @@ TEST_CASE("a mixture's backward split in two keeps its work and holds what the w
   // output gradient 2 f / 2, the second's input f / 2 and output gradient h; 2 bytes each.
   const double expected = 2 * tokens * (h + h / 2) + 2 * tokens * (h + 2 * kv) / 2 + 2 * tokens * h +
                           2 * 2048 * (h + 8) + 2 * (2 * tokens) * (2 * h + 3 * f / 2);
-  CHECK(costs.layer.activations.weight_gradient_inputs == doctest::Approx(expected));
+  CHECK(costs.layer(0).activations.weight_gradient_inputs == doctest::Approx(expected));
 }
 
 TEST_CASE("the zero-bubble schedules run a mixture under expert parallelism") {

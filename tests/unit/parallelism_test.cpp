@@ -63,11 +63,11 @@ TEST_CASE("activation bytes per layer with tensor and sequence parallelism follo
   const ModelSpec model = model_22b();
   const double s = 2048, b = 4, h = 6144, a = 64, t = 8, sbh = s * b * h;
   const LayerActivations tp =
-      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, false, Sharding{8, false, 1}).layer.activations;
+      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, false, Sharding{8, false, 1}).layer(0).activations;
   CHECK(tp.total == doctest::Approx(sbh * (10 + 24 / t + 5 * a * s / (h * t))));
   CHECK(tp.total - tp.attention_core == doctest::Approx(sbh * (10 + 24 / t)));  // + selective recompute
   const LayerActivations sp =
-      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, false, Sharding{8, true, 1}).layer.activations;
+      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, false, Sharding{8, true, 1}).layer(0).activations;
   CHECK(sp.total == doctest::Approx(sbh * (34 / t + 5 * a * s / (h * t))));
   CHECK(sp.total - sp.attention_core == doctest::Approx(sbh * 34 / t));
   // The paper's worked check for all 48 layers: 59.25 GiB with TP only, 9.5625 GiB with
@@ -79,9 +79,9 @@ TEST_CASE("activation bytes per layer with tensor and sequence parallelism follo
 TEST_CASE("context parallelism splits the sequence: a rank keeps 1/cp of the activations with FlashAttention") {
   const ModelSpec model = model_22b();
   const double whole =
-      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, true, Sharding{1, false, 1}).layer.activations.total;
+      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, true, Sharding{1, false, 1}).layer(0).activations.total;
   const double quarter =
-      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, true, Sharding{1, false, 4}).layer.activations.total;
+      compute_costs(model, 4, 2048, Precision::bf16, Precision::fp32, true, Sharding{1, false, 4}).layer(0).activations.total;
   CHECK(quarter == doctest::Approx(whole / 4));
 }
 

@@ -5,6 +5,8 @@
 // chunk's last backward.
 #include <doctest/doctest.h>
 
+#include <numeric>
+
 #include <algorithm>
 #include <map>
 #include <regex>
@@ -60,8 +62,11 @@ Program stage_program(const Scenario& scenario, int stage) {
   const LayoutGroups groups = groups_of(layout);
   const std::vector<long long> layers = layers_per_virtual_stage(scenario, model);
   std::vector<RecomputePlan> plans;
-  for (int chunk = 0; chunk < scenario.vpp; ++chunk)
-    plans.push_back(plan_recompute(scenario, layers[chunk * scenario.pp + stage], costs.layer, 0));
+  for (int chunk = 0; chunk < scenario.vpp; ++chunk) {
+    const auto virtual_stage = static_cast<std::size_t>(chunk * scenario.pp + stage);
+    const long long first = std::accumulate(layers.begin(), layers.begin() + static_cast<long>(virtual_stage), 0LL);
+    plans.push_back(plan_recompute(scenario, costs.layers_from(first, layers[virtual_stage]), 0));
+  }
   const PipelinePlacement placement{&layout, &groups, std::vector<int>(static_cast<std::size_t>(layout.world()), -1),
                                     std::vector<RuntimeMemory>(static_cast<std::size_t>(layout.world()))};
   RankCoords coords;

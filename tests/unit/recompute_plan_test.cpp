@@ -17,7 +17,7 @@ Scenario with_recompute(const std::string& recompute) {
 // GPT-3 layers: without FlashAttention the attention core is a large share of the activations.
 LayerCosts gpt3_layer() {
   const ModelSpec model = load_model(test::source_dir() / "models" / "gpt3-175b.json", 128);
-  return compute_costs(model, 1, 2048, Precision::bf16, Precision::fp32, false).layer;
+  return compute_costs(model, 1, 2048, Precision::bf16, Precision::fp32, false).layer(0);
 }
 
 } // namespace
@@ -25,13 +25,13 @@ LayerCosts gpt3_layer() {
 TEST_CASE("fixed strategies keep what Korthikanti et al. Table 2 says and recompute accordingly") {
   const LayerCosts layer = gpt3_layer();
   const double s = 2048, b = 1, h = 12288, a = 96;
-  const RecomputePlan none = plan_recompute(with_recompute("none"), 96, layer, 0);
+  const RecomputePlan none = plan_recompute(with_recompute("none"), LayerList(96, &layer), 0);
   CHECK(none.kept_bytes == doctest::Approx(96 * s * b * h * (34 + 5 * a * s / h)));
   CHECK(none.extra_flops == 0);
-  const RecomputePlan selective = plan_recompute(with_recompute("selective"), 96, layer, 0);
+  const RecomputePlan selective = plan_recompute(with_recompute("selective"), LayerList(96, &layer), 0);
   CHECK(selective.kept_bytes == doctest::Approx(96 * 34 * s * b * h));
   CHECK(selective.extra_flops == doctest::Approx(96 * 4 * b * s * s * h));  // QK^T and attention over V
-  const RecomputePlan full = plan_recompute(with_recompute("full"), 96, layer, 0);
+  const RecomputePlan full = plan_recompute(with_recompute("full"), LayerList(96, &layer), 0);
   CHECK(full.kept_bytes == doctest::Approx(96 * 2 * s * b * h));
   CHECK(full.checkpointed_layers == 96);
   CHECK(full.extra_flops == doctest::Approx(96 * layer.forward.flops));  // one more forward per layer
@@ -43,7 +43,7 @@ TEST_CASE("every:N checkpoints every segment of N layers but the last, as torch 
   const LayerCosts layer = gpt3_layer();
   const LayerActivations& act = layer.activations;
   // 10 layers in segments of 4: layers 0-3 and 4-7 checkpointed, 8-9 kept.
-  const RecomputePlan ten = plan_recompute(with_recompute("every:4"), 10, layer, 0);
+  const RecomputePlan ten = plan_recompute(with_recompute("every:4"), LayerList(10, &layer), 0);
   REQUIRE(ten.segments.size() == 3);
   CHECK(ten.segments[0].policy == LayerPolicy::checkpoint);
   CHECK(ten.segments[1].policy == LayerPolicy::checkpoint);
@@ -58,7 +58,7 @@ TEST_CASE("every:N checkpoints every segment of N layers but the last, as torch 
   CHECK(ten.extra_flops == doctest::Approx(8 * layer.forward.flops));
 
   // 8 layers in segments of 4: only the first segment is recomputed, the second keeps all.
-  const RecomputePlan eight = plan_recompute(with_recompute("every:4"), 8, layer, 0);
+  const RecomputePlan eight = plan_recompute(with_recompute("every:4"), LayerList(8, &layer), 0);
   REQUIRE(eight.segments.size() == 2);
   CHECK(eight.checkpointed_layers == 4);
   CHECK(eight.extra_flops == doctest::Approx(4 * layer.forward.flops));
@@ -80,7 +80,7 @@ TEST_CASE("a rank's program recomputes the checkpointed segments of every:N only
       recomputed += op.flops;
     }
   REQUIRE(every2.grad_accum == 1);
-  CHECK(recomputed == doctest::Approx(2 * costs.layer.forward.flops));
+  CHECK(recomputed == doctest::Approx(2 * costs.layer(0).forward.flops));
 
   // Segments as long as the model (or a pipeline stage's chunk) would checkpoint nothing.
   const auto refusal = [&](const std::vector<std::string>& overrides) {
@@ -98,33 +98,33 @@ TEST_CASE("a rank's program recomputes the checkpointed segments of every:N only
 
 TEST_CASE("the optimal plan fits its budget and never recomputes more than full recompute") {
   const LayerCosts layer = gpt3_layer();
-  const RecomputePlan full = plan_recompute(with_recompute("full"), 96, layer, 0);
-  const RecomputePlan none = plan_recompute(with_recompute("none"), 96, layer, 0);
+  const RecomputePlan full = plan_recompute(with_recompute("full"), LayerList(96, &layer), 0);
+  const RecomputePlan none = plan_recompute(with_recompute("none"), LayerList(96, &layer), 0);
   for (double fraction : {0.05, 0.2, 0.35, 0.5, 0.8, 1.0}) {
     CAPTURE(fraction);
     const double budget = fraction * none.kept_bytes;
-    const RecomputePlan plan = plan_recompute(with_recompute("optimal"), 96, layer, budget);
+    const RecomputePlan plan = plan_recompute(with_recompute("optimal"), LayerList(96, &layer), budget);
     REQUIRE(plan.fits_budget);
     CHECK(plan.kept_bytes + plan.transient_bytes <= budget);
     CHECK(plan.extra_flops <= full.extra_flops);
     CHECK(plan.checkpointed_layers + plan.selective_layers <= 96);
   }
   // With room for everything, nothing is recomputed.
-  const RecomputePlan roomy = plan_recompute(with_recompute("optimal"), 96, layer, 2 * none.kept_bytes);
+  const RecomputePlan roomy = plan_recompute(with_recompute("optimal"), LayerList(96, &layer), 2 * none.kept_bytes);
   CHECK(roomy.extra_flops == 0);
   // Selective recompute saves the most memory per recomputed FLOP, so a budget between the
   // selective and the full footprint is met with selective layers first.
-  const RecomputePlan selective = plan_recompute(with_recompute("selective"), 96, layer, 0);
+  const RecomputePlan selective = plan_recompute(with_recompute("selective"), LayerList(96, &layer), 0);
   // (1% above the selective footprint: the plan rounds memory up to the DP's units.)
   const RecomputePlan middle =
-      plan_recompute(with_recompute("optimal"), 96, layer, 1.01 * (selective.kept_bytes + selective.transient_bytes));
+      plan_recompute(with_recompute("optimal"), LayerList(96, &layer), 1.01 * (selective.kept_bytes + selective.transient_bytes));
   CHECK(middle.checkpointed_layers == 0);
   CHECK(middle.extra_flops <= selective.extra_flops);
 }
 
 TEST_CASE("an impossible budget falls back to full recompute and says so") {
   const LayerCosts layer = gpt3_layer();
-  const RecomputePlan plan = plan_recompute(with_recompute("optimal"), 96, layer, 1e6);
+  const RecomputePlan plan = plan_recompute(with_recompute("optimal"), LayerList(96, &layer), 1e6);
   CHECK_FALSE(plan.fits_budget);
   CHECK(plan.checkpointed_layers == 96);
 }
@@ -132,7 +132,7 @@ TEST_CASE("an impossible budget falls back to full recompute and says so") {
 TEST_CASE("recompute = op keeps what torchtitan's op-level checkpointing saves in every layer") {
   const LayerCosts layer = gpt3_layer();
   const LayerActivations& act = layer.activations;
-  const RecomputePlan op = plan_recompute(with_recompute("op"), 96, layer, 0);
+  const RecomputePlan op = plan_recompute(with_recompute("op"), LayerList(96, &layer), 0);
   REQUIRE(op.segments.size() == 1);
   CHECK(op.segments[0].policy == LayerPolicy::op);
   CHECK(op.selective_layers == 96);
@@ -142,8 +142,8 @@ TEST_CASE("recompute = op keeps what torchtitan's op-level checkpointing saves i
   CHECK(op.extra_flops == doctest::Approx(96 * layer.op_recompute.flops));
   // GPT-3 without FlashAttention: the core is re-run too, so more than selective's FLOPs and less
   // than full's; it keeps less than selective and more than full.
-  const RecomputePlan selective = plan_recompute(with_recompute("selective"), 96, layer, 0);
-  const RecomputePlan full = plan_recompute(with_recompute("full"), 96, layer, 0);
+  const RecomputePlan selective = plan_recompute(with_recompute("selective"), LayerList(96, &layer), 0);
+  const RecomputePlan full = plan_recompute(with_recompute("full"), LayerList(96, &layer), 0);
   CHECK(op.extra_flops > selective.extra_flops);
   CHECK(op.extra_flops < full.extra_flops);
   CHECK(op.kept_bytes < selective.kept_bytes);

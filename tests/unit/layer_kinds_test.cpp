@@ -1,0 +1,110 @@
+// A mixture whose first layers have a dense MLP (Qwen-MoE's mlp_only_layers, as DeepSeek's first
+// k dense layers): each layer costs, holds and communicates what its own kind does.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "config/scenario.hpp"
+#include "model/costs.hpp"
+#include "program/workload_builder.hpp"
+#include "test_support.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+// hidden 256 in 4 heads of 64 (2 KV heads), 4 layers of which 0 and 1 dense (inner 512), 8
+// experts of inner 64, top 2, Qwen3's q/k norms, untied 1,000-token vocabulary.
+const char* const model_json = R"({"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512,
+  "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4, "num_key_value_heads": 2,
+  "vocab_size": 1000, "num_experts": 8, "num_experts_per_tok": 2, "mlp_only_layers": [0, 1]})";
+
+constexpr double h = 256, dense_ffn = 512, expert_ffn = 64, experts = 8;
+// Per layer: attention h (h + 2 x 128) + h x h + the q/k norms 2 x 64, two norms of h.
+constexpr double attention = h * (h + 2 * 128) + h * h + 2 * 64, norms = 2 * h;
+constexpr double dense_layer = attention + 3 * h * dense_ffn + norms;                    // 590,464
+constexpr double expert = 3 * h * expert_ffn;                                            // 49,152
+constexpr double expert_layer = attention + h * experts + experts * expert + norms;      // 592,512
+
+ModelSpec model() { return load_model(test::write_temp_file("dense-first.json", model_json), 1); }
+
+Scenario scenario(const std::vector<std::string>& overrides) {
+  const std::string text = R"([model]
+path = dense-first.json
+vocab_multiple = 1
+[platform]
+file = dgx-a100.xml
+[parallel]
+dp = 4
+ep = 2
+[training]
+seq_len = 512
+micro_batch = 1
+global_batch = 8
+)";
+  test::write_temp_file("dense-first.json", model_json);
+  return parse_scenario(text, test::write_temp_file("dense-first.ini", text), overrides);
+}
+
+} // namespace
+
+TEST_CASE("a mixture with dense layers counts each layer by its kind") {
+  const ParameterCounts counts = count_parameters(model());
+  CHECK(counts.per_dense_layer == dense_layer);
+  CHECK(counts.per_layer == expert_layer);
+  CHECK(counts.layers == 2 * dense_layer + 2 * expert_layer);
+  CHECK(counts.total == 2 * 1000 * h + h + 2 * dense_layer + 2 * expert_layer);  // 3,878,144
+  CHECK(counts.routed_experts == 2 * experts * expert);
+  CHECK(counts.active == counts.total - 2 * (experts - 2) * expert);  // 6 unused experts in 2 layers
+}
+
+TEST_CASE("each layer of a mixture with dense layers has its kind's costs") {
+  const ModelCosts costs = compute_costs(model(), 1, 512, Precision::bf16, Precision::fp32, true, Sharding{1, false, 1, 2, 0, {}});
+  REQUIRE(costs.layer_kinds.size() == 2);
+  CHECK(costs.kind_of_layer == std::vector<int>{1, 1, 0, 0});
+  CHECK_FALSE(costs.layer(0).routed);
+  CHECK(costs.layer(3).routed);
+  // ep 2: a dense layer is held whole; an expert layer keeps its router and 4 of its 8 experts.
+  CHECK(costs.layer(0).parameters == dense_layer);
+  CHECK(costs.layer(0).expert_parameters == 0);
+  CHECK(costs.layer(3).parameters == attention + h * experts + norms);
+  CHECK(costs.layer(3).expert_parameters == 4 * expert);
+  CHECK(costs.layer_parameters(0, 4) == 2 * dense_layer + 2 * (attention + h * experts + norms));
+  CHECK(costs.layer_expert_parameters(1, 3) == 2 * 4 * expert);
+  // The dense MLP forward: 2 x 512 tokens x h x 512 x 3 (gate, up, down).
+  const double tokens = 512;
+  CHECK(costs.layer(0).mlp_forward.flops == doctest::Approx(2 * tokens * h * dense_ffn * 3));
+  // Model FLOPs: 3 x (forward of every layer + the head), attention 2 s h (h + 2 x 128) + 4 s^2 h + 2 s h h.
+  const double attention_flops = 2 * tokens * h * (h + 256) + 4 * tokens * tokens * h + 2 * tokens * h * h;
+  const double expert_mlp_flops = 2 * tokens * h * experts + 2 * tokens * 2 * h * expert_ffn * 3;
+  const double head_flops = 2 * tokens * h * 1000;
+  CHECK(costs.model_flops_per_micro_batch ==
+        doctest::Approx(3 * (4 * attention_flops + 2 * 2 * tokens * h * dense_ffn * 3 + 2 * expert_mlp_flops +
+                             head_flops)));
+}
+
+TEST_CASE("only the expert layers send tokens by all-to-all and keep expert states") {
+  for (const std::string pp : {"1", "2"}) {
+    CAPTURE(pp);
+    const Scenario s = scenario({"parallel.pp=" + pp, "parallel.dp=" + std::string(pp == "1" ? "4" : "2")});
+    const WorkloadBuild build = build_workload(s, model(), 0);
+    for (std::size_t rank = 0; rank < build.workload.programs.size(); ++rank) {
+      CAPTURE(rank);
+      long all_to_alls = 0;
+      double expert_weights = 0;
+      for (const Op& op : build.workload.program(rank).ops) {
+        if (op.kind == OpKind::collective && op.collective == Collective::all_to_all) {
+          ++all_to_alls;
+          CHECK((op.name.rfind("L2.", 0) == 0 || op.name.rfind("L3.", 0) == 0));
+        }
+        if (op.kind == OpKind::alloc && op.tensor == "expert-weights")
+          expert_weights = op.bytes;
+      }
+      // Dispatch and combine, forward and backward, per expert layer on the rank and micro-batch;
+      // the rank's 4 experts of each expert layer in bf16.
+      const bool has_expert_layers = pp == "1" || build.coords[rank].pp == 1;
+      CHECK(all_to_alls == (has_expert_layers ? 4 * 2 * s.grad_accum : 0));
+      CHECK(expert_weights == (has_expert_layers ? 2 * 2 * 4 * expert : 0));
+    }
+  }
+}
