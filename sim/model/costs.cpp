@@ -21,13 +21,15 @@ double layer_parameters_per_rank(const ModelSpec& m, long long tp, long long ep)
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn);
   const double q_width = static_cast<double>(m.heads * m.head_dim);
   const double kv_width = static_cast<double>(m.kv_heads * m.head_dim);
-  double split = h * (q_width + 2 * kv_width) + q_width * h;
+  // Latent attention runs under tp = 1 only: its weights are all held.
+  double split = m.mla() ? static_cast<double>(latent_attention_parameters(m)) : h * (q_width + 2 * kv_width) + q_width * h;
   double replicated = (m.rms_norm ? 2 : 4) * h;  // two norms
   if (m.moe()) {
     split += 3 * h * static_cast<double>(m.shared_expert_ffn);
     if (ep <= 1)
       split += static_cast<double>(m.experts) * 3 * h * static_cast<double>(m.expert_ffn);
-    replicated += h * static_cast<double>(m.experts) + (m.shared_expert_gate ? h : 0.0);  // router, shared gate
+    replicated += (h + (m.router_bias ? 1 : 0)) * static_cast<double>(m.experts) +
+                  (m.shared_expert_gate ? h : 0.0);  // router (and its bias), shared gate
   } else {
     split += (m.gated_mlp ? 3 : 2) * h * f;
   }
@@ -45,6 +47,31 @@ double layer_parameters_per_rank(const ModelSpec& m, long long tp, long long ep)
 }
 
 namespace {
+
+// Latent attention's widths per token (DeepSeek-V2/V3, under tp = cp = 1): what its projections
+// produce, what forward keeps for backward, what a weight-gradient pass reads.
+struct LatentShape {
+  double q_latent = 0, kv_latent = 0, rope = 0, queries = 0, keys = 0, values = 0, up_keys_values = 0;
+  double projected_per_token = 0;       // multiply-adds of the down- and up-projections
+  double kept_per_token = 0;            // latents (norm and up-projection inputs), the rotary key, Q, K, V
+  double weight_gradient_per_token = 0; // the projections' inputs and output gradients
+  explicit LatentShape(const ModelSpec& m) {
+    if (!m.mla())
+      return;
+    const double h = static_cast<double>(m.hidden), heads = static_cast<double>(m.heads);
+    q_latent = static_cast<double>(m.q_lora_rank), kv_latent = static_cast<double>(m.kv_lora_rank);
+    rope = static_cast<double>(m.qk_rope_head_dim);
+    queries = keys = heads * static_cast<double>(m.head_dim);
+    values = heads * static_cast<double>(m.v_head_dim);
+    up_keys_values = heads * static_cast<double>(m.head_dim - m.qk_rope_head_dim + m.v_head_dim);
+    const double query_projection = q_latent > 0 ? h * q_latent + q_latent * queries : h * queries;
+    projected_per_token = query_projection + h * (kv_latent + rope) + kv_latent * up_keys_values;
+    kept_per_token = 2 * q_latent + 2 * kv_latent + rope + queries + keys + values;
+    // Inputs: the hidden state (both down-projections), the normed latents; output gradients: the
+    // latents', the rotary key's, the queries' and the up-projected keys' and values'.
+    weight_gradient_per_token = h + q_latent + kv_latent + q_latent + kv_latent + rope + queries + up_keys_values;
+  }
+};
 
 // What decides the kernels' shapes on one rank.
 struct KernelShapes {
@@ -359,21 +386,64 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
   // Attention: input norm, QKV projection, rotary embedding of Q and K, the core, output
   // projection, bias-dropout-add onto the residual.
   KernelList pre = list(), core = list(), post = list();
+  KernelList post_back = list(), pre_back = list();
   pre.memory("norm", 2 * e * normed * h);
-  pre.linear("qkv", tokens, h, (q + 2 * kv) / t);
-  if (!m.learned_positions)
-    pre.memory("rotary", 2 * e * tokens * (q + kv) / t);
+  const LatentShape latent(m);
+  const double dv = m.mla() ? static_cast<double>(m.v_head_dim) : d;  // a value's width
+  const double values = m.mla() ? latent.values : q;
+  if (m.mla()) {
+    // Latent attention (tp = 1): the queries' down-projection, norm and up-projection (or one
+    // projection), the keys' and values' down-projection (with the rotary key), norm and
+    // up-projection, then the rotary embedding of the queries' and the shared key's rotary parts
+    // and each head's key assembled from its own part and the shared one.
+    if (latent.q_latent > 0) {
+      pre.linear("q-down", tokens, h, latent.q_latent);
+      pre.memory("q-norm", 2 * e * tokens * latent.q_latent);
+      pre.linear("q-up", tokens, latent.q_latent, latent.queries);
+    } else {
+      pre.linear("q", tokens, h, latent.queries);
+    }
+    pre.linear("kv-down", tokens, h, latent.kv_latent + latent.rope);
+    pre.memory("kv-norm", 2 * e * tokens * latent.kv_latent);
+    pre.linear("kv-up", tokens, latent.kv_latent, latent.up_keys_values);
+    const double rotated = static_cast<double>(m.heads) * latent.rope + latent.rope;
+    pre.memory("rotary", 2 * e * tokens * rotated);
+    pre.memory("key-assemble", 2 * e * tokens * latent.keys);
+    pre_back.memory("key-assemble.bwd", 2 * e * tokens * latent.keys);
+    pre_back.memory("rotary.bwd", 2 * e * tokens * rotated);
+    pre_back.linear_backward("kv-up", tokens, latent.kv_latent, latent.up_keys_values);
+    pre_back.memory("kv-norm.bwd", 4 * e * tokens * latent.kv_latent);
+    pre_back.linear_backward("kv-down", tokens, h, latent.kv_latent + latent.rope);
+    if (latent.q_latent > 0) {
+      pre_back.linear_backward("q-up", tokens, latent.q_latent, latent.queries);
+      pre_back.memory("q-norm.bwd", 4 * e * tokens * latent.q_latent);
+      pre_back.linear_backward("q-down", tokens, h, latent.q_latent);
+    } else {
+      pre_back.linear_backward("q", tokens, h, latent.queries);
+    }
+  } else {
+    pre.linear("qkv", tokens, h, (q + 2 * kv) / t);
+    if (!m.learned_positions) {
+      pre.memory("rotary", 2 * e * tokens * (q + kv) / t);
+      pre_back.memory("rotary.bwd", 2 * e * tokens * (q + kv) / t);
+    }
+    pre_back.linear_backward("qkv", tokens, h, (q + 2 * kv) / t);
+  }
+  // The norm's backward reads its input and the output gradient, adds the residual's gradient
+  // and writes the input gradient.
+  pre_back.memory("norm.bwd", 4 * e * normed * h);
   KernelList core_back = list();
   if (k.flash_attention) {
     // Causal attention over `window` keys: a query sees half of them on average (the first
     // window's worth of a sliding window, all of them afterwards); FlashAttention's backward
     // recomputes the scores: 2.5 times the forward's FLOPs (FlashAttention-2, section 3.1.2).
     const double seen = window < k.s ? window * (1 - window / (2 * k.s)) : k.s / 2;
-    const double flops = 4 * k.b * local_heads * queries * seen * d;
-    core.add({"flash-attention", KernelKind::attention_forward, queries, window, d, k.b * local_heads, flops,
-              e * tokens * (2 * q + 2 * kv) / t});
+    const double flops = 2 * k.b * local_heads * queries * seen * (d + dv);
+    // Reads Q, K and V, writes the output (latent attention: K as wide as Q, V narrower).
+    const double moved = m.mla() ? e * tokens * (latent.queries + latent.keys + 2 * values) : e * tokens * (2 * q + 2 * kv) / t;
+    core.add({"flash-attention", KernelKind::attention_forward, queries, window, d, k.b * local_heads, flops, moved});
     core_back.add({"flash-attention.bwd", KernelKind::attention_backward, queries, window, d, k.b * local_heads,
-                   2.5 * flops, e * tokens * (4 * q + 4 * kv) / t});
+                   2.5 * flops, 2 * moved});
   } else {
     // Eager attention computes every score, masked or not.
     const double scores = k.b * local_heads * queries * k.s;
@@ -382,27 +452,20 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
     core.memory("scale-mask-softmax", 2 * e * scores);
     if (m.attention_dropout)
       core.memory("attention-dropout", (2 * e + 1) * scores);
-    core.gemm("context", queries, d, k.s, batch);
-    core_back.gemm("context.dgrad", queries, k.s, d, batch);
-    core_back.gemm("context.wgrad", k.s, d, queries, batch);
+    core.gemm("context", queries, dv, k.s, batch);
+    core_back.gemm("context.dgrad", queries, k.s, dv, batch);
+    core_back.gemm("context.wgrad", k.s, dv, queries, batch);
     if (m.attention_dropout)
       core_back.memory("attention-dropout.bwd", (2 * e + 1) * scores);
     core_back.memory("softmax.bwd", 3 * e * scores);
     core_back.gemm("scores.dgrad", queries, d, k.s, batch);
     core_back.gemm("scores.wgrad", k.s, d, queries, batch);
   }
-  post.linear("out", tokens, q / t, h);
+  post.linear("out", tokens, values / t, h);
   post.memory("bias-dropout-add", 3 * e * normed * h + mask);
 
-  KernelList post_back = list(), pre_back = list();
   post_back.memory("bias-dropout-add.bwd", 2 * e * normed * h + mask);
-  post_back.linear_backward("out", tokens, q / t, h);
-  if (!m.learned_positions)
-    pre_back.memory("rotary.bwd", 2 * e * tokens * (q + kv) / t);
-  pre_back.linear_backward("qkv", tokens, h, (q + 2 * kv) / t);
-  // The norm's backward reads its input and the output gradient, adds the residual's gradient
-  // and writes the input gradient.
-  pre_back.memory("norm.bwd", 4 * e * normed * h);
+  post_back.linear_backward("out", tokens, values / t, h);
 
   // MLP: norm, first linear (gate and up), activation, second linear, bias-dropout-add.
   KernelList mlp = list(), mlp_back = list();
@@ -547,9 +610,12 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
   const double unsplit = sharding.sp ? t : 1.0;          // sequence parallelism splits the rest over tp
 
   // Queries are local, keys and values span the whole sequence (gathered around the CP ring).
-  const double qkv_flops = 2 * tokens * h * (q_width + 2 * kv_width) / t;
-  const double core_flops = 4 * b * (s / cp) * s * q_width / t;
-  const double out_flops = 2 * tokens * q_width * h / t;
+  // Latent attention (tp = cp = 1) projects through its latents; its values are v_head_dim wide.
+  const LatentShape latent(m);
+  const double v_width = m.mla() ? latent.values : q_width;
+  const double qkv_flops = m.mla() ? 2 * tokens * latent.projected_per_token : 2 * tokens * h * (q_width + 2 * kv_width) / t;
+  const double core_flops = m.mla() ? 2 * b * s * s * (q_width + v_width) : 4 * b * (s / cp) * s * q_width / t;
+  const double out_flops = 2 * tokens * v_width * h / t;
   double mlp_flops = 2 * tokens * h * f * (m.gated_mlp ? 3 : 2) / t;
   // A mixture: the router on every token, top-k experts per token, the shared experts (model FLOPs,
   // the router's counted once over tp however many ranks run it).
@@ -579,11 +645,12 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
       scores += mask * score_elements + e * score_elements;  // dropout mask and output
   }
   const double hidden_masks = m.hidden_dropout ? mask * tokens * h / unsplit : 0.0;
-  const double attention = e * tokens * h / unsplit             // QKV projection input
-                           + e * tokens * q_width / t           // Q
-                           + 2 * e * tokens * kv_width / t      // K and V
-                           + e * tokens * q_width / t           // output projection input
-                           + hidden_masks + scores;
+  const double attention = m.mla() ? e * tokens * (h + latent.kept_per_token + v_width) + hidden_masks + scores
+                                   : e * tokens * h / unsplit            // QKV projection input
+                                         + e * tokens * q_width / t      // Q
+                                         + 2 * e * tokens * kv_width / t // K and V
+                                         + e * tokens * q_width / t      // output projection input
+                                         + hidden_masks + scores;
   double mlp = e * tokens * h / unsplit                    // first linear input
                + e * tokens * f * (m.gated_mlp ? 2 : 1) / t  // activation function input
                + e * tokens * f / t                        // second linear input
@@ -639,7 +706,8 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
   const double held = layer.parameters + layer.expert_parameters;
   if (m.moe()) {  // a mixture's MLP holds most weights for few FLOPs: each part reads its own
     const double attention_parameters =
-        (h * (q_width + 2 * kv_width) + q_width * h + (m.qkv_bias ? q_width + 2 * kv_width : 0.0)) / t;
+        m.mla() ? static_cast<double>(latent_attention_parameters(m))
+                : (h * (q_width + 2 * kv_width) + q_width * h + (m.qkv_bias ? q_width + 2 * kv_width : 0.0)) / t;
     attention_weights = attention_parameters * e;
     mlp_weights = (held - attention_parameters) * e;
   }
@@ -667,6 +735,10 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
   act.weight_gradient_inputs = e * tokens * (2 * h + q_width / t + f / t)  // inputs of QKV, FC1; out, FC2
                                + e * tokens * ((q_width + 2 * kv_width) / t + f * (m.gated_mlp ? 2 : 1) / t)  // of QKV, FC1
                                + 2 * e * tokens * h;  // output gradients of the out projection and FC2
+  // Latent attention: each projection's input and output gradient, the output projection's too.
+  const double latent_weight_gradient_inputs = e * tokens * (latent.weight_gradient_per_token + v_width + h);
+  if (m.mla())
+    act.weight_gradient_inputs = latent_weight_gradient_inputs + e * tokens * (h + f) + e * tokens * f * 2 + e * tokens * h;
   if (m.moe()) {
     // The attention's as above; the router's input and logits' gradient on this rank's tokens; per
     // copy the experts computed, the first linear's input and output gradient (gate and up) and
@@ -674,8 +746,9 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
     // (Without expert parallelism under tp the router's weight gradient stays in B, with the
     // dense parts' first piece; the shared gate reads the rank's own tokens.)
     const bool router_in_w = sharding.ep > 1 || sharding.tp == 1;
-    act.weight_gradient_inputs = e * tokens * (h + q_width / t) + e * tokens * (q_width + 2 * kv_width) / t +
-                                 e * tokens * h +
+    act.weight_gradient_inputs = (m.mla() ? latent_weight_gradient_inputs
+                                          : e * tokens * (h + q_width / t) + e * tokens * (q_width + 2 * kv_width) / t +
+                                                e * tokens * h) +
                                  (router_in_w ? e * tokens / unsplit * (h + static_cast<double>(m.experts)) : 0.0) +
                                  e * traffic.received * (2 * h + 3 * fe / t) +
                                  (fs > 0 ? e * tokens * (2 * h + 3 * fs / t) : 0.0) +
@@ -685,7 +758,7 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
   layer.backward_input = {layer.backward.flops - layer.backward_weight.flops,
                           std::max(0.0, layer.backward.bytes - layer.backward_weight.bytes)};
   layer.attention_core.flops = core_flops;
-  layer.attention_core.bytes = 2 * scores + 4 * e * tokens * q_width / t;
+  layer.attention_core.bytes = 2 * scores + 2 * e * tokens * (q_width + v_width) / t;
   layer.op_recompute.flops = 2 * tokens * h * kv_width / t + out_flops + (m.gated_mlp ? 2 * tokens * h * f / t : 0.0) +
                              (flash_attention ? 0.0 : core_flops);
   const double ring = (cp - 1) / cp;

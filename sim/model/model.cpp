@@ -100,13 +100,13 @@ enum class Family { llama, gpt2 };
 
 // Hugging Face model types whose mixture of experts trainsim reads (the rest refuse expert fields).
 const std::set<std::string>& moe_types() {
-  static const std::set<std::string> types = {"mixtral", "qwen2_moe", "qwen3_moe"};
+  static const std::set<std::string> types = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
   return types;
 }
 
 Family family_of(const ConfigReader& config, const std::string& where) {
-  static const std::set<std::string> llama_like = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe",
-                                                   "qwen3_moe"};
+  static const std::set<std::string> llama_like = {"llama",     "mistral",     "qwen2",       "qwen3",      "mixtral",
+                                                   "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
   static const std::set<std::string> gpt2_like = {"gpt2", "gpt3", "gpt"};
   const std::string type = config.text("model_type");
   if (llama_like.count(type))
@@ -117,13 +117,9 @@ Family family_of(const ConfigReader& config, const std::string& where) {
     return Family::gpt2;
   if (type.empty() && config.has("hidden_size") && config.has("intermediate_size"))
     return Family::llama;
-  if (type == "deepseek_v3" || type == "deepseek_v2")
-    throw InputError(where + ": field 'model_type' = \"" + type +
-                     "\": multi-head latent attention and dense first layers are not simulated yet; accepted: "
-                     "llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gpt2, gpt3");
   throw InputError(where + ": field 'model_type' = \"" + type +
                    "\" is not a supported architecture; accepted: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, "
-                   "qwen3_moe, gpt2, gpt3");
+                   "qwen3_moe, deepseek_v2, deepseek_v3, gpt2, gpt3");
 }
 
 // A JSON object with one key twice: parsers keep one of the values silently, so the config does
@@ -185,7 +181,7 @@ void refuse_unmodelled(const json& config, const std::string& where) {
                          feature.feature + ", which trainsim does not simulate; accepted: " + accepted);
   };
   const char* decoder_only = "decoder-only transformers (llama, mistral, qwen2, qwen3, gpt2, gpt3; mixtures of "
-                             "experts: mixtral, qwen2_moe, qwen3_moe)";
+                             "experts: mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)";
   refuse(features, decoder_only);
   const std::string type = config.value("model_type", "");
   if (type == "mixtral")
@@ -196,13 +192,30 @@ void refuse_unmodelled(const json& config, const std::string& where) {
 }
 
 // The experts of a mixture (Mixtral: num_local_experts and intermediate_size; Qwen-MoE:
-// num_experts, moe_intermediate_size, Qwen2-MoE's gated shared expert).
+// num_experts, moe_intermediate_size, Qwen2-MoE's gated shared expert; DeepSeek: n_routed_experts,
+// n_shared_experts of moe_intermediate_size each, the first k layers dense).
 void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec& model) {
   if (!moe_types().count(type))
     return;
-  model.experts = reader.integer({"num_local_experts", "num_experts"});
+  model.experts = reader.integer({"num_local_experts", "num_experts", "n_routed_experts"});
   model.experts_per_token = reader.integer({"num_experts_per_tok"});
   model.expert_ffn = type == "mixtral" ? model.ffn : reader.integer({"moe_intermediate_size"});
+  if (type == "deepseek_v2" || type == "deepseek_v3") {
+    // As DeepseekV3DecoderLayer: layer l has the experts from first_k_dense_replace on, where l is a
+    // multiple of moe_layer_freq; the shared experts are one SwiGLU of their summed inner size,
+    // ungated; V3's router ("noaux_tc") adds a bias per expert to the scores.
+    const long long first_dense = reader.integer({"first_k_dense_replace"}, 0);
+    const long long frequency = reader.integer({"moe_layer_freq"}, 1);
+    for (long long l = 0; l < model.layers; ++l)
+      if (l < first_dense || l % frequency != 0)
+        model.dense_layers.push_back(l);
+    model.shared_expert_ffn = reader.integer({"n_shared_experts"}, 0) * model.expert_ffn;
+    model.router_bias = reader.text("topk_method") == "noaux_tc";
+    if (static_cast<long long>(model.dense_layers.size()) == model.layers)
+      throw InputError(reader.where() + ": first_k_dense_replace = " + std::to_string(first_dense) +
+                       " and moe_layer_freq = " + std::to_string(frequency) +
+                       " leave no layer with experts; accepted: at least one expert layer");
+  }
   if (type == "qwen2_moe") {
     model.shared_expert_ffn = reader.integer({"shared_expert_intermediate_size"}, 0);
     model.shared_expert_gate = model.shared_expert_ffn > 0;
@@ -230,6 +243,25 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
     throw InputError(reader.where() + ": field 'num_experts_per_tok' = " + std::to_string(model.experts_per_token) +
                      " is more than the " + std::to_string(model.experts) + " experts; accepted: 1 to " +
                      std::to_string(model.experts));
+}
+
+// DeepSeek's multi-head latent attention: queries through a latent of q_lora_rank (none: one
+// projection), keys and values from a shared latent of kv_lora_rank beside a rotary key of
+// qk_rope_head_dim shared by the heads; each head's query and key have qk_nope_head_dim +
+// qk_rope_head_dim, its value v_head_dim.
+void read_latent_attention(const ConfigReader& reader, ModelSpec& model) {
+  model.q_lora_rank = reader.integer({"q_lora_rank"}, 0);
+  model.kv_lora_rank = reader.integer({"kv_lora_rank"});
+  model.qk_rope_head_dim = reader.integer({"qk_rope_head_dim"});
+  model.v_head_dim = reader.integer({"v_head_dim"});
+  model.head_dim = reader.integer({"qk_nope_head_dim"}) + model.qk_rope_head_dim;
+  model.kv_heads = model.heads;  // every head has its own key and value, up-projected from the latent
+  model.qkv_bias = model.out_bias = false;
+  if (model.kv_lora_rank > 1'000'000 || model.q_lora_rank > 1'000'000 || model.head_dim > 100'000 ||
+      model.v_head_dim > 100'000)
+    throw InputError(reader.where() + ": implausible latent attention (kv_lora_rank " +
+                     std::to_string(model.kv_lora_rank) + ", q_lora_rank " + std::to_string(model.q_lora_rank) +
+                     "); accepted: ranks up to 1000000, head sizes up to 100000");
 }
 
 // Mistral's sliding window; Qwen2 gives one but uses it only with use_sliding_window.
@@ -287,10 +319,13 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
     model.hidden_dropout = reader.positive_number({"hidden_dropout"}, false);
     model.qk_norm = type == "qwen3" || type == "qwen3_moe";
     read_experts(reader, type, model);
+    if (type == "deepseek_v2" || type == "deepseek_v3")
+      read_latent_attention(reader, model);
   }
   model.attention_window = attention_window(reader);
-  model.head_dim = reader.integer({"head_dim"}, model.hidden / model.heads);
-  if (!reader.has("head_dim") && model.hidden % model.heads != 0)
+  if (!model.mla())
+    model.head_dim = reader.integer({"head_dim"}, model.hidden / model.heads);
+  if (!model.mla() && !reader.has("head_dim") && model.hidden % model.heads != 0)
     throw InputError(where + ": hidden size " + std::to_string(model.hidden) + " is not divisible by " +
                      std::to_string(model.heads) + " attention heads; give 'head_dim' explicitly");
   if (model.heads % model.kv_heads != 0)
@@ -313,10 +348,19 @@ ModelSpec load_model(const std::filesystem::path& file, long long vocab_multiple
   return parse_model(buffer.str(), file.string(), file.stem().string(), vocab_multiple);
 }
 
+long long latent_attention_parameters(const ModelSpec& m) {
+  const long long heads = m.heads, qk = m.head_dim, nope = m.head_dim - m.qk_rope_head_dim;
+  const long long queries = m.q_lora_rank > 0 ? m.hidden * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * heads * qk
+                                              : m.hidden * heads * qk;  // down, its norm and up; or one projection
+  const long long keys_values = m.hidden * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
+                                m.kv_lora_rank * heads * (nope + m.v_head_dim);
+  return queries + keys_values + heads * m.v_head_dim * m.hidden;  // and the output projection
+}
+
 ModelSpec dense_mlp_model(const ModelSpec& model) {
   ModelSpec dense = model;
   dense.experts = dense.experts_per_token = dense.expert_ffn = dense.shared_expert_ffn = 0;
-  dense.shared_expert_gate = false;
+  dense.shared_expert_gate = dense.router_bias = false;
   dense.dense_layers.clear();
   return dense;
 }
@@ -326,7 +370,7 @@ ParameterCounts count_parameters(const ModelSpec& m) {
   const long long q_width = m.heads * m.head_dim;
   const long long kv_width = m.kv_heads * m.head_dim;
   const long long norm = m.rms_norm ? m.hidden : 2 * m.hidden;
-  long long attention = m.hidden * (q_width + 2 * kv_width) + q_width * m.hidden;
+  long long attention = m.mla() ? latent_attention_parameters(m) : m.hidden * (q_width + 2 * kv_width) + q_width * m.hidden;
   if (m.qkv_bias)
     attention += q_width + 2 * kv_width;
   if (m.out_bias)
@@ -343,7 +387,7 @@ ParameterCounts count_parameters(const ModelSpec& m) {
   if (m.moe()) {
     const long long expert = 3 * m.hidden * m.expert_ffn;
     const long long shared = 3 * m.hidden * m.shared_expert_ffn + (m.shared_expert_gate ? m.hidden : 0);
-    mlp = m.hidden * m.experts + m.experts * expert + shared;  // router, routed and shared experts
+    mlp = m.hidden * m.experts + (m.router_bias ? m.experts : 0) + m.experts * expert + shared;  // router, routed and shared experts
     counts.routed_experts = m.experts * expert * expert_layers;
     unrouted_experts = (m.experts - m.experts_per_token) * expert;
   }

@@ -43,8 +43,21 @@ struct ModelSpec {
   // Of a mixture's layers, those whose MLP is dense (inner size ffn, no router), in order: Qwen-MoE's
   // mlp_only_layers and decoder_sparse_step. Empty: every layer has the experts.
   std::vector<long long> dense_layers;
+  bool router_bias = false;       // DeepSeek-V3: a learned bias per expert added to the routing scores
+  // Multi-head latent attention (DeepSeek-V2/V3, kv_lora_rank > 0): queries through a latent of
+  // q_lora_rank (0: one projection), keys and values up-projected from a latent of kv_lora_rank,
+  // a rotary key of qk_rope_head_dim shared by the heads; head_dim is a query's and key's size
+  // (nope + rope), v_head_dim a value's.
+  long long q_lora_rank = 0;
+  long long kv_lora_rank = 0;
+  long long qk_rope_head_dim = 0;
+  long long v_head_dim = 0;
   bool moe() const { return experts > 0; }
+  bool mla() const { return kv_lora_rank > 0; }
 };
+
+// A latent attention's weights: down-projections, their norms, up-projections, output projection.
+long long latent_attention_parameters(const ModelSpec& model);
 
 // A mixture's dense layers as a model of their own: the same attention, a dense SwiGLU MLP.
 ModelSpec dense_mlp_model(const ModelSpec& model);

@@ -154,14 +154,15 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
   for (int gpus : request.gpu_counts) {
     for (int tp : {1, 2, 4, 8}) {
       if (tp > request.gpus_per_node || model.heads % tp || model.kv_heads % tp || mlp % tp ||
-          (model.shared_expert_ffn > 0 && model.shared_expert_ffn % tp))
+          (model.shared_expert_ffn > 0 && model.shared_expert_ffn % tp) ||
+          (!model.dense_layers.empty() && model.ffn % tp) || (model.mla() && tp > 1))
         continue;
       for (int pp : {1, 2, 4, 8, 16}) {
         if (model.layers % pp)
           continue;
         for (int cp : {1, 2, 4}) {
-          if (cp > 1 && request.seq_len < 16384)
-            continue;  // context parallelism pays off for long sequences only
+          if ((cp > 1 && request.seq_len < 16384) || (cp > 1 && model.mla()))
+            continue;  // context parallelism pays off for long sequences only (latent attention: not simulated)
           if (request.seq_len % cp || gpus % (tp * pp * cp))
             continue;
           const int dp = gpus / (tp * pp * cp);

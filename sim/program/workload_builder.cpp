@@ -65,6 +65,12 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
   if (mlp % s.tp != 0)
     clash("model " + model.name + " has " + (model.moe() ? "experts" : "an MLP") + " of " + std::to_string(mlp) +
           ", not divisible by parallel.tp = " + std::to_string(s.tp));
+  if (!model.dense_layers.empty() && model.ffn % s.tp != 0)
+    clash("model " + model.name + " has dense layers with an MLP of " + std::to_string(model.ffn) +
+          ", not divisible by parallel.tp = " + std::to_string(s.tp));
+  if (model.mla() && (s.tp > 1 || s.cp > 1))
+    clash("model " + model.name + " has multi-head latent attention, which trainsim simulates without tensor or " +
+          "context parallelism (DeepSeek-V3 was trained without them); accepted: parallel.tp = 1 and parallel.cp = 1");
   check_experts(s, model);
   if (model.learned_positions && s.seq_len > model.max_positions)
     clash("training.seq_len = " + std::to_string(s.seq_len) + " is longer than the " +

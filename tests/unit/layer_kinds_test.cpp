@@ -4,12 +4,14 @@
 
 #include <string>
 
+#include "common/error.hpp"
 #include "config/scenario.hpp"
 #include "model/costs.hpp"
 #include "program/workload_builder.hpp"
 #include "test_support.hpp"
 
 using namespace trainsim;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -105,6 +107,72 @@ TEST_CASE("only the expert layers send tokens by all-to-all and keep expert stat
       const bool has_expert_layers = pp == "1" || build.coords[rank].pp == 1;
       CHECK(all_to_alls == (has_expert_layers ? 4 * 2 * s.grad_accum : 0));
       CHECK(expert_weights == (has_expert_layers ? 2 * 2 * 4 * expert : 0));
+    }
+  }
+}
+
+TEST_CASE("latent attention's projections, core and kept activations, by hand") {
+  // A DeepSeek-V3-shaped model: hidden 256, 4 heads of queries and keys 32 + 16 (rotary) and
+  // values 32, query latent 64, key-value latent 32; its first layer dense (inner 512), then 8
+  // experts of 64, top 2, one shared expert.
+  const ModelSpec deepseek = parse_model(R"({"model_type": "deepseek_v3", "hidden_size": 256,
+      "intermediate_size": 512, "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3,
+      "vocab_size": 1000, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1,
+      "first_k_dense_replace": 1, "q_lora_rank": 64, "kv_lora_rank": 32, "qk_rope_head_dim": 16,
+      "qk_nope_head_dim": 32, "v_head_dim": 32, "topk_method": "noaux_tc"})",
+                                         "deepseek.json", "deepseek", 1);
+  CHECK(deepseek.dense_layers == std::vector<long long>{0});
+  const double b = 2, s = 512, tokens = b * s, e = 2;
+  const ModelCosts costs = compute_costs(deepseek, 2, 512, Precision::bf16, Precision::fp32, true);
+  const LayerCosts& dense = costs.layer(0);
+  // Projections per token: queries 256 x 64 + 64 x 4 x 48, keys and values 256 x (32 + 16) +
+  // 32 x 4 x (32 + 32): 28,672 + 20,480 multiply-adds; the core QK (48 wide) and AV (32 wide)
+  // over the whole sequence; the output projection 4 x 32 -> 256.
+  const double projections = 2 * tokens * (28672 + 20480);
+  const double core = 2 * b * s * s * 4 * (48 + 32);
+  const double out = 2 * tokens * 128 * 256;
+  CHECK(dense.attention_forward.flops == doctest::Approx(projections + core + out));
+  CHECK(dense.attention_core.flops == doctest::Approx(core));
+  // The kernels' GEMMs are the projections (the core runs causally: half its FLOPs).
+  double gemm_flops = 0, attention_kernel_flops = 0;
+  for (const Kernel& kernel : costs.kernel_sets.at(static_cast<std::size_t>(dense.attention_forward.kernel_set)).kernels) {
+    if (kernel.kind == KernelKind::gemm)
+      gemm_flops += kernel.flops * kernel.count;
+    if (kernel.kind == KernelKind::attention_forward)
+      attention_kernel_flops += kernel.flops * kernel.count;
+  }
+  CHECK(gemm_flops == doctest::Approx(projections + out));
+  CHECK(attention_kernel_flops == doctest::Approx(core / 2));
+  // Kept per token without recompute: the norm's output, both latents twice (the norms' inputs and
+  // the up-projections' inputs), the rotary key, Q and K (4 x 48 each), V and the output
+  // projection's input (4 x 32 each); the dense MLP's input, SwiGLU's input (2 x 512) and the
+  // second linear's input (512); the two norms' inputs.
+  const double attention_kept = 256 + 2 * 64 + 2 * 32 + 16 + 2 * 192 + 2 * 128;
+  CHECK(dense.activations.total == doctest::Approx(e * tokens * (attention_kept + 256 + 3 * 512 + 2 * 256)));
+  // Parameters: the latent attention's, held whole (tp 1); the expert layer's router has its bias.
+  const double attention = 256 * 64 + 64 + 64 * 192 + 256 * 48 + 32 + 32 * 256 + 128 * 256;
+  CHECK(dense.parameters == attention + 3 * 256 * 512 + 2 * 256);
+  CHECK(costs.layer(1).parameters == attention + 8 * (256 + 1) + 9 * 3 * 256 * 64 + 2 * 256);
+}
+
+TEST_CASE("latent attention is refused under tensor and context parallelism, naming the setting") {
+  const char* const deepseek = R"({"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 512,
+      "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
+      "n_routed_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": 1, "kv_lora_rank": 32,
+      "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 32})";
+  const fs::path model_file = test::write_temp_file("tiny-deepseek.json", deepseek);
+  for (const std::vector<std::string> settings :
+       {std::vector<std::string>{"parallel.tp=2", "parallel.sp=true"}, std::vector<std::string>{"parallel.cp=2"}}) {
+    CAPTURE(settings.front());
+    const std::string text = "[model]\npath = tiny-deepseek.json\nvocab_multiple = 1\n[platform]\nfile = dgx-a100.xml\n"
+                             "[parallel]\ndp = 4\n[training]\nseq_len = 512\nmicro_batch = 1\nglobal_batch = 8\n";
+    const Scenario s = parse_scenario(text, test::write_temp_file("tiny-deepseek.ini", text), settings);
+    try {
+      build_workload(s, load_model(model_file, 1), 0);
+      FAIL("accepted");
+    } catch (const InputError& error) {
+      CHECK(std::string(error.what()).find("multi-head latent attention") != std::string::npos);
+      CHECK(std::string(error.what()).find("accepted: parallel.tp = 1 and parallel.cp = 1") != std::string::npos);
     }
   }
 }

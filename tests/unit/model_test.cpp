@@ -167,6 +167,26 @@ TEST_CASE("mixtures of experts have their published total and active parameter c
   CHECK(qwen2.total == layer * 24 + 2 * 151936LL * 2048 + 2048);
   CHECK(qwen2.total / 1e9 == doctest::Approx(14.3).epsilon(0.002));
   CHECK(qwen2.active / 1e9 == doctest::Approx(2.7).epsilon(0.01));
+  // DeepSeek-V3 (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report": 671B total, 37B activated
+  // per token, the multi-token-prediction module apart). Latent attention per layer: queries
+  // 7168 x 1536 + norm 1536 + 1536 x 128 x 192; keys and values 7168 x (512 + 64) + norm 512 +
+  // 512 x 128 x (128 + 128); output 128 x 128 x 7168: 187,107,328. The first 3 layers have a
+  // dense SwiGLU of 18432 (396,361,728); the other 58 a router of 256 x 7168 with a bias of 256,
+  // 256 experts of 3 x 7168 x 2048 = 44,040,192 and one shared expert of that size. Two norms
+  // per layer; embedding and output 129280 x 7168 each, the final norm.
+  const ParameterCounts deepseek = count_parameters(model("deepseek-v3"));
+  const long long attention = 7168LL * 1536 + 1536 + 1536LL * 128 * 192 + 7168LL * 576 + 512 + 512LL * 128 * 256 +
+                              128LL * 128 * 7168;
+  CHECK(attention == 187'107'328LL);
+  const long long expert = 3LL * 7168 * 2048, norms = 2 * 7168;
+  const long long dense_layer = attention + 3LL * 7168 * 18432 + norms;
+  const long long expert_layer = attention + 256LL * 7168 + 256 + 257 * expert + norms;
+  CHECK(deepseek.per_dense_layer == dense_layer);
+  CHECK(deepseek.per_layer == expert_layer);
+  CHECK(deepseek.total == 3 * dense_layer + 58 * expert_layer + 2 * 129280LL * 7168 + 7168);
+  CHECK(deepseek.total == 671'026'419'200LL);
+  CHECK(deepseek.active == deepseek.total - 58 * 248 * expert);  // 8 of 256 routed experts per token
+  CHECK(deepseek.active / 1e9 == doctest::Approx(37).epsilon(0.02));
   // A dense model's active parameters are all of them.
   const ParameterCounts dense = count_parameters(model("llama3-8b"));
   CHECK(dense.active == dense.total);
@@ -205,6 +225,14 @@ TEST_CASE("expert configs outside what trainsim simulates are refused by field")
       "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
       "num_experts": 2, "num_experts_per_tok": 4})")
             .find("'num_experts_per_tok' = 4 is more than the 2 experts") != std::string::npos);
-  CHECK(refusal_of(R"({"model_type": "deepseek_v3", "hidden_size": 256})").find("multi-head latent attention") !=
-        std::string::npos);
+  CHECK(refusal_of(R"({"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 512,
+      "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
+      "n_routed_experts": 8, "num_experts_per_tok": 2, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32,
+      "v_head_dim": 32})")
+            .find("missing field 'kv_lora_rank'") != std::string::npos);
+  CHECK(refusal_of(R"({"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 512,
+      "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
+      "n_routed_experts": 8, "num_experts_per_tok": 2, "kv_lora_rank": 64, "qk_rope_head_dim": 16,
+      "qk_nope_head_dim": 32, "v_head_dim": 32, "first_k_dense_replace": 2})")
+            .find("leave no layer with experts") != std::string::npos);
 }
