@@ -1,6 +1,5 @@
 #include "model/model.hpp"
 
-#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -223,10 +222,11 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
   if (type == "qwen2_moe" || type == "qwen3_moe") {
     // As Qwen2MoeDecoderLayer: layer l has the experts unless it is in mlp_only_layers or l + 1 is
     // not a multiple of decoder_sparse_step; the others a dense MLP of intermediate_size.
-    const std::vector<long long> mlp_only = reader.layer_indices("mlp_only_layers", model.layers);
+    const std::vector<long long> listed = reader.layer_indices("mlp_only_layers", model.layers);
+    const std::set<long long> mlp_only(listed.begin(), listed.end());
     const long long step = reader.integer({"decoder_sparse_step"}, 1);
     for (long long l = 0; l < model.layers; ++l)
-      if (std::find(mlp_only.begin(), mlp_only.end(), l) != mlp_only.end() || (l + 1) % step != 0)
+      if (mlp_only.count(l) > 0 || (l + 1) % step != 0)
         model.dense_layers.push_back(l);
     if (static_cast<long long>(model.dense_layers.size()) == model.layers)
       throw InputError(reader.where() + ": mlp_only_layers and decoder_sparse_step = " + std::to_string(step) +
@@ -294,6 +294,11 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
   model.heads = reader.integer({"num_attention_heads", "n_head"});
   model.kv_heads = reader.integer({"num_key_value_heads"}, model.heads);
   model.vocab = reader.integer({"vocab_size"});
+  // Before anything loops over the layers.
+  if (model.layers > 100'000 || model.hidden > 1'000'000 || model.heads > model.hidden)
+    throw InputError(where + ": implausible size (layers " + std::to_string(model.layers) + ", hidden " +
+                     std::to_string(model.hidden) + ", heads " + std::to_string(model.heads) +
+                     "); accepted: at most 100000 layers, hidden at most 1000000, heads at most hidden");
   if (family == Family::gpt2) {
     model.ffn = reader.integer({"n_inner", "intermediate_size"}, 4 * model.hidden);
     model.max_positions = reader.integer({"n_positions", "max_position_embeddings"});
@@ -331,10 +336,6 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
   if (model.heads % model.kv_heads != 0)
     throw InputError(where + ": num_attention_heads " + std::to_string(model.heads) +
                      " is not a multiple of num_key_value_heads " + std::to_string(model.kv_heads));
-  if (model.layers > 100'000 || model.hidden > 1'000'000 || model.heads > model.hidden)
-    throw InputError(where + ": implausible size (layers " + std::to_string(model.layers) + ", hidden " +
-                     std::to_string(model.hidden) + ", heads " + std::to_string(model.heads) +
-                     "); accepted: at most 100000 layers, hidden at most 1000000, heads at most hidden");
   model.padded_vocab = (model.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
   return model;
 }

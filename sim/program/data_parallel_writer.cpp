@@ -51,6 +51,9 @@ public:
     groups_.push_back({"head", costs.head_parameters +
                                    (model.tied_embeddings ? static_cast<double>(counts.embedding) / t : 0.0)});
     head_gradient_parameters_ = costs.head_parameters;
+    for (long long l = model.layers - 1; l >= 0; --l)
+      if (costs.layer(l).expert_parameters > 0)
+        last_expert_layer_ = l;
     parameters_ = costs.embedding_parameters + costs.layer_parameters(0, model.layers) + costs.head_parameters;
   }
 
@@ -266,7 +269,7 @@ private:
     if (!sync_now_)
       return;
     std::vector<OpId> reductions;
-    experts_.gradients_ready(costs_.layer(layer).expert_parameters, producer, layer == 0, reductions);
+    experts_.gradients_ready(costs_.layer(layer).expert_parameters, producer, layer == last_expert_layer_, reductions);
     sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
     if (!s_.overlap_grad_reduce)
       blocking_.insert(blocking_.end(), reductions.begin(), reductions.end());
@@ -509,6 +512,7 @@ private:
   std::vector<ParamGroup> groups_;
   double parameters_ = 0;          // held by this rank before ZeRO sharding
   double head_gradient_parameters_ = 0;
+  long long last_expert_layer_ = -1;  // in backward order: the first layer with experts (DeepSeek's come after dense ones)
   double optimizer_params_ = 0;
   double expert_optimizer_params_ = 0;
   ExpertStates experts_;

@@ -234,7 +234,7 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
 }
 
 void print_memory_lines(std::ostream& out, const MemorySummary& summary, const std::vector<RankMemory>& ranks,
-                        const std::vector<GpuInfo>& gpus, const char* when_unit) {
+                        const std::vector<GpuInfo>& gpus, const char* when_unit, const RunInfo& run) {
   const RankMemory& worst = ranks[summary.peak_rank];
   out << line("  %-16s %s of %s on rank %d (%s %s) — %s\n", "peak memory", format_bytes(summary.peak_bytes).c_str(),
               format_bytes(summary.capacity_bytes).c_str(), summary.peak_rank, when_unit,
@@ -248,6 +248,8 @@ void print_memory_lines(std::ostream& out, const MemorySummary& summary, const s
               format_bytes(std::abs(summary.capacity_bytes - summary.peak_bytes - summary.reserve_bytes)).c_str(),
               summary.gpu_fits ? "left free" : "short");
   out << line("  %-16s %s\n", "model states", breakdown(model_states_only(worst.persistent_gpu)).c_str());
+  if (!run.experts.empty())
+    out << line("  %-16s %s\n", "experts", run.experts.c_str());
   for (const auto& [tier, name] : node_tiers(summary))
     if (tier->used)
       out << line("  %-16s %s of %s on %s (shared by its GPUs) — %s\n", name == "NVMe" ? "nvme" : name.c_str(),
@@ -431,7 +433,7 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
   std::vector<RankMemory> memories;
   for (const auto& rank : metrics.ranks)
     memories.push_back(rank.memory);
-  print_memory_lines(out, metrics.memory, memories, gpus, "at");
+  print_memory_lines(out, metrics.memory, memories, gpus, "at", run);
   const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
   out << line("  %-16s %s on rank %d", "compute", format_seconds(critical.compute_s).c_str(), critical.rank);
   if (critical.recompute_s > 0)
@@ -536,7 +538,7 @@ json memory_json(const std::vector<RankMemory>& ranks, const Workload& workload,
 void print_memory(std::ostream& out, const std::vector<RankMemory>& ranks, const Workload& workload,
                   const std::vector<GpuInfo>& gpus, const RunInfo& run) {
   print_header(out, workload, gpus, run);
-  print_memory_lines(out, summarize_memory(ranks, gpus), ranks, gpus, "op");
+  print_memory_lines(out, summarize_memory(ranks, gpus), ranks, gpus, "op", run);
 }
 
 void print_memory_comparison_table(std::ostream& out, const std::string& key, const std::vector<ComparisonRow>& rows) {

@@ -30,6 +30,7 @@ struct RunInfo {
   std::string collectives;                       // how collectives ran (describe(CommTuning))
   std::string framework;                         // the framework imitated and its overlap (empty for a trace)
   std::string routing;                           // a mixture's uneven routing and what it loads; empty when even
+  std::string experts;                           // under expert parallelism, the experts a rank holds and their states
   std::string calibration;                       // the calibration file and what it set; empty without one
   long long micro_batch = 0;                     // 0 when unknown
   long long grad_accum = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include <spdlog/spdlog.h>
@@ -132,6 +133,48 @@ std::vector<GpuInfo> gpus_for(std::vector<GpuInfo> gpus, const std::filesystem::
   return gpus;
 }
 
+// Under expert parallelism, the experts each rank holds and, on the rank holding most of them
+// (a pipeline's stages differ), their model states: "4 of 256 per expert layer on each rank, each
+// also on 1 other rank; rank 16 holds the most: weights 1.32 GiB, gradients 2.64 GiB, optimizer
+// 3.97 GiB"; empty without expert parallelism.
+std::string experts_label(const Scenario& scenario, const ModelSpec& model, const Workload& workload) {
+  if (scenario.ep <= 1)
+    return "";
+  std::map<std::string, double> most;
+  std::size_t rank_of_most = 0;
+  double most_total = -1;
+  const Program* seen = nullptr;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    if (&workload.program(rank) == seen)
+      continue;
+    seen = &workload.program(rank);
+    std::map<std::string, double> held;
+    double total = 0;
+    for (const Op& op : seen->ops)
+      if (op.kind == OpKind::alloc && op.device == Device::gpu && op.tensor.rfind("expert-", 0) == 0) {
+        held[op.tensor.substr(7)] += op.bytes;
+        total += op.bytes;
+      }
+    if (total > most_total) {
+      most_total = total;
+      most = held;
+      rank_of_most = rank;
+    }
+  }
+  const long long others = scenario.dp * scenario.cp / scenario.ep - 1;  // ranks holding the same experts
+  std::string label = std::to_string(model.experts / scenario.ep) + " of " + std::to_string(model.experts) +
+                      " per expert layer on each rank, " +
+                      (others == 0 ? std::string("on no other rank")
+                                   : "each also on " + std::to_string(others) + " other rank" + (others > 1 ? "s" : "")) +
+                      "; rank " + std::to_string(rank_of_most) + " holds the most:";
+  const char* separator = " ";
+  for (const char* state : {"weights", "gradients", "optimizer"}) {
+    label += separator + std::string(state) + " " + format_bytes(most[state]);
+    separator = ", ";
+  }
+  return label;
+}
+
 void build_programs(PreparedRun& prepared, std::vector<GpuInfo> platform_gpus) {
   const Scenario& scenario = prepared.scenario;
   prepared.platform_gpus = std::move(platform_gpus);
@@ -154,6 +197,7 @@ void build_programs(PreparedRun& prepared, std::vector<GpuInfo> platform_gpus) {
   note_work("with " + program_scale(prepared.workload));
   prepared.run = run_info(scenario, build);
   prepared.run.routing = routing_label(scenario, prepared.model);
+  prepared.run.experts = experts_label(scenario, prepared.model, prepared.workload);
   spdlog::info("{}: {} ranks, {} ops per rank", scenario.name, prepared.workload.ranks(),
                prepared.workload.program(0).ops.size());
 }

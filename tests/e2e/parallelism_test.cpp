@@ -234,6 +234,26 @@ TEST_CASE("Mixtral with expert parallelism reports its all-to-all traffic apart,
   CHECK(weights(whole) - weights(summary) == doctest::Approx(7.0 * 3 * 4096 * 14336 / 2 * 2 * 32));
 }
 
+TEST_CASE("the memory summary says which experts a rank holds and what their states take") {
+  // Mixtral 8x7B, tp 2, ep 8 over dp 8: one expert of each of the 32 layers per rank, split over
+  // tp: 32 x 3 x 4096 x 14336 / 2 = 2,818,572,288 parameters, held by no other rank: bf16 weights
+  // 5.25 GiB, fp32 gradients 10.5 GiB, and the optimizer's 12 bytes each unsharded, 31.5 GiB.
+  const CliResult mixtral = run_trainsim("experts_mixtral", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini"));
+  REQUIRE(mixtral.status == 0);
+  CHECK(mixtral.out.find("  experts          1 of 8 per expert layer on each rank, on no other rank; rank 0 holds the "
+                         "most: weights 5.25 GiB, gradients 10.50 GiB, optimizer 31.50 GiB\n") != std::string::npos);
+  // With ep 4, two ranks hold each expert pair: twice the experts, the optimizer states sharded
+  // over the two (ZeRO-1): 21.00 / 2 x 3 = 31.50 GiB.
+  const CliResult ep4 = run_trainsim("experts_ep4", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini") +
+                                                        " --set parallel.ep=4");
+  REQUIRE(ep4.status == 0);
+  CHECK(ep4.out.find("2 of 8 per expert layer on each rank, each also on 1 other rank; rank 0 holds the most: weights "
+                     "10.50 GiB, gradients 21.00 GiB, optimizer 31.50 GiB\n") != std::string::npos);
+  const CliResult dense = run_trainsim("experts_dense", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini") +
+                                                          " --set parallel.ep=1");
+  CHECK(dense.out.find("  experts ") == std::string::npos);
+}
+
 TEST_CASE("under Zipf routing the busiest expert rank sends back more, and the step waits for it") {
   // zipf:1 over Mixtral's 8 experts, one per ep rank: place q computes p_q = (1/(q+1)) / H_8 of
   // the copies (H_8 = 761/280). Each rank sends its 2048 x 2 copies out by the shares, keeping

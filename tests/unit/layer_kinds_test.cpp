@@ -93,7 +93,7 @@ TEST_CASE("only the expert layers send tokens by all-to-all and keep expert stat
     for (std::size_t rank = 0; rank < build.workload.programs.size(); ++rank) {
       CAPTURE(rank);
       long all_to_alls = 0;
-      double expert_weights = 0;
+      double expert_weights = 0, expert_gradients_reduced = 0;
       for (const Op& op : build.workload.program(rank).ops) {
         if (op.kind == OpKind::collective && op.collective == Collective::all_to_all) {
           ++all_to_alls;
@@ -101,12 +101,18 @@ TEST_CASE("only the expert layers send tokens by all-to-all and keep expert stat
         }
         if (op.kind == OpKind::alloc && op.tensor == "expert-weights")
           expert_weights = op.bytes;
+        if (op.kind == OpKind::collective && op.name.rfind("expert-grad-", 0) == 0)
+          expert_gradients_reduced += op.bytes;
       }
       // Dispatch and combine, forward and backward, per expert layer on the rank and micro-batch;
       // the rank's 4 experts of each expert layer in bf16.
       const bool has_expert_layers = pp == "1" || build.coords[rank].pp == 1;
       CHECK(all_to_alls == (has_expert_layers ? 4 * 2 * s.grad_accum : 0));
       CHECK(expert_weights == (has_expert_layers ? 2 * 2 * 4 * expert : 0));
+      // Without a pipeline (dp 4, ep 2) their fp32 gradients are reduced once over the two ranks
+      // holding the same experts, the last bucket too (in backward the last expert layer comes
+      // before the dense ones); with one (dp 2, ep 2) no other rank holds them.
+      CHECK(expert_gradients_reduced == doctest::Approx(pp == "1" ? 4 * 2 * 4 * expert : 0));
     }
   }
 }

@@ -213,6 +213,10 @@ TEST_CASE("expert configs outside what trainsim simulates are refused by field")
   CHECK(refusal_of(qwen3_moe(R"(, "decoder_sparse_step": 3)")).find("leave no layer with experts") !=
         std::string::npos);
   CHECK(refusal_of(qwen3_moe(R"(, "decoder_sparse_step": 0)")).find("'decoder_sparse_step' = 0") != std::string::npos);
+  // An implausible layer count is refused before the layers are listed.
+  std::string huge = qwen3_moe(R"(, "decoder_sparse_step": 2)");
+  huge.replace(huge.find("\"num_hidden_layers\": 2"), 22, "\"num_hidden_layers\": 10000000000");
+  CHECK(refusal_of(huge).find("implausible size (layers 10000000000") != std::string::npos);
   CHECK(parse_model(qwen3_moe(R"(, "mlp_only_layers": [0])"), "m.json", "m", 1).dense_layers ==
         std::vector<long long>{0});
   CHECK(parse_model(qwen3_moe(R"(, "decoder_sparse_step": 2)"), "m.json", "m", 1).dense_layers ==
