@@ -80,6 +80,10 @@ const std::vector<OptionSpec>& option_specs() {
                                  "so the popular ones share the first expert-parallel rank)"},
       {"moe.capacity_factor", "none", "a mixture's expert capacity, as a multiple of the uniform share of token copies: "
                                       "a number >= 1 (copies beyond it are dropped) | none (dropless)"},
+      {"moe.dispatch_precision", "activations",
+       "what the forward all-to-all sends the tokens to the experts in, under expert parallelism: activations (their "
+       "precision) | fp8 (quantized in 1 x 128 tiles with an fp32 scale each, as DeepSeek-V3; the combine and the "
+       "backward stay in the activations' precision)"},
       {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters) "
                            "(default 3 with training.framework = fsdp2)"},
       {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
@@ -943,6 +947,10 @@ void read_moe_keys(const ValueReader& values, Scenario& scenario) {
   if (values.text("moe.capacity_factor") != "none")
     scenario.routing.capacity_factor =
         values.number("moe.capacity_factor", 1, false, 1000, "none (dropless) or a number from 1 to 1000, e.g. 1.25");
+  const std::string dispatch = values.text("moe.dispatch_precision");
+  if (dispatch != "activations" && dispatch != "fp8")
+    values.fail("moe.dispatch_precision", "accepted: activations or fp8");
+  scenario.routing.fp8_dispatch = dispatch == "fp8";
 }
 
 void read_compute_keys(const ValueReader& values, Scenario& scenario) {

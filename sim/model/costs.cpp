@@ -273,7 +273,15 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   dispatch.memory("norm", 2 * e * normed * h);
   dispatch.linear("router", normed, h, experts);
   dispatch.memory("router.softmax-topk", 2 * 4 * normed * experts);
+  // fp8 dispatch (DeepSeek-V3): each token quantized in 1 x 128 tiles (a byte per element, an
+  // fp32 scale per tile) before its copies are sent, the copies turned back into the activations'
+  // precision for the experts' GEMMs unless those run in fp8.
+  const double fp8_bytes = 1 + 4.0 / 128;
+  if (k.sharding.fp8_dispatch)
+    dispatch.memory("dispatch-quantize", (e + fp8_bytes) * normed * h);
   dispatch.memory("permute", e * h * (normed + routed));
+  if (k.sharding.fp8_dispatch && e > 1)
+    compute.memory("dispatch-dequantize", (fp8_bytes + e) * assigned * h);
   compute.linear("fc1", per_expert, h, 2 * fe / t, local_experts);
   compute.memory("swiglu", 3 * e * assigned * fe / t);
   compute.linear("fc2", per_expert, fe / t, h, local_experts);
@@ -347,6 +355,7 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
     piece(parts.backward_weight, prefix + ".moe.bwd.weight" + place,
           split_weight_gradients(joined(shared_back_k, combine_back_k, compute_back_k, dispatch_back_k)).second);
     parts.to_experts_bytes = e * routed * h;
+    parts.forward_dispatch_ratio = k.sharding.fp8_dispatch ? fp8_bytes / e : 1.0;
     parts.from_experts_bytes = e * assigned / t * h;
     parts.gathered_bytes = e * assigned * h;
     if (!k.sharding.expert_shares.empty()) {

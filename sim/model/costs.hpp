@@ -78,6 +78,7 @@ struct MoeParts {
   Work combine_back_input, experts_back_input, dispatch_back_input, shared_back_input;
   Work backward_weight;
   double to_experts_bytes = 0;    // what one rank sends towards the experts: its kept copies x hidden
+  double forward_dispatch_ratio = 1;  // the forward dispatch's (and its tp gather's) share of those bytes: fp8 dispatch
   int to_experts_split = -1;      // how they divide over the ep group (ModelCosts::all_to_all_splits; -1: evenly)
   double from_experts_bytes = 0;  // what it sends back: the copies its experts computed x hidden
   double gathered_bytes = 0;      // the tp all-gather's output: the copies this rank's experts compute x hidden
@@ -122,6 +123,7 @@ struct Sharding {
   long long ep = 1;  // expert parallelism: a mixture's experts divided over ep ranks
   long long ep_rank = 0;               // this rank's place in its ep group: which experts it holds
   std::vector<double> expert_shares;   // the copies each expert computes (model/routing); empty: uniform
+  bool fp8_dispatch = false;           // the forward dispatch carries fp8 tokens (moe.dispatch_precision)
 };
 
 struct ModelCosts {

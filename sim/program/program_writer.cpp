@@ -404,11 +404,14 @@ OpId LayerOps::attention_block_backward(const std::string& name, std::vector<OpI
 OpId LayerOps::experts_round_trip(const std::string& name, const char* first, const Work& before, const Work& experts,
                                   const char* last, const Work& after, Phase phase, std::vector<OpId> deps) {
   const MoeParts& moe = layer_->moe;
+  // Forward dispatches the tokens (in fp8 with moe.dispatch_precision = fp8); backward sends the
+  // outputs' gradients the same way, in the activations' precision.
+  const double ratio = phase == Phase::backward ? 1.0 : moe.forward_dispatch_ratio;
   const OpId sent = w_.compute(name + "." + first, before, phase, std::move(deps));
-  OpId arrived = w_.all_to_all(Stream::ep_comm, groups_.ep, moe.to_experts_bytes, moe.to_experts_split,
+  OpId arrived = w_.all_to_all(Stream::ep_comm, groups_.ep, moe.to_experts_bytes * ratio, moe.to_experts_split,
                                name + "." + first + "-alltoall", {sent});
   if (groups_.tp >= 0)
-    arrived = w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, moe.gathered_bytes,
+    arrived = w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, moe.gathered_bytes * ratio,
                             name + ".experts-allgather", {arrived});
   OpId computed = w_.compute(name + ".experts", experts, phase, {arrived});
   if (groups_.tp >= 0)

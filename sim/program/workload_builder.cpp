@@ -28,6 +28,9 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
   if (!model.moe() && (s.routing.zipf > 0 || s.routing.capacity_factor > 0))
     throw InputError(where + "moe.routing and moe.capacity_factor spread tokens over experts, and model " + model.name +
                      " is dense; accepted with it: moe.routing = uniform, moe.capacity_factor = none");
+  if (s.routing.fp8_dispatch && s.ep == 1)
+    throw InputError(where + "moe.dispatch_precision = fp8 sets what the expert-parallel all-to-all carries, and " +
+                     "parallel.ep = 1 has none; accepted: moe.dispatch_precision = activations, or parallel.ep > 1");
   if (!model.moe())
     return;
   if (model.experts % s.ep != 0)
@@ -164,8 +167,13 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   const bool uneven = model.moe() && !scenario.routing.uniform();
   std::vector<ModelCosts> costs_of_place;
   for (int place = 0; place < (uneven ? scenario.ep : 1); ++place) {
-    const Sharding sharding{scenario.tp, scenario.sp, scenario.cp, scenario.ep, place,
-                            uneven ? expert_shares(scenario.routing, model.experts, model.experts_per_token) : std::vector<double>{}};
+    const Sharding sharding{scenario.tp,
+                            scenario.sp,
+                            scenario.cp,
+                            scenario.ep,
+                            place,
+                            uneven ? expert_shares(scenario.routing, model.experts, model.experts_per_token) : std::vector<double>{},
+                            scenario.routing.fp8_dispatch};
     costs_of_place.push_back(compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
                                            scenario.grad_precision, scenario.flash_attention, sharding,
                                            place > 0 ? &costs_of_place.back() : nullptr));

@@ -234,6 +234,25 @@ TEST_CASE("Mixtral with expert parallelism reports its all-to-all traffic apart,
   CHECK(weights(whole) - weights(summary) == doctest::Approx(7.0 * 3 * 4096 * 14336 / 2 * 2 * 32));
 }
 
+TEST_CASE("fp8 dispatch sends the tokens to the experts in a byte and a 128th of a scale each, the rest as before") {
+  // As the bf16 case above, but the forward dispatch (in forward and in the full recompute: 2 of
+  // the 6 all-to-alls per layer and micro-batch) carries 1 + 4/128 bytes per element instead of 2.
+  const json summary =
+      run("mixtral_fp8_dispatch", project_file("scenarios/mixtral-8x7b-ep8.ini"), "--set moe.dispatch_precision=fp8");
+  const double copies = 2048.0 * 2 * 4096 * 7 / 8, per_layer_and_micro_batch = 2 * (1 + 4.0 / 128) + 4 * 2;
+  CHECK(summary["time"]["comm"]["ep"]["bytes"].get<double>() ==
+        doctest::Approx(copies * per_layer_and_micro_batch * 32 * 8));
+  // Without expert parallelism there is nothing to dispatch: refused.
+  const CliResult refused = run_trainsim("fp8_dispatch_ep1", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini") +
+                                                                 " --set parallel.ep=1 --set moe.dispatch_precision=fp8");
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("moe.dispatch_precision = fp8") != std::string::npos);
+  const CliResult unknown = run_trainsim("fp8_dispatch_bad", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini") +
+                                                                 " --set moe.dispatch_precision=fp4");
+  CHECK(unknown.status == 2);
+  CHECK(unknown.err.find("accepted: activations or fp8") != std::string::npos);
+}
+
 TEST_CASE("the memory summary says which experts a rank holds and what their states take") {
   // Mixtral 8x7B, tp 2, ep 8 over dp 8: one expert of each of the 32 layers per rank, split over
   // tp: 32 x 3 x 4096 x 14336 / 2 = 2,818,572,288 parameters, held by no other rank: bf16 weights

@@ -251,6 +251,30 @@ TEST_CASE("uneven routing builds one program per place in the ep group, and a tr
   CHECK(uneven == 2 * 32 * static_cast<std::size_t>(scenario.grad_accum));  // toward the experts, forward and backward
 }
 
+TEST_CASE("fp8 dispatch quantizes each token once and turns the experts' copies back before bf16 GEMMs") {
+  // Mixtral, tp 2 with SP, ep 8: a rank routes its 2048 tokens' 4096 copies; its expert receives
+  // its ep group's 8 x 4096 / 8 = 4096 copies, 8192 once gathered over tp. Quantizing reads 2
+  // bytes and writes 1 + 4/128 per element of the rank's tokens; turning back reads those and
+  // writes 2 per element of the gathered copies.
+  Sharding sharding{2, true, 1, 8, 0, {}, true};
+  const ModelCosts costs = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, sharding);
+  const MoeParts& moe = costs.layer(0).moe;
+  const auto bytes_of = [&](const Work& work, const std::string& name) {
+    for (const Kernel& kernel : costs.kernel_sets.at(static_cast<std::size_t>(work.kernel_set)).kernels)
+      if (kernel.name == name)
+        return kernel.bytes;
+    return -1.0;
+  };
+  const double fp8 = 1 + 4.0 / 128;
+  CHECK(bytes_of(moe.dispatch, "dispatch-quantize") == doctest::Approx((2 + fp8) * 2048 * h));
+  CHECK(bytes_of(moe.experts, "dispatch-dequantize") == doctest::Approx((fp8 + 2) * 8192 * h));
+  CHECK(moe.forward_dispatch_ratio == doctest::Approx(fp8 / 2));
+  sharding.fp8_dispatch = false;
+  const ModelCosts plain = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, sharding);
+  CHECK(plain.layer(0).moe.forward_dispatch_ratio == 1);
+  CHECK(plain.layer(0).moe.to_experts_bytes == moe.to_experts_bytes);
+}
+
 TEST_CASE("routing settings are checked") {
   CHECK(refusal({"moe.routing=zipf"}).find("moe.routing") != std::string::npos);
   CHECK(refusal({"moe.routing=zipf:-1"}).find("exponent") != std::string::npos);
