@@ -1,5 +1,6 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cli/workers.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <set>
 
 #include <boost/program_options.hpp>
+#include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
 #include "common/files.hpp"
@@ -49,6 +51,9 @@ po::options_description report_options(CommonOptions& options) {
   po::options_description description("Report");
   description.add_options()("no-report", po::bool_switch(&options.no_report),
                             "write only summary.json and memory.csv (no trace.json, SVG plots, report.html)")(
+      "no-routing-baseline", po::bool_switch(&options.no_routing_baseline),
+      "under uneven routing (moe.routing), skip simulating the same step with uniform routing, which the summary's "
+      "imbalance line compares with (a second simulation, in a worker process)")(
       "trace-ranks", po::value(&options.trace_ranks),
       "ranks shown in trace.json and the plots, e.g. 0,8-11 (default: the first rank of each pipeline stage)");
   return description;
@@ -218,14 +223,32 @@ void print_usage(std::ostream& out) {
                "2 input error (one line naming the file and key), 3 internal error, 4 out of memory.\n";
 }
 
+// Under uneven routing, the step time of the same scenario with uniform, dropless routing: the
+// imbalance's cost. Simulated in a worker process (one simulation per process); 0 when it fails.
+double uniform_routing_step(const std::string& scenario_file, const CommonOptions& options) {
+  std::vector<std::string> fixed = options.overrides;
+  fixed.insert(fixed.end(), {"moe.routing=uniform", "moe.capacity_factor=none"});
+  SweepRow result;
+  run_workers(scenario_file, fixed, {SweepConfig{0, {}}}, 1, 0, options.simulation,
+              [&](SweepRow row) { result = std::move(row); });
+  if (result.status == "ok")
+    return result.step_time_s;
+  spdlog::warn("the same step with uniform routing did not run ({}): no imbalance line", result.reason);
+  return 0;
+}
+
 int run_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
-  const auto parsed = scenario_command("run", arguments, "output directory for summary.json, memory.csv and the report (default: results/<scenario>)", options);
+  std::string scenario_file;
+  auto parsed = scenario_command("run", arguments, "output directory for summary.json, memory.csv and the report (default: results/<scenario>)", options, &scenario_file);
   if (!parsed)
     return 0;
-  const PreparedRun& prepared = parsed->prepared;
-  const fs::path out = options.out.empty() ? fs::path("results") / prepared.scenario.name : fs::path(options.out);
-  return simulate_and_report(*parsed->context, prepared, replay_settings(prepared.scenario), out, options);
+  PreparedRun& prepared = parsed->prepared;
+  const Scenario& scenario = prepared.scenario;
+  if (prepared.model.moe() && !scenario.routing.uniform() && !options.no_routing_baseline)
+    prepared.run.uniform_routing_step_s = uniform_routing_step(scenario_file, options);
+  const fs::path out = options.out.empty() ? fs::path("results") / scenario.name : fs::path(options.out);
+  return simulate_and_report(*parsed->context, prepared, replay_settings(scenario), out, options);
 }
 
 namespace {

@@ -16,6 +16,7 @@ namespace trainsim::cli {
 struct CommonOptions {
   std::string log_level = "warn";
   bool no_report = false;      // run, replay: skip trace.json, the SVG plots and report.html
+  bool no_routing_baseline = false;  // run: under uneven routing, skip the uniform-routing step beside it
   std::string trace_ranks;     // run, replay: ranks in trace.json and the plots; empty: one per stage
   SimulationOptions simulation;
   std::vector<std::string> overrides;

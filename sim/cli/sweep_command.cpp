@@ -338,7 +338,7 @@ void run_workers(const std::string& scenario, const std::vector<std::string>& fi
           throw InputError(worker.dir.string() + ": cannot create a worker's scratch folder (" + error.message() +
                            "; set TMPDIR to a folder with room)");
         std::vector<std::string> command = {self, "run", scenario, "--out", (worker.dir / "out").string(),
-                                            "--no-report", "--log-level", "error"};
+                                            "--no-report", "--no-routing-baseline", "--log-level", "error"};
         for (const std::string& setting : fixed)
           command.insert(command.end(), {"--set", setting});
         for (const auto& [key, value] : worker.config.settings)

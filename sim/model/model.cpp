@@ -38,6 +38,18 @@ public:
     throw InputError(where_ + ": missing field " + names + "; accepted: a positive integer");
   }
 
+  // A count that may be 0 (null: 0 too, as Hugging Face's None); `fallback` when absent.
+  long long count(const char* key, long long fallback) const {
+    if (!config_.contains(key))
+      return fallback;
+    const json& value = config_.at(key);
+    if (value.is_null())
+      return 0;
+    if (!value.is_number_integer() || value.get<long long>() < 0 || value.get<long long>() > 10'000'000'000LL)
+      throw InputError(where_ + ": field '" + key + "' = " + value.dump() + "; accepted: an integer from 0");
+    return value.get<long long>();
+  }
+
   bool boolean(const char* key, bool fallback) const {
     if (!has(key))
       return fallback;
@@ -202,14 +214,16 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
   if (type == "deepseek_v2" || type == "deepseek_v3") {
     // As DeepseekV3DecoderLayer: layer l has the experts from first_k_dense_replace on, where l is a
     // multiple of moe_layer_freq; the shared experts are one SwiGLU of their summed inner size,
-    // ungated; V3's router ("noaux_tc") adds a bias per expert to the scores.
-    const long long first_dense = reader.integer({"first_k_dense_replace"}, 0);
+    // ungated; V3's router (topk_method "noaux_tc", its only one) adds a bias per expert to the
+    // scores. Absent keys take Hugging Face's defaults (DeepseekV3Config, DeepseekV2Config).
+    const bool v3 = type == "deepseek_v3";
+    const long long first_dense = reader.count("first_k_dense_replace", v3 ? 3 : 0);
     const long long frequency = reader.integer({"moe_layer_freq"}, 1);
     for (long long l = 0; l < model.layers; ++l)
       if (l < first_dense || l % frequency != 0)
         model.dense_layers.push_back(l);
-    model.shared_expert_ffn = reader.integer({"n_shared_experts"}, 0) * model.expert_ffn;
-    model.router_bias = reader.text("topk_method") == "noaux_tc";
+    model.shared_expert_ffn = reader.count("n_shared_experts", v3 ? 1 : 0) * model.expert_ffn;
+    model.router_bias = v3 || reader.text("topk_method") == "noaux_tc";
     if (static_cast<long long>(model.dense_layers.size()) == model.layers)
       throw InputError(reader.where() + ": first_k_dense_replace = " + std::to_string(first_dense) +
                        " and moe_layer_freq = " + std::to_string(frequency) +
@@ -250,18 +264,28 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
 // qk_rope_head_dim shared by the heads; each head's query and key have qk_nope_head_dim +
 // qk_rope_head_dim, its value v_head_dim.
 void read_latent_attention(const ConfigReader& reader, ModelSpec& model) {
-  model.q_lora_rank = reader.integer({"q_lora_rank"}, 0);
+  if (reader.boolean("attention_bias", false))
+    throw InputError(reader.where() + ": field 'attention_bias' = true with multi-head latent attention, whose "
+                     "projections' biases trainsim does not simulate; accepted: false");
+  model.q_lora_rank = reader.count("q_lora_rank", 1536);  // Hugging Face's default; null: one projection
   model.kv_lora_rank = reader.integer({"kv_lora_rank"});
   model.qk_rope_head_dim = reader.integer({"qk_rope_head_dim"});
   model.v_head_dim = reader.integer({"v_head_dim"});
   model.head_dim = reader.integer({"qk_nope_head_dim"}) + model.qk_rope_head_dim;
   model.kv_heads = model.heads;  // every head has its own key and value, up-projected from the latent
   model.qkv_bias = model.out_bias = false;
+  // In double: the weights of an absurd config would overflow the count.
+  const double heads = static_cast<double>(model.heads), h = static_cast<double>(model.hidden);
+  const double weights = (h + heads * static_cast<double>(model.head_dim)) * static_cast<double>(model.q_lora_rank) +
+                         h * static_cast<double>(model.kv_lora_rank + model.qk_rope_head_dim) +
+                         static_cast<double>(model.kv_lora_rank) * heads *
+                             static_cast<double>(model.head_dim + model.v_head_dim) +
+                         heads * static_cast<double>(model.v_head_dim) * h;
   if (model.kv_lora_rank > 1'000'000 || model.q_lora_rank > 1'000'000 || model.head_dim > 100'000 ||
-      model.v_head_dim > 100'000)
+      model.v_head_dim > 100'000 || weights * static_cast<double>(model.layers) > 1e15)
     throw InputError(reader.where() + ": implausible latent attention (kv_lora_rank " +
                      std::to_string(model.kv_lora_rank) + ", q_lora_rank " + std::to_string(model.q_lora_rank) +
-                     "); accepted: ranks up to 1000000, head sizes up to 100000");
+                     "); accepted: ranks up to 1000000, head sizes up to 100000, at most 1e15 attention weights");
 }
 
 // Mistral's sliding window; Qwen2 gives one but uses it only with use_sliding_window.

@@ -24,7 +24,7 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
   const std::string where = s.file.string() + ": ";
   if (s.ep > 1 && !model.moe())
     throw InputError(where + "parallel.ep = " + std::to_string(s.ep) + " splits experts, and model " + model.name +
-                     " is dense; accepted: 1, or a mixture of experts (mixtral, qwen2_moe, qwen3_moe)");
+                     " is dense; accepted: 1, or a mixture of experts (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)");
   if (!model.moe() && (s.routing.zipf > 0 || s.routing.capacity_factor > 0))
     throw InputError(where + "moe.routing and moe.capacity_factor spread tokens over experts, and model " + model.name +
                      " is dense; accepted with it: moe.routing = uniform, moe.capacity_factor = none");

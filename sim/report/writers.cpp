@@ -352,6 +352,9 @@ json summary_json(const StepMetrics& metrics, const Workload& workload, const st
                   const RunInfo& run) {
   json out = run_json(workload, gpus, run);
   out["step_time_s"] = metrics.step_time_s;
+  if (run.uniform_routing_step_s > 0)
+    out["imbalance"] = {{"uniform_routing_step_time_s", run.uniform_routing_step_s},
+                        {"cost_s", metrics.step_time_s - run.uniform_routing_step_s}};
   out["bottleneck"] = bottleneck_line(metrics);
   out["tokens_per_s"] = metrics.tokens_per_s;
   out["mfu"] = metrics.mfu;
@@ -421,6 +424,12 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
   print_header(out, workload, gpus, run);
   out << line("  %-16s %s\n", "bottleneck", bottleneck_line(metrics).c_str());
   out << line("  %-16s %s\n", "step time", format_seconds(metrics.step_time_s).c_str());
+  if (run.uniform_routing_step_s > 0) {
+    const double cost = metrics.step_time_s - run.uniform_routing_step_s;
+    out << line("  %-16s %s%s (%+.1f %%) against %s with uniform, dropless routing\n", "imbalance", cost < 0 ? "-" : "+",
+                format_seconds(std::abs(cost)).c_str(), 100 * cost / run.uniform_routing_step_s,
+                format_seconds(run.uniform_routing_step_s).c_str());
+  }
   if (metrics.tokens_per_s > 0) {
     out << line("  %-16s %.0f tokens/s (%.0f per GPU)\n", "throughput", metrics.tokens_per_s,
                 metrics.tokens_per_s / static_cast<double>(workload.ranks()));

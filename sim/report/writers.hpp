@@ -31,6 +31,7 @@ struct RunInfo {
   std::string framework;                         // the framework imitated and its overlap (empty for a trace)
   std::string routing;                           // a mixture's uneven routing and what it loads; empty when even
   std::string experts;                           // under expert parallelism, the experts a rank holds and their states
+  double uniform_routing_step_s = 0;             // under uneven routing, the step with uniform routing; 0: not run
   std::string calibration;                       // the calibration file and what it set; empty without one
   long long micro_batch = 0;                     // 0 when unknown
   long long grad_accum = 0;

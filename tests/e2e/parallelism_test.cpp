@@ -290,6 +290,18 @@ TEST_CASE("under Zipf routing the busiest expert rank sends back more, and the s
   }
   // Place 0 computes 8 / H_8 = 2.94 times an even share: every rank waits for it.
   CHECK(summary["step_time_s"].get<double>() > 1.5 * even["step_time_s"].get<double>());
+  // The summary puts the same step with uniform routing beside it (simulated in a worker): the
+  // even run's step, and the difference as the imbalance's cost; not under uniform routing or
+  // with --no-routing-baseline.
+  const json& imbalance = summary["imbalance"];
+  CHECK(imbalance["uniform_routing_step_time_s"].get<double>() == even["step_time_s"].get<double>());
+  CHECK(imbalance["cost_s"].get<double>() ==
+        summary["step_time_s"].get<double>() - even["step_time_s"].get<double>());
+  CHECK_FALSE(even.contains("imbalance"));
+  const json skipped = run("mixtral_zipf_alone", project_file("scenarios/mixtral-8x7b-ep8.ini"),
+                           "--set moe.routing=zipf:1 --no-routing-baseline --no-report");
+  CHECK_FALSE(skipped.contains("imbalance"));
+  CHECK(skipped["step_time_s"].get<double>() == summary["step_time_s"].get<double>());
   CHECK(summary["time"]["ranks"][0]["finish_s"].get<double>() ==
         doctest::Approx(summary["time"]["ranks"][15]["finish_s"].get<double>()).epsilon(0.01));
 }

@@ -232,8 +232,37 @@ TEST_CASE("expert configs outside what trainsim simulates are refused by field")
   CHECK(refusal_of(R"({"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 512,
       "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
       "n_routed_experts": 8, "num_experts_per_tok": 2, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32,
-      "v_head_dim": 32})")
+      "v_head_dim": 32, "first_k_dense_replace": 1})")
             .find("missing field 'kv_lora_rank'") != std::string::npos);
+  // DeepSeek's optional keys as Hugging Face reads them: absent, DeepseekV3Config's defaults (3
+  // dense layers, one shared expert, a query latent of 1536); 0 and null are values.
+  const auto deepseek = [](const std::string& extra) {
+    return parse_model(R"({"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 512,
+      "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4, "vocab_size": 1000,
+      "n_routed_experts": 8, "num_experts_per_tok": 2, "kv_lora_rank": 64, "qk_rope_head_dim": 16,
+      "qk_nope_head_dim": 32, "v_head_dim": 32)" + extra + "}",
+                       "deepseek.json", "deepseek", 1);
+  };
+  const ModelSpec defaults = deepseek("");
+  CHECK(defaults.dense_layers == std::vector<long long>{0, 1, 2});
+  CHECK(defaults.shared_expert_ffn == 64);
+  CHECK(defaults.q_lora_rank == 1536);
+  CHECK(defaults.router_bias);
+  const ModelSpec zeros =
+      deepseek(R"(, "first_k_dense_replace": 0, "n_shared_experts": 0, "q_lora_rank": null, "moe_layer_freq": 2)");
+  CHECK(zeros.dense_layers == std::vector<long long>{1, 3});  // l % 2 != 0
+  CHECK(zeros.shared_expert_ffn == 0);
+  CHECK(zeros.q_lora_rank == 0);
+  CHECK(refusal_of(R"({"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 512,
+      "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4, "vocab_size": 1000,
+      "n_routed_experts": 8, "num_experts_per_tok": 2, "kv_lora_rank": 64, "qk_rope_head_dim": 16,
+      "qk_nope_head_dim": 32, "v_head_dim": 32, "attention_bias": true})")
+            .find("'attention_bias' = true with multi-head latent attention") != std::string::npos);
+  CHECK(refusal_of(R"({"model_type": "deepseek_v3", "hidden_size": 1000000, "intermediate_size": 512,
+      "moe_intermediate_size": 64, "num_attention_heads": 100000, "num_hidden_layers": 100000, "vocab_size": 1000,
+      "n_routed_experts": 8, "num_experts_per_tok": 2, "kv_lora_rank": 1000000, "qk_rope_head_dim": 16,
+      "qk_nope_head_dim": 32, "v_head_dim": 32, "first_k_dense_replace": 1})")
+            .find("implausible latent attention") != std::string::npos);
   CHECK(refusal_of(R"({"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 512,
       "moe_intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
       "n_routed_experts": 8, "num_experts_per_tok": 2, "kv_lora_rank": 64, "qk_rope_head_dim": 16,
