@@ -43,7 +43,7 @@ fi
 if [ "${1:-}" = "--moe" ]; then
   echo "Mixtral 8x7B, 16 H100, tp 2 sp, ep 8 (scenario):          $(measure scenarios/mixtral-8x7b-ep8.ini)"
   echo "  the same under zipf:1.2 routing (a program per ep place): $(measure scenarios/mixtral-8x7b-ep8.ini \
-    --set moe.routing=zipf:1.2)"
+    --set moe.routing=zipf:1.2 --no-routing-baseline)"
   echo "Qwen3-30B-A3B, 8 H100, ep 8 (scenario):                   $(measure scenarios/qwen3-30b-a3b-ep8.ini)"
   # Mixtral 8x22B with tp 4 sp, pp 8, ep 8 (the ep groups span 4 nodes), full recompute, fast.
   mixtral22="scenarios/mixtral-8x7b-ep8.ini --set model.name=mixtral-8x22b --set parallel.tp=4 --set parallel.pp=8

@@ -229,8 +229,12 @@ double uniform_routing_step(const std::string& scenario_file, const CommonOption
   std::vector<std::string> fixed = options.overrides;
   fixed.insert(fixed.end(), {"moe.routing=uniform", "moe.capacity_factor=none"});
   SweepRow result;
-  run_workers(scenario_file, fixed, {SweepConfig{0, {}}}, 1, 0, options.simulation,
-              [&](SweepRow row) { result = std::move(row); });
+  try {
+    run_workers(scenario_file, fixed, {SweepConfig{0, {}}}, 1, 0, options.simulation,
+                [&](SweepRow row) { result = std::move(row); });
+  } catch (const std::exception& error) {  // e.g. no scratch folder for the worker
+    result.reason = error.what();
+  }
   if (result.status == "ok")
     return result.step_time_s;
   spdlog::warn("the same step with uniform routing did not run ({}): no imbalance line", result.reason);
@@ -245,7 +249,9 @@ int run_command(const std::vector<std::string>& arguments) {
     return 0;
   PreparedRun& prepared = parsed->prepared;
   const Scenario& scenario = prepared.scenario;
-  if (prepared.model.moe() && !scenario.routing.uniform() && !options.no_routing_baseline)
+  // An imbalance makes the ep group wait for its busiest rank; without expert parallelism every
+  // rank computes every expert's copies.
+  if (prepared.model.moe() && !scenario.routing.uniform() && scenario.ep > 1 && !options.no_routing_baseline)
     prepared.run.uniform_routing_step_s = uniform_routing_step(scenario_file, options);
   const fs::path out = options.out.empty() ? fs::path("results") / scenario.name : fs::path(options.out);
   return simulate_and_report(*parsed->context, prepared, replay_settings(scenario), out, options);

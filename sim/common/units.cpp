@@ -153,6 +153,10 @@ std::string format_duration(double seconds) {
 
 std::string format_count(double count) {
   const double magnitude = std::fabs(count);
+  if (magnitude >= 1e18)  // a large step's FLOPs
+    return printf_string("%.2f%s", count / 1e18, "E");
+  if (magnitude >= 1e15)
+    return printf_string("%.2f%s", count / 1e15, "P");
   if (magnitude >= tera)
     return printf_string("%.2f%s", count / tera, "T");
   if (magnitude >= giga)

@@ -81,6 +81,7 @@ struct KernelShapes {
   double e, g;  // bytes of an activation and of a gradient element
   bool flash_attention;
   const Sharding& sharding;
+  bool fp8_gemms = false;  // memory.precision = fp8: GEMMs read fp8 operands
 };
 
 // A mixture's token copies on one rank (tokens x top-k, less the dropped): those it routes (its
@@ -277,10 +278,11 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   // fp32 scale per tile) before its copies are sent, the copies turned back into the activations'
   // precision for the experts' GEMMs unless those run in fp8.
   const double fp8_bytes = 1 + 4.0 / 128;
+  const double dispatched = k.sharding.fp8_dispatch ? fp8_bytes : e;  // bytes per element of a copy sent
   if (k.sharding.fp8_dispatch)
     dispatch.memory("dispatch-quantize", (e + fp8_bytes) * normed * h);
-  dispatch.memory("permute", e * h * (normed + routed));
-  if (k.sharding.fp8_dispatch && e > 1)
+  dispatch.memory("permute", dispatched * h * (normed + routed));
+  if (k.sharding.fp8_dispatch && !k.fp8_gemms)
     compute.memory("dispatch-dequantize", (fp8_bytes + e) * assigned * h);
   compute.linear("fc1", per_expert, h, 2 * fe / t, local_experts);
   compute.memory("swiglu", 3 * e * assigned * fe / t);
@@ -780,7 +782,7 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
   layer.cp_kv_bytes = 2 * e * b * s * kv_width / t;
   describe_layer_kernels(costs, layer,
                          KernelShapes{m, b, s, t, cp, static_cast<double>(sharding.ep), sharding.sp, e, g, flash_attention,
-                                      sharding},
+                                      sharding, precision == Precision::fp8},
                          prefix);
   return (qkv_flops + core_flops + out_flops + mlp_flops) * t * cp;
 }
@@ -858,7 +860,7 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   // Model FLOPs count the whole model on the whole micro-batch, whatever the sharding.
   costs.model_flops_per_micro_batch = 3 * (layers_flops + costs.head_forward.flops * t * cp);
   describe_edge_kernels(costs, KernelShapes{m, b, s, t, cp, static_cast<double>(sharding.ep), sharding.sp, e, g,
-                                            flash_attention, sharding});
+                                            flash_attention, sharding, precision == Precision::fp8});
   return costs;
 }
 

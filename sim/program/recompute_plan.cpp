@@ -195,6 +195,12 @@ LayerRecompute layer_recompute(const LayerCosts& layer, LayerPolicy policy) {
   return {act.total, 0, nullptr};
 }
 
+double recompute_flops(const RecomputePlan& plan, const LayerList& layers) {
+  RecomputePlan summarized = plan;
+  summarize(summarized, layers);
+  return summarized.extra_flops;
+}
+
 const char* to_string(LayerPolicy policy) {
   switch (policy) {
   case LayerPolicy::keep: return "keep";

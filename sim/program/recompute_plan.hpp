@@ -59,4 +59,8 @@ struct RecomputePlan {
 // `budget` (bytes for kept plus transient layer activations) is used by the optimal strategy only.
 RecomputePlan plan_recompute(const Scenario& scenario, const LayerList& layers, double budget);
 
+// What `plan` recomputes per micro-batch on `layers` (another rank's costs: the same plan on
+// another place of an ep group computes its own experts' copies).
+double recompute_flops(const RecomputePlan& plan, const LayerList& layers);
+
 } // namespace trainsim

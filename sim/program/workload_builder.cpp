@@ -232,8 +232,11 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
       of_place.push_back(std::make_shared<const Program>(
           build_data_parallel_program(scenario, model, place_costs, states, build.recompute, gradient_slot,
                                       model_parallel_groups(scenario, experts), runtime.front())));
-    for (int rank = 0; rank < layout.world(); ++rank)
+    for (int rank = 0; rank < layout.world(); ++rank) {
       workload.programs.push_back(of_place[static_cast<std::size_t>(place_of(rank))]);
+      build.recompute_flops += recompute_flops(
+          build.recompute, costs_of_place[static_cast<std::size_t>(place_of(rank))].layers_from(0, model.layers));
+    }
     return build;
   }
 
@@ -269,20 +272,28 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   // The ranks of a stage differ only in their groups and neighbours: one program per stage (and
   // place in the ep group under uneven routing).
   std::vector<std::shared_ptr<const Program>> of_stage(static_cast<std::size_t>(scenario.pp) * costs_of_place.size());
+  std::vector<std::vector<RecomputePlan>> plans_of_stage(static_cast<std::size_t>(scenario.pp));  // the same for every place
   for (int rank = 0; rank < layout.world(); ++rank) {
     const int stage = build.coords[rank].pp;
     auto& program = of_stage[static_cast<std::size_t>(stage) * costs_of_place.size() +
                              static_cast<std::size_t>(place_of(rank))];
-    if (!program) {
-      std::vector<RecomputePlan> plans;
+    const ModelCosts& rank_costs = costs_of_place[static_cast<std::size_t>(place_of(rank))];
+    std::vector<RecomputePlan>& plans = plans_of_stage[static_cast<std::size_t>(stage)];
+    if (plans.empty())
       for (int chunk = 0; chunk < scenario.vpp; ++chunk)
         plans.push_back(plan_recompute(scenario, chunk_layers(chunk, stage), budget));
+    if (!program) {
       if (stage == 0)
         build.recompute = plans.front();
-      program = std::make_shared<const Program>(build_pipeline_program(
-          scenario, model, costs_of_place[static_cast<std::size_t>(place_of(rank))], states, plans, placement, rank));
+      program = std::make_shared<const Program>(
+          build_pipeline_program(scenario, model, rank_costs, states, plans, placement, rank));
     }
     workload.programs.push_back(program);
+    for (int chunk = 0; chunk < scenario.vpp; ++chunk) {
+      const auto vs = static_cast<std::size_t>(virtual_stage(scenario.schedule, scenario.pp, chunk, stage));
+      build.recompute_flops += recompute_flops(plans[static_cast<std::size_t>(chunk)],
+                                               rank_costs.layers_from(stage_first[vs], stage_layers[vs]));
+    }
   }
   return build;
 }

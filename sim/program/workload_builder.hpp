@@ -18,6 +18,7 @@ namespace trainsim {
 struct WorkloadBuild {
   Workload workload;
   RecomputePlan recompute;            // of the first chunk of the first pipeline rank
+  double recompute_flops = 0;         // what every rank's plans recompute for one micro-batch, all ranks together
   ModelStatePlan states;              // how every rank keeps and moves the model states
   std::optional<ModelStatePlan> expert_states;  // the local experts' under expert parallelism
   Layout layout;

@@ -148,8 +148,7 @@ json run_json(const Workload& workload, const std::vector<GpuInfo>& gpus, const 
                         {"kept_bytes_per_micro_batch", plan.kept_bytes},
                         {"transient_bytes", plan.transient_bytes},
                         {"extra_flops_per_micro_batch", plan.extra_flops},
-                        {"extra_flops_per_step",
-                         plan.extra_flops * static_cast<double>(run.grad_accum) * static_cast<double>(workload.ranks())},
+                        {"extra_flops_per_step", run.recompute_flops_per_step},
                         {"plan", segments}};
     if (plan.strategy == "optimal") {
       out["recompute"]["budget_bytes"] = plan.budget;
@@ -220,9 +219,11 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
                 "recompute", run.recompute->strategy.c_str());
   } else if (run.recompute && run.recompute->strategy != "none") {
     const RecomputePlan& plan = *run.recompute;
-    out << line("  %-16s %s: %lld layers checkpointed, %lld selective, +%s FLOPs per micro-batch%s\n", "recompute",
-                plan.strategy.c_str(), plan.checkpointed_layers, plan.selective_layers,
-                format_count(plan.extra_flops).c_str(),
+    // The plan shown is rank 0's (its first chunk's under a pipeline); the step's total adds every rank's.
+    out << line("  %-16s %s: %lld layers checkpointed, %lld selective, +%s FLOPs per micro-batch on rank 0, +%s per "
+                "step on all ranks%s\n",
+                "recompute", plan.strategy.c_str(), plan.checkpointed_layers, plan.selective_layers,
+                format_count(plan.extra_flops).c_str(), format_count(run.recompute_flops_per_step).c_str(),
                 plan.strategy == "optimal" ? (", budget " + format_bytes(plan.budget) +
                                               (plan.fits_budget ? "" : " (not met even by full recompute)"))
                                                  .c_str()

@@ -38,7 +38,8 @@ struct RunInfo {
   long long global_batch = 0;
   long long seq_len = 0;
   double training_tokens = 0;
-  std::optional<RecomputePlan> recompute;        // absent for a replayed trace
+  std::optional<RecomputePlan> recompute;        // absent for a replayed trace; the first rank's first chunk's
+  double recompute_flops_per_step = 0;           // every rank's recompute FLOPs in a step
   std::vector<RankCoords> coords;                // per rank; empty for a replayed trace
 };
 

@@ -96,6 +96,7 @@ RunInfo run_info(const Scenario& scenario, const WorkloadBuild& build) {
   run.seq_len = scenario.seq_len;
   run.training_tokens = scenario.tokens;
   run.recompute = build.recompute;
+  run.recompute_flops_per_step = build.recompute_flops * static_cast<double>(scenario.grad_accum);
   return run;
 }
 

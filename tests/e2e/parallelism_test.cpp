@@ -301,6 +301,10 @@ TEST_CASE("under Zipf routing the busiest expert rank sends back more, and the s
   const json skipped = run("mixtral_zipf_alone", project_file("scenarios/mixtral-8x7b-ep8.ini"),
                            "--set moe.routing=zipf:1 --no-routing-baseline --no-report");
   CHECK_FALSE(skipped.contains("imbalance"));
+  // Without expert parallelism every rank computes every expert's copies: nothing to wait for.
+  CHECK_FALSE(run("mixtral_zipf_ep1", project_file("scenarios/mixtral-8x7b-ep8.ini"),
+                  "--set moe.routing=zipf:1 --set parallel.ep=1 --no-report")
+                  .contains("imbalance"));
   CHECK(skipped["step_time_s"].get<double>() == summary["step_time_s"].get<double>());
   CHECK(summary["time"]["ranks"][0]["finish_s"].get<double>() ==
         doctest::Approx(summary["time"]["ranks"][15]["finish_s"].get<double>()).epsilon(0.01));

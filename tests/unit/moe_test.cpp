@@ -259,16 +259,23 @@ TEST_CASE("fp8 dispatch quantizes each token once and turns the experts' copies 
   Sharding sharding{2, true, 1, 8, 0, {}, true};
   const ModelCosts costs = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, sharding);
   const MoeParts& moe = costs.layer(0).moe;
-  const auto bytes_of = [&](const Work& work, const std::string& name) {
-    for (const Kernel& kernel : costs.kernel_sets.at(static_cast<std::size_t>(work.kernel_set)).kernels)
+  const auto bytes_in = [](const ModelCosts& of, const Work& work, const std::string& name) {
+    for (const Kernel& kernel : of.kernel_sets.at(static_cast<std::size_t>(work.kernel_set)).kernels)
       if (kernel.name == name)
         return kernel.bytes;
     return -1.0;
   };
+  const auto bytes_of = [&](const Work& work, const std::string& name) { return bytes_in(costs, work, name); };
   const double fp8 = 1 + 4.0 / 128;
   CHECK(bytes_of(moe.dispatch, "dispatch-quantize") == doctest::Approx((2 + fp8) * 2048 * h));
   CHECK(bytes_of(moe.experts, "dispatch-dequantize") == doctest::Approx((fp8 + 2) * 8192 * h));
   CHECK(moe.forward_dispatch_ratio == doctest::Approx(fp8 / 2));
+  // The permutation copies the quantized tokens: the rank's 2048 read, its 4096 copies written.
+  CHECK(bytes_of(moe.dispatch, "permute") == doctest::Approx(fp8 * h * (2048 + 4096)));
+  // Under fp8 training the experts' GEMMs read the fp8 copies as they come.
+  const ModelCosts fp8_training = compute_costs(mixtral(), 1, 4096, Precision::fp8, Precision::fp32, true, sharding);
+  CHECK(bytes_in(fp8_training, fp8_training.layer(0).moe.experts, "dispatch-dequantize") == -1);
+  CHECK(bytes_in(fp8_training, fp8_training.layer(0).moe.dispatch, "dispatch-quantize") > 0);
   sharding.fp8_dispatch = false;
   const ModelCosts plain = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, sharding);
   CHECK(plain.layer(0).moe.forward_dispatch_ratio == 1);

@@ -149,3 +149,22 @@ TEST_CASE("recompute = op keeps what torchtitan's op-level checkpointing saves i
   CHECK(op.kept_bytes < selective.kept_bytes);
   CHECK(op.kept_bytes > full.kept_bytes);
 }
+
+TEST_CASE("a step's recompute FLOPs add every rank's chunks, however the pipeline splits the layers") {
+  // Full recompute re-runs each layer's forward once per micro-batch: over a step, the model's
+  // layers x one layer's forward x the step's micro-batches (global 32 / micro-batch 2), whether
+  // 4 data-parallel ranks hold all 4 layers or 2 pipelines of 2 ranks hold 2 chunks of 1 layer each.
+  const Scenario flat = with_recompute("full");
+  const ModelSpec model = load_model(flat.model_file, flat.vocab_multiple);
+  const double layer_forward =
+      compute_costs(model, 2, 512, flat.precision, flat.grad_precision, flat.flash_attention).layer(0).forward.flops;
+  const double expected = 4 * layer_forward * 32 / 2;
+  const WorkloadBuild without_pipeline = build_workload(flat, model, 0);
+  CHECK(without_pipeline.recompute_flops * static_cast<double>(flat.grad_accum) == doctest::Approx(expected));
+  const Scenario piped = load_scenario(test::write_temp_file("recompute.ini", test::tiny_scenario_ini),
+                                       {"memory.recompute=full", "memory.flash_attention=false", "parallel.dp=2",
+                                        "parallel.pp=2", "parallel.vpp=2"});
+  const WorkloadBuild pipeline = build_workload(piped, model, 0);
+  CHECK(pipeline.recompute.extra_flops == doctest::Approx(layer_forward));  // the first chunk's one layer
+  CHECK(pipeline.recompute_flops * static_cast<double>(piped.grad_accum) == doctest::Approx(expected));
+}

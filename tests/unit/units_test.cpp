@@ -59,4 +59,6 @@ TEST_CASE("human-readable formatting picks the unit") {
   CHECK(format_seconds(0.0123) == "12.300 ms");
   CHECK(format_seconds(2.5) == "2.500 s");
   CHECK(format_count(6.738e9) == "6.74B");
+  CHECK(format_count(5.78e18) == "5.78E");  // exa, peta: a large step's FLOPs
+  CHECK(format_count(2.5e15) == "2.50P");
 }
