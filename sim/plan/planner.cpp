@@ -119,6 +119,8 @@ Settings Candidate::settings(const PlanRequest& request) const {
                   {"memory.zero", std::to_string(zero)},    {"memory.recompute", recompute}};
   if (ep > 1)
     out.emplace_back("parallel.ep", std::to_string(ep));
+  if (last_stage_layers > 0)
+    out.emplace_back("parallel.last_stage_layers", std::to_string(last_stage_layers));
   if (!schedule.empty())
     out.emplace_back("parallel.schedule", schedule);
   if (offload != "none")
@@ -134,7 +136,10 @@ ParallelSizes Candidate::sizes() const { return {dp, tp, pp, vpp, cp, tp > 1, ep
 
 // Virtual stages show in the sizes (pp=4x2); the zero-bubble schedules are named.
 std::string Candidate::sizes_label() const {
-  return sizes().label() + (zero_bubble(schedule) ? " " + schedule : "");
+  return sizes().label() + (zero_bubble(schedule) ? " " + schedule : "") +
+         (last_stage_layers > 0 ? " (last stage: " + std::to_string(last_stage_layers) +
+                                      (last_stage_layers == 1 ? " layer)" : " layers)")
+                                : "");
 }
 
 std::string Candidate::layout_label() const {
@@ -158,7 +163,9 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
           (!model.dense_layers.empty() && model.ffn % tp) || (model.mla() && tp > 1))
         continue;
       for (int pp : {1, 2, 4, 8, 16}) {
-        if (model.layers % pp)
+        const long long per_stage = (model.layers + pp - 1) / pp;
+        const long long last_stage_layers = model.layers % pp ? model.layers - (pp - 1) * per_stage : 0;
+        if (model.layers % pp && last_stage_layers < 1)
           continue;
         for (int cp : {1, 2, 4}) {
           if ((cp > 1 && request.seq_len < 16384) || (cp > 1 && model.mla()))
@@ -167,7 +174,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
             continue;
           const int dp = gpus / (tp * pp * cp);
           for (int vpp : {1, 2}) {
-            if (vpp > 1 && (pp == 1 || model.layers % (pp * vpp)))
+            if (vpp > 1 && (pp == 1 || model.layers % (pp * vpp) || last_stage_layers > 0))
               continue;
             for (long long micro_batch : {1LL, 2LL, 4LL}) {
               if (request.global_batch % (micro_batch * dp))
@@ -187,12 +194,13 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                   std::vector<Candidate> variants;
                   for (const char* recompute : {"none", "selective", "full"}) {
                     for (int zero : zeros)
-                      variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "none", schedule, ep});
+                      variants.push_back(
+                          {gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "none", schedule, ep, last_stage_layers});
                     if (request.host_capacity <= 0 || zero_bubble(schedule) || ep > 1)
                       continue;  // offload needs a CPU host, and is DeepSpeed's, whose pipelines run 1F1B
                     for (int zero : zeros)
-                      variants.push_back(
-                          {gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer", schedule, ep});
+                      variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer", schedule,
+                                          ep, last_stage_layers});
                     if (pp == 1)  // parameters are streamed by ZeRO-3, which pipelines do not combine with
                       variants.push_back(
                           {gpus, dp, tp, pp, vpp, cp, micro_batch, 3, recompute, "optimizer+params", schedule, ep});

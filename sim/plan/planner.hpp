@@ -40,6 +40,9 @@ struct Candidate {
   // zb-h1 or zb-h2; empty without a pipeline. Part of the layout.
   std::string schedule;
   int ep = 1;  // a mixture's expert parallelism, part of the layout
+  // When pp does not divide the layers: the other stages take ceil(layers / pp) each and the last
+  // the rest (parallel.last_stage_layers, as DeepSeek-V3's 61 layers on 16 stages); 0: even stages.
+  long long last_stage_layers = 0;
 
   Settings settings(const PlanRequest& request) const;   // the --set overrides that make it
   ParallelSizes sizes() const;                            // sequence parallelism with every tp > 1

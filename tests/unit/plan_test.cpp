@@ -2,6 +2,8 @@
 // the choice per layout and the explanations.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include <map>
@@ -265,4 +267,36 @@ TEST_CASE("the planner searches expert parallelism for a mixture, with what is s
   // A dense model gets ep 1 only.
   for (const Candidate& c : enumerate_candidates(tiny_request({16}, 64)))
     CHECK(c.ep == 1);
+}
+
+TEST_CASE("a layer count the pipeline does not divide gives the last stage the rest, as DeepSeek-V3's 61 on 16") {
+  // 7 layers: pp 2 as 4 + 3, pp 4 as 2 + 2 + 2 + 1; pp 8 would leave the last stage none. Uneven
+  // stages keep one chunk per rank.
+  PlanRequest request = tiny_request({8}, 64);
+  std::ifstream in(resolve_data_file("tiny-gpt", "models", ".json", ".", "test"));
+  std::string gpt((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto layers_at = gpt.find("\"n_layer\"");
+  REQUIRE(layers_at != std::string::npos);
+  gpt.replace(gpt.find(':', layers_at) + 1, gpt.find_first_of(",}", layers_at) - gpt.find(':', layers_at) - 1, " 7");
+  const auto model_file = test::write_temp_file("seven-layers.json", gpt);
+  request.model = load_model(model_file, 128);
+  REQUIRE(request.model.layers == 7);
+  request.base_ini = "[model]\npath = " + model_file.string() + "\n[platform]\nfile = dgx-a100-2n.xml\n"
+                     "[memory]\nflash_attention = false\n[training]\nseq_len = 512\nglobal_batch = 64\n";
+  std::set<std::pair<int, long long>> uneven;
+  for (const Candidate& c : enumerate_candidates(request)) {
+    CHECK(c.pp != 8);
+    if (c.pp > 1) {
+      CHECK(c.vpp == 1);
+      uneven.insert({c.pp, c.last_stage_layers});
+    }
+  }
+  CHECK(uneven == std::set<std::pair<int, long long>>{{2, 3}, {4, 1}});
+  Candidate four;
+  for (const Candidate& c : enumerate_candidates(request))
+    if (c.pp == 4 && four.pp == 1)
+      four = c;
+  CHECK(four.sizes_label().find("(last stage: 1 layer)") != std::string::npos);
+  const MemoryCheck check = check_memory(request, four);
+  CHECK_MESSAGE(check.valid, check.reason);
 }
