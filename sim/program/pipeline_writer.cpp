@@ -92,13 +92,10 @@ public:
 private:
   int virtual_stage(int chunk) const { return trainsim::virtual_stage(s_.schedule, p_, chunk, coords_.pp); }
   std::vector<long long> first_layer_of_chunks() const {
+    const std::vector<long long> of_stage = first_layer_of_virtual_stages(stage_layers_);
     std::vector<long long> firsts;
-    for (int c = 0; c < v_; ++c) {
-      long long first = 0;
-      for (int k = 0; k < virtual_stage(c); ++k)
-        first += stage_layers_[static_cast<std::size_t>(k)];
-      firsts.push_back(first);
-    }
+    for (int c = 0; c < v_; ++c)
+      firsts.push_back(of_stage[static_cast<std::size_t>(virtual_stage(c))]);
     return firsts;
   }
   // The slots of the ranks holding the virtual stages before and after a chunk's: the previous
@@ -497,6 +494,13 @@ std::vector<long long> uneven_virtual_stages(const Scenario& scenario, const Mod
 }
 
 } // namespace
+
+std::vector<long long> first_layer_of_virtual_stages(const std::vector<long long>& stage_layers) {
+  std::vector<long long> firsts(stage_layers.size(), 0);
+  for (std::size_t vs = 1; vs < stage_layers.size(); ++vs)
+    firsts[vs] = firsts[vs - 1] + stage_layers[vs - 1];
+  return firsts;
+}
 
 std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const ModelSpec& model) {
   const long long stages = static_cast<long long>(scenario.pp) * scenario.vpp;

@@ -36,6 +36,8 @@ namespace trainsim {
 
 // Layers of each virtual stage (pp x vpp of them): the scenario's list, or an equal split.
 std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const ModelSpec& model);
+// Each virtual stage's first layer in the model, from the layers of each.
+std::vector<long long> first_layer_of_virtual_stages(const std::vector<long long>& stage_layers);
 
 struct PipelinePlacement {
   const Layout* layout = nullptr;

@@ -232,10 +232,12 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
       of_place.push_back(std::make_shared<const Program>(
           build_data_parallel_program(scenario, model, place_costs, states, build.recompute, gradient_slot,
                                       model_parallel_groups(scenario, experts), runtime.front())));
+    std::vector<double> recomputed_by_place;
+    for (const ModelCosts& place_costs : costs_of_place)
+      recomputed_by_place.push_back(recompute_flops(build.recompute, place_costs.layers_from(0, model.layers)));
     for (int rank = 0; rank < layout.world(); ++rank) {
       workload.programs.push_back(of_place[static_cast<std::size_t>(place_of(rank))]);
-      build.recompute_flops += recompute_flops(
-          build.recompute, costs_of_place[static_cast<std::size_t>(place_of(rank))].layers_from(0, model.layers));
+      build.recompute_flops += recomputed_by_place[static_cast<std::size_t>(place_of(rank))];
     }
     return build;
   }
@@ -243,12 +245,11 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   // Pipeline: one plan per chunk; an optimal plan shares the budget among the micro-batches the
   // schedule keeps in flight on the first stage.
   const std::vector<long long> stage_layers = layers_per_virtual_stage(scenario, model);
-  std::vector<long long> stage_first(stage_layers.size(), 0);  // each virtual stage's first layer
-  for (std::size_t vs = 1; vs < stage_layers.size(); ++vs)
-    stage_first[vs] = stage_first[vs - 1] + stage_layers[vs - 1];
-  const auto chunk_layers = [&](int chunk, int stage) {
+  const std::vector<long long> stage_first = first_layer_of_virtual_stages(stage_layers);
+  // The layers of a stage's chunk, in the costs of one place of the ep group.
+  const auto chunk_layers = [&](int chunk, int stage, const ModelCosts& of) {
     const auto vs = static_cast<std::size_t>(virtual_stage(scenario.schedule, scenario.pp, chunk, stage));
-    return costs.layers_from(stage_first[vs], stage_layers[vs]);
+    return of.layers_from(stage_first[vs], stage_layers[vs]);
   };
   double budget = 0;
   if (scenario.recompute == Recompute::optimal) {
@@ -257,7 +258,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
     // What the first stage's layers keep in model states is not theirs to use.
     double parameters = 0, expert_parameters = 0;
     for (int chunk = 0; chunk < scenario.vpp; ++chunk)
-      for (const LayerCosts* layer : chunk_layers(chunk, 0)) {
+      for (const LayerCosts* layer : chunk_layers(chunk, 0, costs)) {
         parameters += layer->parameters;
         expert_parameters += layer->expert_parameters;
       }
@@ -281,7 +282,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
     std::vector<RecomputePlan>& plans = plans_of_stage[static_cast<std::size_t>(stage)];
     if (plans.empty())
       for (int chunk = 0; chunk < scenario.vpp; ++chunk)
-        plans.push_back(plan_recompute(scenario, chunk_layers(chunk, stage), budget));
+        plans.push_back(plan_recompute(scenario, chunk_layers(chunk, stage, costs), budget));
     if (!program) {
       if (stage == 0)
         build.recompute = plans.front();
@@ -289,11 +290,9 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
           build_pipeline_program(scenario, model, rank_costs, states, plans, placement, rank));
     }
     workload.programs.push_back(program);
-    for (int chunk = 0; chunk < scenario.vpp; ++chunk) {
-      const auto vs = static_cast<std::size_t>(virtual_stage(scenario.schedule, scenario.pp, chunk, stage));
-      build.recompute_flops += recompute_flops(plans[static_cast<std::size_t>(chunk)],
-                                               rank_costs.layers_from(stage_first[vs], stage_layers[vs]));
-    }
+    for (int chunk = 0; chunk < scenario.vpp; ++chunk)
+      build.recompute_flops +=
+          recompute_flops(plans[static_cast<std::size_t>(chunk)], chunk_layers(chunk, stage, rank_costs));
   }
   return build;
 }
