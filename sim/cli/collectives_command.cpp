@@ -107,7 +107,7 @@ std::string fixed(double value, int decimals) {
 int collectives_command(const std::vector<std::string>& arguments) {
   CommonOptions options;
   std::string platform, collective_text = "all_reduce", min_text = "8B", max_text = "8GiB", gpus_text = "all",
-                        channels_text = "auto";
+                        channels_text = "auto", fidelity = "flows";
   double factor = 2;
   CollectiveOptions collectives;
   po::options_description visible("Options");
@@ -119,7 +119,9 @@ int collectives_command(const std::vector<std::string>& arguments) {
       "min-bytes,b", po::value(&min_text)->default_value(min_text), "smallest size (all_gather: the gathered size, as nccl-tests)")(
       "max-bytes,e", po::value(&max_text)->default_value(max_text), "largest size")(
       "step-factor,f", po::value(&factor)->default_value(factor), "each size is the last times this")(
-      "channels", po::value(&channels_text)->default_value(channels_text), "rings per collective (as comm.channels)");
+      "channels", po::value(&channels_text)->default_value(channels_text), "rings per collective (as comm.channels)")(
+      "fidelity", po::value(&fidelity)->default_value(fidelity),
+      "flows: every flow simulated | fast: timed analytically where comm.fidelity = fast would (as comm.fidelity)");
   visible.add(collective_options(collectives));
   visible.add(common_options(options));
   po::positional_options_description positional;
@@ -134,6 +136,8 @@ int collectives_command(const std::vector<std::string>& arguments) {
     throw InputError("--step-factor: accepted: a number above 1, such as 2");
   const CommTuning tuning = comm_tuning_option(collectives);
   const int channels = channels_text == "auto" ? 0 : count_option("--channels", channels_text, 1, 64);
+  if (fidelity != "flows" && fidelity != "fast")
+    throw InputError("--fidelity " + fidelity + ": accepted: flows, fast");
 
   std::vector<double> sizes;
   for (double size = smallest; size <= largest * (1 + 1e-12); size *= factor)
@@ -150,6 +154,7 @@ int collectives_command(const std::vector<std::string>& arguments) {
   ReplaySettings settings;
   settings.channels = channels;
   settings.tuning = tuning;
+  settings.fast_collectives = fidelity == "fast";
   CallRecorder recorder;
   replay(context, workload, gpus, settings, recorder);
 
@@ -158,7 +163,8 @@ int collectives_command(const std::vector<std::string>& arguments) {
     nodes.insert(gpus[rank].node);
   std::cout << collective_text << " on " << ranks << " " << gpus.front().model << " GPUs (" << nodes.size()
             << (nodes.size() == 1 ? " node" : " nodes") << ") of " << platform_file.filename().string()
-            << (tuning.ideal ? ", ideal collectives" : ", NCCL's choices") << "\n";
+            << (tuning.ideal ? ", ideal collectives" : ", NCCL's choices")
+            << (settings.fast_collectives ? ", fast fidelity" : "") << "\n";
   std::vector<std::vector<std::string>> rows = {
       {"size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol"}};
   for (std::size_t i = 0; i < sizes.size(); ++i) {

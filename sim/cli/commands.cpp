@@ -139,7 +139,7 @@ int simulate_and_report(SimulationContext& context, const PreparedRun& prepared,
   const Workload& workload = prepared.workload;
   const std::vector<GpuInfo>& gpus = prepared.gpus;
   RunInfo run = prepared.run;
-  run.fidelity = settings.fast_intra_node_collectives ? "fast" : "flows";
+  run.fidelity = settings.fast_collectives ? "fast" : "flows";
   run.collectives = describe(settings.tuning);
   std::vector<int> stage_of_rank;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
@@ -385,7 +385,7 @@ int replay_command(const std::vector<std::string>& arguments) {
       "rings per collective (auto: GPUs of the group on its fullest node)")(
       "tokens", po::value(&tokens_text)->default_value(tokens_text), "tokens to train, for time-to-train (1e9, 300B, 2T)")(
       "fidelity", po::value(&fidelity)->default_value("flows"),
-      "flows | fast: collectives inside a node timed from their ring instead of simulated")(
+      "flows | fast: collectives inside a node timed from their ring, even all-to-alls from their links' load, instead of simulated")(
       "comm-slowdown", po::value(&slowdown_text)->default_value(slowdown_text),
       "how much longer kernels take while a collective or send runs beside them, 0 to 1 (as compute.comm_slowdown)");
   CollectiveOptions collectives;
@@ -416,7 +416,7 @@ int replay_command(const std::vector<std::string>& arguments) {
       options.out.empty() ? fs::path("results") / ("replay-" + prepared.run.name) : fs::path(options.out);
   ReplaySettings settings;
   settings.channels = channels;
-  settings.fast_intra_node_collectives = fidelity == "fast";
+  settings.fast_collectives = fidelity == "fast";
   settings.comm_slowdown = comm_slowdown;
   settings.tuning = comm_tuning_option(collectives);
   return simulate_and_report(context, prepared, settings, out, options);

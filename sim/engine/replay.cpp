@@ -50,7 +50,9 @@ namespace sg4 = simgrid::s4u;
 //   timer adds the rest of the phase's latency beyond the flow's route. Flows go through mailboxes per (group,
 //   ring, member), each with one sender, so consecutive collectives match in order; a rank runs
 //   one collective per group at a time, as NCCL runs one operation per communicator stream. The
-//   transfer starts when the last member arrives (Arrivals). All-to-all: one flow per pair;
+//   transfer starts when the last member arrives (Arrivals). All-to-all: one flow per pair, or
+//   (fast fidelity, even, every member running one program) timed from the load its pairs put
+//   on the links (ring_model.hpp);
 // - send/recv: a mailbox per (source, destination, tag), posted when their deps are done;
 // - copy: Comm::sendto between the GPU host and the target host; read/write:
 //   Disk::read_async / write_async, plus a flow between a drive's pcie_port and its host, so its
@@ -89,6 +91,7 @@ struct GroupPlan {
   int members = 0;
   std::vector<std::vector<sg4::Mailbox*>> inbox;  // [channel][member]
   std::vector<sg4::Mailbox*> all_to_all;          // [from * members + to], made on first use
+  double all_to_all_seconds_per_byte = 0;         // of an even one timed analytically
 };
 
 // Per distinct program: its dependency graph and which ops the rank can time on its own.
@@ -201,10 +204,27 @@ void mark_overlaps(const Program& program, bool kernels_serialised, ProgramPlan&
   std::sort(plan.overlapping_after.begin(), plan.overlapping_after.end());
 }
 
-// `analytic_slot[k]`: the group slot k is timed analytically on every rank running the program.
+// Whether a collective on a group is timed analytically: an all-to-all only where the group's
+// all-to-alls are (BoundGroup::analytic_all_to_all) and it divides its bytes evenly.
+bool timed_analytically(const Op& op, bool analytic, bool analytic_all_to_all) {
+  if (op.collective == Collective::all_to_all)
+    return analytic_all_to_all && op.peer < 0;
+  return analytic;
+}
+bool timed_analytically(const Op& op, const BoundGroup& bound) {
+  return timed_analytically(op, bound.analytic, bound.analytic_all_to_all);
+}
+
+// Per group slot of a program, whether its collectives (and its all-to-alls) are timed
+// analytically on every rank running the program.
+struct AnalyticSlots {
+  std::vector<bool> collectives;
+  std::vector<bool> all_to_alls;
+};
+
 // `comm_slowdown`: kernels overlapping communication are slowed; where kernels run on several
 // streams, neither is settled ahead.
-ProgramPlan plan_program(const Program& program, const std::vector<bool>& analytic_slot, double comm_slowdown) {
+ProgramPlan plan_program(const Program& program, const AnalyticSlots& analytic, double comm_slowdown) {
   ProgramPlan plan{ProgramGraph(program), std::vector<bool>(program.ops.size(), false)};
   std::optional<Stream> compute_stream;
   bool kernels_serialised = true;
@@ -235,7 +255,7 @@ ProgramPlan plan_program(const Program& program, const std::vector<bool>& analyt
     case OpKind::free: plan.local[id] = true; break;
     case OpKind::compute: plan.local[id] = kernels_serialised && op.target.empty(); break;
     case OpKind::collective:
-      plan.local[id] = analytic_slot[op.group] && op.collective != Collective::all_to_all &&
+      plan.local[id] = timed_analytically(op, analytic.collectives[op.group], analytic.all_to_alls[op.group]) &&
                        !shared_groups.count(op.group) &&
                        (!plan.overlaps_kernels[id] || plan.kernels_wait_for_overlaps);
       break;
@@ -428,10 +448,16 @@ private:
     return choose_collective(*bound.nccl, bound.shape, op.collective, op.bytes, shared_.tuning);
   }
 
-  // A collective timed by the ring model; what its phases carry over this rank's ring edge is
-  // told as they are timed.
+  // A collective timed by the ring model; what its phases carry over this rank's ring edge (an
+  // all-to-all: its pairs' routes) is told as they are timed.
   double analytic_collective(const Op& op, const CommChoice& choice, int from_phase) const {
     const GroupPlan& plan = shared_.groups[group(op)];
+    if (op.collective == Collective::all_to_all) {
+      const AllToAllLoad& load = plan.bound->all_to_all;
+      for (const auto& [links, share] : load.carried[plan.bound->member_of_rank.at(rank_)])
+        observer_.link_carried(links, share * op.bytes);
+      return load.route_latency + op.bytes * plan.all_to_all_seconds_per_byte / shared_.bandwidth_efficiency;
+    }
     const AnalyticCollective timed =
         time_analytically(plan.bound->shape, choice, shared_.bandwidth_efficiency, op.collective, op.bytes, from_phase);
     if (plan.members > 1)
@@ -585,7 +611,7 @@ private:
     }
     state.phase = phase;
     state.outstanding = 0;
-    if (bound.analytic && op.collective != Collective::all_to_all) {
+    if (timed_analytically(op, bound)) {
       // All phases at once (not settled ahead: the group is shared by several streams, the
       // collective may overlap kernels on several streams, or the rank is not settling ahead).
       const double now = sg4::Engine::get_clock();
@@ -595,12 +621,11 @@ private:
     }
     const int me = bound.member_of_rank.at(rank_);
     if (op.collective == Collective::all_to_all) {
-      const std::vector<int>& ranks = shared_.workload->groups[group(op)].ranks;
       for (int other = 0; other < members; ++other) {
         if (other == me)
           continue;
         const auto share = static_cast<uint64_t>(shared_.workload->all_to_all_bytes(op, other, members));
-        const int route = binding_.route_between(host_, binding_.host(ranks[other]));
+        const int route = bound.pair_route[static_cast<std::size_t>(me * members + other)];
         carry(route, static_cast<double>(share));
         track(all_to_all_mailbox(plan, group(op), me, other)->put_async(&payload_token, point_to_point_bytes(share, route)), id);
         track(all_to_all_mailbox(plan, group(op), other, me)->get_async<void>(&received_payload), id);
@@ -827,10 +852,13 @@ private:
   double last_finish_ = 0;
 };
 
-GroupPlan plan_group(const Group& group, const BoundGroup& bound, int group_index) {
+GroupPlan plan_group(const Group& group, const BoundGroup& bound, int group_index, const CommTuning& tuning) {
   GroupPlan plan;
   plan.bound = &bound;
   plan.members = static_cast<int>(group.ranks.size());
+  if (bound.analytic_all_to_all)
+    plan.all_to_all_seconds_per_byte = even_all_to_all_seconds_per_byte(
+        bound.all_to_all, choose_collective(*bound.nccl, bound.shape, Collective::all_to_all, 0, tuning));
   plan.inbox.assign(bound.next.size(), std::vector<sg4::Mailbox*>(plan.members));
   for (std::size_t c = 0; c < bound.next.size(); ++c)
     for (int member = 0; member < plan.members; ++member)  // one sender each: the member before it
@@ -864,7 +892,7 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
                        " GPUs have no NVLink SHARP (Hopper and later have it); accepted: auto, ring, tree");
     compute = std::make_unique<ComputeTimer>(workload, gpus);
     binding = std::make_unique<PlatformBinding>(workload, gpus,
-                                                BindSettings{settings.channels, settings.fast_intra_node_collectives});
+                                                BindSettings{settings.channels, settings.fast_collectives});
   } catch (const InputError& error) {
     throw InputError(context.platform_file().string() + ": " + error.what());
   }
@@ -882,23 +910,28 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   shared.rank_finish.assign(workload.ranks(), 0.0);
   shared.ops_done.assign(workload.ranks(), 0);
   for (std::size_t g = 0; g < workload.groups.size(); ++g)
-    shared.groups.push_back(plan_group(workload.groups[g], binding->group(static_cast<int>(g)), static_cast<int>(g)));
+    shared.groups.push_back(
+        plan_group(workload.groups[g], binding->group(static_cast<int>(g)), static_cast<int>(g), settings.tuning));
   shared.arrivals.resize(workload.groups.size());
-  std::map<const Program*, std::vector<bool>> analytic_slots;
+  std::map<const Program*, AnalyticSlots> analytic_slots;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     const Program& program = workload.program(rank);
     auto [slots, fresh] = analytic_slots.try_emplace(&program);
+    AnalyticSlots& analytic = slots->second;
     if (fresh) {
       int count = 0;
       for (const Op& op : program.ops)
         if (op.kind == OpKind::collective)
           count = std::max(count, op.group + 1);
-      slots->second.assign(static_cast<std::size_t>(count), true);
+      analytic.collectives.assign(static_cast<std::size_t>(count), true);
+      analytic.all_to_alls.assign(static_cast<std::size_t>(count), true);
     }
-    for (std::size_t slot = 0; slot < slots->second.size(); ++slot) {
+    for (std::size_t slot = 0; slot < analytic.collectives.size(); ++slot) {
       const int group = workload.group_of(rank, static_cast<int>(slot));
       if (group >= 0 && !shared.groups[group].bound->analytic)
-        slots->second[slot] = false;
+        analytic.collectives[slot] = false;
+      if (group >= 0 && !shared.groups[group].bound->analytic_all_to_all)
+        analytic.all_to_alls[slot] = false;
     }
   }
   for (const auto& [program, analytic] : analytic_slots)

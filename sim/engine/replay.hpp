@@ -19,9 +19,11 @@ namespace trainsim {
 
 struct ReplaySettings {
   int channels = 0;  // rings per collective; 0: GPUs of the group on its fullest node
-  // Time collectives of groups inside one node from the ring formula over their routes instead
-  // of simulating their flows (cross-node traffic is always simulated).
-  bool fast_intra_node_collectives = false;
+  // Time collectives of groups inside one node from the ring formula over their routes, and even
+  // all-to-alls of groups whose members run one program from the load on the links their pairs
+  // cross, instead of simulating their flows (comm.fidelity = fast; other cross-node traffic is
+  // always simulated).
+  bool fast_collectives = false;
   // Ranks settle ops that need no shared resource ahead of the clock (see replay.cpp); off, every
   // op is started in the simulation at its ready time. The same timeline either way: off is for
   // the tests that check so.

@@ -176,7 +176,7 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
     node_of_member.push_back(node_ids.emplace(node, static_cast<int>(node_ids.size())).first->second);
   }
   const int ring_count = settings.channels > 0 ? settings.channels : default_channels(node_of_member);
-  bound.analytic = settings.fast_intra_node_collectives && node_ids.size() == 1;
+  bound.analytic = settings.fast_collectives && node_ids.size() == 1;
   const auto rings = build_rings(node_of_member, ring_count);
   const std::size_t members = group.ranks.size();
   bound.shape.members = static_cast<int>(members);
@@ -216,6 +216,62 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
   return bound;
 }
 
+// Per group, whether some rank runs an all-to-all on it.
+std::vector<bool> groups_running_all_to_all(const Workload& workload) {
+  std::vector<bool> runs(workload.groups.size(), false);
+  std::map<const Program*, std::set<int>> slots_of_program;
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    const Program& program = workload.program(rank);
+    auto [slots, fresh] = slots_of_program.try_emplace(&program);
+    if (fresh)
+      for (const Op& op : program.ops)
+        if (op.kind == OpKind::collective && op.collective == Collective::all_to_all)
+          slots->second.insert(op.group);
+    for (int slot : slots->second)
+      if (const int group = workload.group_of(rank, slot); group >= 0)
+        runs[static_cast<std::size_t>(group)] = true;
+  }
+  return runs;
+}
+
+// An all-to-all's pair routes and what an even one puts on each link.
+void bind_all_to_all(const Group& group, const std::vector<sg4::Host*>& hosts, PlatformBinding::RouteTable& table,
+                     const std::vector<BoundRoute>& routes, const std::vector<PlatformResources::Link>& links,
+                     BoundGroup& bound) {
+  const std::size_t members = group.ranks.size();
+  const double share = 1.0 / static_cast<double>(members);
+  bound.pair_route.assign(members * members, -1);
+  std::map<int, AllToAllLoad::Link> load;
+  AllToAllLoad& all_to_all = bound.all_to_all;
+  all_to_all.carried.assign(members, {});
+  for (std::size_t from = 0; from < members; ++from) {
+    std::map<int, int> pairs_across;  // link -> this member's pairs crossing it
+    for (std::size_t to = 0; to < members; ++to) {
+      if (to == from)
+        continue;
+      const int id = table.route(hosts[group.ranks[from]], hosts[group.ranks[to]]);
+      bound.pair_route[from * members + to] = id;
+      const BoundRoute& route = routes[id];
+      all_to_all.route_latency = std::max(all_to_all.route_latency, route.latency);
+      for (int link : route.links) {
+        ++pairs_across[link];
+        AllToAllLoad::Link& on_link = load[link];
+        on_link.index = link;
+        on_link.bandwidth = links[link].bandwidth;
+        double& carried = on_link.share[static_cast<int>(route.kind)];
+        carried = links[link].fatpipe ? std::max(carried, share) : carried + share;
+      }
+    }
+    std::map<int, std::vector<int>> links_by_pairs;
+    for (const auto& [link, pairs] : pairs_across)
+      links_by_pairs[pairs].push_back(link);
+    for (auto& [pairs, crossed] : links_by_pairs)
+      all_to_all.carried[from].emplace_back(std::move(crossed), pairs * share);
+  }
+  for (const auto& [link, on_link] : load)
+    all_to_all.links.push_back(on_link);
+}
+
 } // namespace
 
 PlatformBinding::PlatformBinding(const Workload& workload, const std::vector<GpuInfo>& gpus,
@@ -223,16 +279,15 @@ PlatformBinding::PlatformBinding(const Workload& workload, const std::vector<Gpu
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
     hosts_.push_back(sg4::Host::by_name(gpus[rank].host));
   for (const sg4::Link* link : sg4::Engine::get_instance()->get_all_links())
-    resources_.links.push_back({link->get_name(), link_class(link->get_name()), link->get_bandwidth()});
+    resources_.links.push_back({link->get_name(), link_class(link->get_name()), link->get_bandwidth(),
+                                link->get_sharing_policy() == sg4::Link::SharingPolicy::FATPIPE});
   bind_targets(workload, gpus);
   check_routes(workload, gpus, settings);
-  table_ = std::make_unique<RouteTable>(routes_, nullptr);
-  take_routes(workload, gpus, settings, *table_);
+  RouteTable table(routes_, nullptr);
+  take_routes(workload, gpus, settings, table);
 }
 
 PlatformBinding::~PlatformBinding() = default;
-
-int PlatformBinding::route_between(sg4::Host* from, sg4::Host* to) { return table_->route(from, to); }
 
 // Hosts and disks named by copies, host work, reads and writes exist for every rank that runs
 // them: InputError naming the rank, the op and what the platform lacks.
@@ -311,6 +366,18 @@ void PlatformBinding::take_routes(const Workload& workload, const std::vector<Gp
   groups_.clear();
   for (const Group& group : workload.groups)
     groups_.push_back(bind_group(group, hosts_, gpus, settings, table, routes_, resources_.links));
+  const std::vector<bool> all_to_all = groups_running_all_to_all(workload);
+  for (std::size_t g = 0; g < workload.groups.size(); ++g) {
+    if (!all_to_all[g] || workload.groups[g].ranks.size() < 2)
+      continue;
+    const Group& group = workload.groups[g];
+    bind_all_to_all(group, hosts_, table, routes_, resources_.links, groups_[g]);
+    const Program* program = &workload.program(static_cast<std::size_t>(group.ranks.front()));
+    groups_[g].analytic_all_to_all =
+        settings.fast_collectives && std::all_of(group.ranks.begin(), group.ranks.end(), [&](int rank) {
+          return &workload.program(static_cast<std::size_t>(rank)) == program;
+        });
+  }
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     sg4::Host* gpu = hosts_[rank];
     for (const ProgramSlots::RouteNeed& need : ranks_[rank].slots->routes) {

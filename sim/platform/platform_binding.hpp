@@ -15,6 +15,7 @@
 
 #include "cluster/gpu.hpp"
 #include "platform/resources.hpp"
+#include "program/collective_plan.hpp"
 #include "program/nccl_model.hpp"
 #include "program/program.hpp"
 
@@ -63,11 +64,19 @@ struct BoundGroup {
   const NcclProfile* nccl = nullptr;  // the calibration of its GPUs' generation
   // Fast fidelity inside one node: timed analytically instead of simulated as flows.
   bool analytic = false;
+  // Where a program runs all-to-alls on the group: each pair's route ([from * members + to], -1
+  // on the diagonal) and what an even all-to-all puts on the links; empty otherwise.
+  std::vector<int> pair_route;
+  AllToAllLoad all_to_all;
+  // Fast fidelity: its even all-to-alls are timed from that load instead of simulated as flows,
+  // wherever the members are. Only where every member runs the same program, so that they reach
+  // each call together (each member's call is timed from its own arrival).
+  bool analytic_all_to_all = false;
 };
 
 struct BindSettings {
   int channels = 0;  // rings per collective; 0: GPUs of the group on its fullest node
-  bool fast_intra_node_collectives = false;
+  bool fast_collectives = false;  // ReplaySettings::fast_collectives
 };
 
 class PlatformBinding {
@@ -89,9 +98,6 @@ public:
   simgrid::s4u::Mailbox* mailbox(int rank, OpId op) const { return mailboxes_[rank][ranks_[rank].op_slot[op]]; }
   // The route of `rank`'s sends to its peer in slot `peer`.
   int peer_route(int rank, int peer) const { return ranks_[rank].peer_routes[peer]; }
-  // The route between two hosts the binding did not list (the members of an all-to-all), looked
-  // up on first use.
-  int route_between(simgrid::s4u::Host* from, simgrid::s4u::Host* to);
   const PlatformResources& resources() const { return resources_; }
 
   struct ProgramSlots;  // what a program's ops name, found once per distinct program
@@ -115,7 +121,6 @@ private:
   std::vector<std::vector<simgrid::s4u::Mailbox*>> mailboxes_;   // per rank, per message slot
   std::vector<BoundGroup> groups_;
   std::vector<BoundRoute> routes_;
-  std::unique_ptr<RouteTable> table_;
   PlatformResources resources_;
 };
 

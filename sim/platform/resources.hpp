@@ -29,6 +29,9 @@ struct PlatformResources {
     std::string name;
     LinkClass kind = LinkClass::network;
     double bandwidth = 0;  // bytes/s
+    // SimGrid's FATPIPE (a switch's backplane): every flow across it gets the whole bandwidth,
+    // flows do not share it.
+    bool fatpipe = false;
   };
   struct Drive {
     std::string name;

@@ -3,8 +3,10 @@
 // ring orders that spread over the nodes' NICs (one ring per channel, as NCCL
 // does), and the bytes each rank sends. The replay turns each phase into one
 // concurrent flow per ring edge: O(channels x group size) activities per phase.
+#include <utility>
 #include <vector>
 
+#include "program/nccl_model.hpp"
 #include "program/program.hpp"
 
 namespace trainsim {
@@ -25,6 +27,25 @@ struct RingPhases {
   double bytes_per_phase = 0;
 };
 RingPhases ring_phases(Collective collective, double bytes, int members);
+
+// What an even all-to-all asks of the links its pairs cross: each member sends 1/n of its bytes
+// to each other member, every pair's flow at once over its route (NCCL's all-to-all is one
+// grouped send and receive per peer).
+struct AllToAllLoad {
+  struct Link {
+    int index = -1;  // into the platform's links (PlatformResources::links)
+    double bandwidth = 0;
+    // Of one member's bytes, what the pairs crossing the link carry over it, by their route's
+    // kind (their flows' efficiency differs): the sum over those pairs, or on a FATPIPE link,
+    // where flows do not share the bandwidth, the largest pair's.
+    double share[edge_kinds] = {0, 0};
+  };
+  std::vector<Link> links;   // every link some pair crosses
+  double route_latency = 0;  // the longest pair route's
+  // Per member, the links its own flows cross, grouped by the share of its bytes each carries
+  // (what the reports count as carried).
+  std::vector<std::vector<std::pair<std::vector<int>, double>>> carried;
+};
 
 // Bytes one member sends for the whole collective.
 double bytes_sent_per_rank(Collective collective, double bytes, int members);

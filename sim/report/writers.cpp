@@ -203,7 +203,7 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
   out << line("  %-16s %s\n", "layout", run.layout.c_str());
   if (!run.fidelity.empty())
     out << line("  %-16s %s\n", "fidelity",
-                run.fidelity == "fast" ? "fast: collectives inside a node timed from their ring, the rest simulated as flows"
+                run.fidelity == "fast" ? "fast: collectives inside a node timed from their ring, even all-to-alls from their links' load, the rest simulated as flows"
                                        : "flows: every collective simulated as flows");
   if (!run.collectives.empty())
     out << line("  %-16s %s\n", "collectives", run.collectives.c_str());
@@ -294,11 +294,43 @@ const ResourceUse* busiest_behind(const std::vector<ResourceUse>& resources, con
   return busiest;
 }
 
+// A rank's largest part of the step that is not computing: the thing to attack first.
+struct Overhead {
+  std::string kind;     // of communication or offload; empty: idle
+  double seconds = 0;
+  int straggler = -1;   // the rank waited for, when waiting at collectives is the largest
+  bool waiting = false;
+};
+Overhead largest_overhead(const StepBreakdown& parts) {
+  Overhead overhead{"", parts.bubble_s};
+  const auto [straggler, waited_s] = parts.longest_wait();
+  if (waited_s > overhead.seconds)
+    overhead.seconds = waited_s;
+  for (const auto& [comm, seconds] : parts.exposed_comm_s)
+    if (seconds > overhead.seconds) {
+      overhead.kind = comm;
+      overhead.seconds = seconds;
+    }
+  overhead.waiting = overhead.kind.empty() && straggler >= 0 && overhead.seconds == waited_s;
+  overhead.straggler = straggler;
+  return overhead;
+}
+
+// In a pipeline whose stages take unequal time, the rank that finishes last may mostly idle in
+// its bubble while a busier stage sets the pace: the rank that idles least, when it idles less
+// than half as long, is the one whose step says what limits it; nullptr otherwise.
+const RankMetrics* pacing_rank(const StepMetrics& metrics, const RankMetrics& critical) {
+  const RankMetrics* busiest = &critical;
+  for (const RankMetrics& rank : metrics.ranks)
+    if (rank.breakdown.bubble_s < busiest->breakdown.bubble_s)
+      busiest = &rank;
+  return busiest->breakdown.bubble_s < 0.5 * critical.breakdown.bubble_s ? busiest : nullptr;
+}
+
 } // namespace
 
 std::string bottleneck_line(const StepMetrics& metrics) {
   const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
-  const StepBreakdown& parts = critical.breakdown;
   const double step = metrics.step_time_s;
   const auto share = [&](double seconds) { return line("%.1f%%", step > 0 ? 100.0 * seconds / step : 0.0); };
   std::string prefix;
@@ -311,27 +343,29 @@ std::string bottleneck_line(const StepMetrics& metrics) {
     if (!tier->fits)
       prefix += "does not fit: " + tier->node + " " + name + " needs " + format_bytes(tier->peak_bytes) + " of " +
                 format_bytes(tier->capacity_bytes) + "; ";
-  // The largest part of the step that is not computing: the thing to attack first.
-  std::string kind;  // of communication; empty: idle
-  double overhead_s = parts.bubble_s;
-  const auto [straggler, waited_s] = parts.longest_wait();
-  if (waited_s > overhead_s)
-    overhead_s = waited_s;
-  for (const auto& [comm, seconds] : parts.exposed_comm_s)
-    if (seconds > overhead_s) {
-      kind = comm;
-      overhead_s = seconds;
+  const RankMetrics* described = &critical;
+  Overhead largest = largest_overhead(critical.breakdown);
+  std::string paced;
+  if (largest.kind.empty() && !largest.waiting)
+    if (const RankMetrics* pacing = pacing_rank(metrics, critical)) {
+      described = pacing;
+      largest = largest_overhead(pacing->breakdown);
+      paced = "; rank " + std::to_string(critical.rank) + " idles " + share(critical.breakdown.bubble_s) +
+              " of the step waiting for that rank's stage";
     }
-  const bool waiting = kind.empty() && straggler >= 0 && overhead_s == waited_s;
+  const StepBreakdown& parts = described->breakdown;
+  const std::string& kind = largest.kind;
+  const double overhead_s = largest.seconds;
+  const bool waiting = largest.waiting;
   const bool offload = is_offload_kind(kind);
-  const std::string overhead = waiting        ? "idle waiting for rank " + std::to_string(straggler) +
+  const std::string overhead = waiting        ? "idle waiting for rank " + std::to_string(largest.straggler) +
                                                     " at collectives (it computes " +
-                                                    share(metrics.ranks[straggler].compute_s) + " of the step)"
+                                                    share(metrics.ranks[largest.straggler].compute_s) + " of the step)"
                                : kind.empty() ? "idle (pipeline bubble or waiting for peers)"
                                : offload      ? "waiting on " + offload_wait_name(kind)
                                               : "exposed " + kind + " communication";
   const double computing = parts.compute_s + parts.recompute_s + parts.optimizer_s;
-  const std::string on_rank = " (rank " + std::to_string(critical.rank) + ")";
+  const std::string on_rank = " (rank " + std::to_string(described->rank) + ")";
   if (step <= 0)
     return prefix + "nothing ran";
   if (offload && computing < 0.7 * step) {
@@ -339,14 +373,14 @@ std::string bottleneck_line(const StepMetrics& metrics) {
     if (const ResourceUse* use = busiest_behind(metrics.resources, kind))
       busiest = "; " + use->kind + " " + share(use->busy_s) + " busy (" + use->busiest + ")";
     return prefix + "offload-bound: " + share(overhead_s) + " of the step waits on " + offload_wait_name(kind) +
-           ", computing " + share(computing) + on_rank + busiest;
+           ", computing " + share(computing) + on_rank + busiest + paced;
   }
   if (computing >= 0.7 * step)
     return prefix + "compute-bound: " + share(computing) + " of the step computes" +
            (parts.recompute_s > 0 ? " (recompute " + share(parts.recompute_s) + ")" : "") + "; the largest overhead is " +
-           overhead + ", " + share(overhead_s) + on_rank;
+           overhead + ", " + share(overhead_s) + on_rank + paced;
   return prefix + (waiting ? "straggler" : kind.empty() ? "idle" : kind + "-communication") + "-bound: " + share(overhead_s) +
-         " of the step is " + overhead + ", computing " + share(computing) + on_rank;
+         " of the step is " + overhead + ", computing " + share(computing) + on_rank + paced;
 }
 
 json summary_json(const StepMetrics& metrics, const Workload& workload, const std::vector<GpuInfo>& gpus,

@@ -64,7 +64,7 @@ PreparedRun prepare_trace(SimulationContext& context, Workload workload, const f
 ReplaySettings replay_settings(const Scenario& scenario) {
   ReplaySettings settings;
   settings.channels = scenario.channels;
-  settings.fast_intra_node_collectives = scenario.fast_collectives;
+  settings.fast_collectives = scenario.fast_collectives;
   settings.comm_slowdown = scenario.comm_slowdown;
   settings.bandwidth_efficiency = scenario.bandwidth_efficiency;
   settings.tuning = scenario.comm_tuning;

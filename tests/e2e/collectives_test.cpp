@@ -172,6 +172,23 @@ TEST_CASE("collectives: ideal collectives run at the links' full bandwidth") {
   CHECK(rows.at(1073741824).algorithm == "-");
 }
 
+TEST_CASE("collectives: fast fidelity times an all_to_all across two nodes from its links' load, as its flows run") {
+  // 16 H100s on two nodes, each GPU with its own 50 GB/s NIC: half of each GPU's bytes leave the
+  // node through it, at Simple's network efficiency .94 (program/nccl_model.cpp): 1 GiB takes
+  // 2^29 / 47e9 s = 11,422.8 us plus the routes' few microseconds of latency, the same whether
+  // its 240 flows are simulated or the load is divided out.
+  const auto flows = collectives("a2a_flows", "--platform dgx-h100-2n.xml -c all_to_all -b 1KiB -e 1GiB -f 32");
+  const auto fast = collectives("a2a_fast", "--platform dgx-h100-2n.xml -c all_to_all -b 1KiB -e 1GiB -f 32 --fidelity fast");
+  REQUIRE(flows.size() == fast.size());
+  for (const auto& [size, row] : flows) {
+    CAPTURE(size);
+    CHECK(fast.at(size).microseconds == doctest::Approx(row.microseconds).epsilon(1e-3));
+  }
+  const double gib = 1073741824;
+  CHECK(fast.at(gib).microseconds > gib / 2 / 47e9 * 1e6);
+  CHECK(fast.at(gib).microseconds < gib / 2 / 47e9 * 1e6 + 5);
+}
+
 TEST_CASE("collectives: bad options get one line and status 2") {
   const std::pair<std::string, std::string> cases[] = {
       {"--platform dgx-a100.xml --collective allreduce", "--collective allreduce: accepted: all_reduce"},
@@ -183,6 +200,7 @@ TEST_CASE("collectives: bad options get one line and status 2") {
       {"--platform dgx-h100.xml --algorithm nvls --protocol ll", "--protocol: NVLS runs the Simple protocol only"},
       {"--platform dgx-a100.xml --collectives ideal --protocol ll", "--collectives: ideal collectives have no algorithm"},
       {"--platform workstation-4x-rtx4090.xml --algorithm nvls", "GPUs have no NVLink SHARP"},
+      {"--platform dgx-a100.xml --fidelity exact", "--fidelity exact: accepted: flows, fast"},
   };
   for (const auto& [arguments, message] : cases) {
     CAPTURE(arguments);

@@ -213,6 +213,22 @@ TEST_CASE("fast fidelity times collectives inside a node like the simulated flow
   CHECK(fast["fidelity"] == "fast");
 }
 
+TEST_CASE("fast fidelity times Mixtral's all-to-alls across two nodes like their simulated flows") {
+  // Every ep member runs one program, so the load its pairs put on the links paces each call as
+  // the flows' max-min sharing does (the NICs, which the 8 ranks of each ep group share with
+  // nothing else here): the same step, the same ep traffic.
+  const std::string scenario = project_file("scenarios/mixtral-8x7b-ep8.ini");
+  const json flows = run("mixtral_flows", scenario, "--set comm.fidelity=flows");
+  const json fast = run("mixtral_fast", scenario, "--set comm.fidelity=fast");
+  CHECK(fast["step_time_s"].get<double>() == doctest::Approx(flows["step_time_s"].get<double>()).epsilon(1e-6));
+  CHECK(fast["time"]["comm"]["ep"]["bytes"] == flows["time"]["comm"]["ep"]["bytes"]);
+  CHECK(fast["time"]["comm"]["ep"]["total_s"].get<double>() ==
+        doctest::Approx(flows["time"]["comm"]["ep"]["total_s"].get<double>()).epsilon(1e-6));
+  for (const char* kind : {"nic", "nvlink"})
+    CHECK(fast["resources"][kind]["bytes"].get<double>() ==
+          doctest::Approx(flows["resources"][kind]["bytes"].get<double>()).epsilon(1e-9));
+}
+
 TEST_CASE("Mixtral with expert parallelism reports its all-to-all traffic apart, and its memory by rank") {
   const json summary = run("mixtral_ep8", project_file("scenarios/mixtral-8x7b-ep8.ini"), "");
   CHECK(summary["layout"].get<std::string>().find("ep=8") != std::string::npos);

@@ -75,7 +75,7 @@ std::vector<double> finish_times(const Workload& workload, const ReplaySettings&
 std::vector<double> finish_times(const Workload& workload, double slowdown, bool analytic = false) {
   ReplaySettings settings;
   settings.comm_slowdown = slowdown;
-  settings.fast_intra_node_collectives = analytic;
+  settings.fast_collectives = analytic;
   return finish_times(workload, settings);
 }
 
@@ -161,7 +161,7 @@ TEST_CASE("a collective at bandwidth efficiency e moves its bytes at e times the
       CAPTURE(analytic);
       CAPTURE(e);
       ReplaySettings settings;
-      settings.fast_intra_node_collectives = analytic;
+      settings.fast_collectives = analytic;
       settings.bandwidth_efficiency = e;
       settings.tuning.ideal = true;  // NCCL's protocols aside: the links' bandwidth and latency alone
       const double expected = 2 * (2.5e8 / (e * 300e9) + 2e-6);

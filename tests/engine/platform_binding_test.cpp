@@ -43,11 +43,11 @@ std::string bound(const Workload& workload,
                   const std::function<std::string(const PlatformBinding&)>& describe = [](const PlatformBinding&) {
                     return std::string("bound");
                   },
-                  const std::string& platform = test::platform_file("dgx-a100-nvme.xml")) {
+                  const std::string& platform = test::platform_file("dgx-a100-nvme.xml"), const BindSettings& settings = {}) {
   return test::in_child([&] {
     SimulationContext context({});
     const std::vector<GpuInfo> gpus = context.load_platform(platform);
-    const PlatformBinding binding(workload, gpus, BindSettings{});
+    const PlatformBinding binding(workload, gpus, settings);
     return describe(binding);
   });
 }
@@ -109,4 +109,52 @@ TEST_CASE("binding refuses a CPU memory bandwidth that is none and a drive port 
         "route to the CPU)");
   // Copies to that CPU need neither: they bind.
   CHECK(bound(ranks_running({op_of(OpKind::copy, "d2h", node_cpu)}, 1), as_bound, platform) == "bound");
+}
+
+TEST_CASE("an all-to-all's pairs load each GPU's NIC with the half of its bytes that leaves the node, a FATPIPE with one pair's") {
+  // 16 ranks on platforms/dgx-h100-2n.xml (per GPU: an NVLink port to the NVSwitch, a PCIe link
+  // to its own NIC; a FATPIPE fabric between the nodes), one group of all of them running an
+  // all-to-all. Per byte of a member's data: a GPU's NVLink port carries the 7 pairs it sends to
+  // inside its node (7/16), its PCIe link and NIC the 8 pairs it sends out of it (8/16), the
+  // receiving side of a PCIe link the 8 pairs coming from the other node; the fabric, whose
+  // flows do not share its bandwidth, the largest pair's 1/16 (not the 128 pairs' sum, 8).
+  Op all_to_all;
+  all_to_all.kind = OpKind::collective;
+  all_to_all.collective = Collective::all_to_all;
+  all_to_all.stream = Stream::ep_comm;
+  all_to_all.name = "dispatch";
+  all_to_all.bytes = 1e9;
+  all_to_all.group = 0;
+  Workload workload = ranks_running({all_to_all}, 16);
+  workload.groups.push_back({"ep0", "ep", {}});
+  for (int rank = 0; rank < 16; ++rank)
+    workload.groups[0].ranks.push_back(rank);
+  const auto describe = [](const PlatformBinding& binding) {
+    const BoundGroup& group = binding.group(0);
+    std::ostringstream out;
+    out << "analytic " << group.analytic_all_to_all << ";";
+    for (const AllToAllLoad::Link& link : group.all_to_all.links) {
+      const std::string& name = binding.resources().links[link.index].name;
+      if (name == "node0-nvlink0_UP" || name == "node0-nic0_UP" || name == "node1-pcie3_DOWN" || name == "fabric")
+        out << " " << name << " " << link.share[0] * 16 << "/16 nvlink " << link.share[1] * 16 << "/16 network;";
+    }
+    // Member 0's own flows: 7 pairs over NVLink crossing 2 links each, 8 leaving the node
+    // crossing 5 (its PCIe and NIC, the fabric, the other GPU's NIC and PCIe): 54 link-pairs.
+    double link_pairs = 0;
+    for (const auto& [links, share] : group.all_to_all.carried[0])
+      link_pairs += static_cast<double>(links.size()) * share * 16;
+    out << " member 0 carries " << link_pairs << " link-pairs; pair 0-9 route " << link_names(binding, group.pair_route[9]);
+    return out.str();
+  };
+  const std::string platform = test::platform_file("dgx-h100-2n.xml");
+  CHECK(bound(workload, describe, platform, BindSettings{0, true}) ==
+        "analytic 1; fabric 0/16 nvlink 1/16 network; node0-nic0_UP 0/16 nvlink 8/16 network; "
+        "node0-nvlink0_UP 7/16 nvlink 0/16 network; node1-pcie3_DOWN 0/16 nvlink 8/16 network; member 0 carries 54 link-pairs; "
+        "pair 0-9 route node0-pcie0_UP(pcie-gpu) node0-nic0_UP(nic) fabric(network) node1-nic1_DOWN(nic) "
+        "node1-pcie1_DOWN(pcie-gpu) ");
+  // Simulated as flows under the flows fidelity, and wherever members run different programs
+  // (they may reach a call at different times, which the load model does not wait for).
+  CHECK(bound(workload, describe, platform).rfind("analytic 0;", 0) == 0);
+  workload.programs[5] = std::make_shared<const Program>(*workload.programs[5]);
+  CHECK(bound(workload, describe, platform, BindSettings{0, true}).rfind("analytic 0;", 0) == 0);
 }

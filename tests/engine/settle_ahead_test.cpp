@@ -146,7 +146,7 @@ std::vector<double> replayed_timeline(const Workload& workload, bool fast, bool 
     SimulationContext context({});
     const std::vector<GpuInfo> gpus = context.load_platform(test::platform_file("dgx-a100.xml"));
     ReplaySettings settings;
-    settings.fast_intra_node_collectives = fast;
+    settings.fast_collectives = fast;
     settings.settle_ahead = settle_ahead;
     settings.comm_slowdown = slowdown;
     Timeline timeline(workload);

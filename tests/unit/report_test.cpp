@@ -70,6 +70,23 @@ TEST_CASE("the bottleneck line names what limits the step") {
   CHECK(bottleneck_line(overflow).rfind("does not fit: rank 0 needs 90.00 GiB of 80.00 GiB; compute-bound", 0) == 0);
 }
 
+TEST_CASE("a pipeline rank idling in its bubble names the stage that paces it") {
+  // Rank 0 (finishing last) computes 4 of 10 s and idles 5; rank 1 computes 4 and spends 5 s in
+  // exposed all-to-alls, idling 1 s: under half of rank 0's bubble, so rank 1's step says why.
+  StepMetrics metrics = one_rank(10, 4, 1, 5);
+  RankMetrics pacing;
+  pacing.rank = 1;
+  pacing.breakdown.compute_s = 4;
+  pacing.breakdown.exposed_comm_s["ep"] = 5;
+  pacing.breakdown.bubble_s = 1;
+  metrics.ranks.push_back(pacing);
+  CHECK(bottleneck_line(metrics) == "ep-communication-bound: 50.0% of the step is exposed ep communication, computing "
+                                    "40.0% (rank 1); rank 0 idles 50.0% of the step waiting for that rank's stage");
+  // Stages that idle about as long (a balanced pipeline's bubble): the rank's own idle time.
+  metrics.ranks[1].breakdown.bubble_s = 3;
+  CHECK(bottleneck_line(metrics).rfind("idle-bound: 50.0% of the step is idle", 0) == 0);
+}
+
 TEST_CASE("an offload overhead makes the step offload-bound, naming the busiest resource behind it") {
   // 10 s step: 3 s computing, 6 s waiting on host-to-device copies, 1 s on tp. The PCIe uplinks
   // carried copies for 9.6 s, the GPUs' own links 5 s, the CPU 2 s: the uplink is named.

@@ -55,3 +55,24 @@ TEST_CASE("the ring model takes the choice's latency and efficiency and the scen
   CHECK(time_analytically(ideal_ring(4), choice, 0.8, Collective::all_reduce, 8e6, 0).seconds ==
         doctest::Approx(2 * 160e-6));
 }
+
+TEST_CASE("an even all-to-all is paced by the link its pairs load most, each kind at its own efficiency") {
+  // 16 members on two nodes: a member's NVLink port carries its 7 pairs inside the node (7/16 of
+  // its bytes) at 450 GB/s and .8 of it: 7/16 / 360e9 = 1.2e-12 s per byte; its 50 GB/s NIC the 8
+  // pairs leaving the node (8/16) at .94: 0.5 / 47e9 = 1.064e-11 s per byte, the bottleneck. A
+  // link carrying both kinds adds each at its own efficiency: 0.25 / (100e9 x .8) + 0.25 / (100e9
+  // x .94) = 5.78e-12, below the NIC.
+  AllToAllLoad load;
+  load.links.push_back({0, 450e9, {7.0 / 16, 0}});
+  load.links.push_back({1, 50e9, {0, 0.5}});
+  load.links.push_back({2, 100e9, {0.25, 0.25}});
+  CommChoice choice;
+  choice.efficiency[static_cast<int>(EdgeKind::nvlink)] = 0.8;
+  choice.efficiency[static_cast<int>(EdgeKind::network)] = 0.94;
+  CHECK(even_all_to_all_seconds_per_byte(load, choice) == doctest::Approx(0.5 / (0.94 * 50e9)));
+  // A slower shared link takes over: 0.25 / 80e9 + 0.25 / 94e9 at a tenth of the bandwidth.
+  load.links[2].bandwidth = 10e9;
+  CHECK(even_all_to_all_seconds_per_byte(load, choice) == doctest::Approx(0.25 / 8e9 + 0.25 / 9.4e9));
+  // No link: nothing to carry (a group of one).
+  CHECK(even_all_to_all_seconds_per_byte(AllToAllLoad{}, choice) == 0);
+}
