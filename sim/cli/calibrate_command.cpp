@@ -111,8 +111,7 @@ int calibrate_command(const std::vector<std::string>& arguments) {
     const SweepConfig config{static_cast<std::size_t>(simulations++),
                              {{"compute.matmul_efficiency", format_double(guess.matmul)},
                               {"comm.bandwidth_efficiency", format_double(guess.bandwidth)}}};
-    SweepRow result;
-    run_workers(scenario_file, fixed, {config}, 1, 0, options.simulation, [&](SweepRow row) { result = std::move(row); });
+    const SweepRow result = run_one_worker(scenario_file, fixed, config, options.simulation);
     if (result.status != "ok")
       throw InputError("calibrate: simulating " + scenario_file + " with " + config.label() + ": " + result.reason);
     std::cerr << "trainsim calibrate: " << config.label() << ": step " << format_seconds(result.step_time_s)

@@ -132,6 +132,14 @@ std::vector<int> shown_ranks(const std::string& list, const std::vector<int>& st
   return shown;
 }
 
+// Each rank's pipeline stage (0 without a pipeline).
+std::vector<int> stage_of_rank(const PreparedRun& prepared) {
+  std::vector<int> stages;
+  for (std::size_t rank = 0; rank < prepared.workload.ranks(); ++rank)
+    stages.push_back(prepared.run.coords.empty() ? 0 : prepared.run.coords[rank].pp);
+  return stages;
+}
+
 // Simulates a prepared run and writes its outputs: summary.json and memory.csv, and unless
 // --no-report the report page, trace.json and the plots; prints the summary.
 int simulate_and_report(SimulationContext& context, const PreparedRun& prepared, const ReplaySettings& settings,
@@ -141,12 +149,10 @@ int simulate_and_report(SimulationContext& context, const PreparedRun& prepared,
   RunInfo run = prepared.run;
   run.fidelity = settings.fast_collectives ? "fast" : "flows";
   run.collectives = describe(settings.tuning);
-  std::vector<int> stage_of_rank;
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
-    stage_of_rank.push_back(run.coords.empty() ? 0 : run.coords[rank].pp);
-  const std::vector<int> shown = shown_ranks(options.trace_ranks, stage_of_rank);
+  const std::vector<int> stages = stage_of_rank(prepared);
+  const std::vector<int> shown = shown_ranks(options.trace_ranks, stages);
   OutputDirectory directory(out);
-  std::vector<bool> timeline_ranks = default_timeline_ranks(stage_of_rank);
+  std::vector<bool> timeline_ranks = default_timeline_ranks(stages);
   for (int rank : shown)
     timeline_ranks[rank] = true;
   const SimulatedRun simulated =
@@ -230,8 +236,7 @@ double uniform_routing_step(const std::string& scenario_file, const CommonOption
   fixed.insert(fixed.end(), {"moe.routing=uniform", "moe.capacity_factor=none"});
   SweepRow result;
   try {
-    run_workers(scenario_file, fixed, {SweepConfig{0, {}}}, 1, 0, options.simulation,
-                [&](SweepRow row) { result = std::move(row); });
+    result = run_one_worker(scenario_file, fixed, SweepConfig{0, {}}, options.simulation);
   } catch (const std::exception& error) {  // e.g. no scratch folder for the worker
     result.reason = error.what();
   }
@@ -251,8 +256,10 @@ int run_command(const std::vector<std::string>& arguments) {
   const Scenario& scenario = prepared.scenario;
   // An imbalance makes the ep group wait for its busiest rank; without expert parallelism every
   // rank computes every expert's copies.
-  if (prepared.model.moe() && !scenario.routing.uniform() && scenario.ep > 1 && !options.no_routing_baseline)
+  if (prepared.model.moe() && !scenario.routing.uniform() && scenario.ep > 1 && !options.no_routing_baseline) {
+    shown_ranks(options.trace_ranks, stage_of_rank(prepared));  // refused before the baseline's simulation
     prepared.run.uniform_routing_step_s = uniform_routing_step(scenario_file, options);
+  }
   const fs::path out = options.out.empty() ? fs::path("results") / scenario.name : fs::path(options.out);
   return simulate_and_report(*parsed->context, prepared, replay_settings(scenario), out, options);
 }

@@ -374,6 +374,13 @@ void run_workers(const std::string& scenario, const std::vector<std::string>& fi
     std::raise(stop_signal);  // the default action again: the sweep ends as the signal asked
 }
 
+SweepRow run_one_worker(const std::string& scenario, const std::vector<std::string>& fixed, const SweepConfig& config,
+                        const SimulationOptions& simulation) {
+  SweepRow result;
+  run_workers(scenario, fixed, {config}, 1, 0, simulation, [&](SweepRow row) { result = std::move(row); });
+  return result;
+}
+
 int sweep_command(const std::vector<std::string>& arguments) {
   if (!arguments.empty() && arguments.front() == "merge")
     return merge(std::vector<std::string>(arguments.begin() + 1, arguments.end()));

@@ -17,4 +17,8 @@ void run_workers(const std::string& scenario, const std::vector<std::string>& fi
                  int jobs, double timeout, const SimulationOptions& simulation,
                  const std::function<void(SweepRow)>& on_row);
 
+// One configuration in one worker, waited for: its row.
+SweepRow run_one_worker(const std::string& scenario, const std::vector<std::string>& fixed, const SweepConfig& config,
+                        const SimulationOptions& simulation);
+
 } // namespace trainsim::cli

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <set>
 #include <numeric>
 
 #include <spdlog/spdlog.h>
@@ -144,14 +145,14 @@ std::string experts_label(const Scenario& scenario, const ModelSpec& model, cons
   std::map<std::string, double> most;
   std::size_t rank_of_most = 0;
   double most_total = -1;
-  const Program* seen = nullptr;
+  std::set<const Program*> seen;  // each distinct program once (ranks share them)
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    if (&workload.program(rank) == seen)
+    const Program& program = workload.program(rank);
+    if (!seen.insert(&program).second)
       continue;
-    seen = &workload.program(rank);
     std::map<std::string, double> held;
     double total = 0;
-    for (const Op& op : seen->ops)
+    for (const Op& op : program.ops)
       if (op.kind == OpKind::alloc && op.device == Device::gpu && op.tensor.rfind("expert-", 0) == 0) {
         held[op.tensor.substr(7)] += op.bytes;
         total += op.bytes;
