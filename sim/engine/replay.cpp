@@ -91,7 +91,7 @@ struct GroupPlan {
   int members = 0;
   std::vector<std::vector<sg4::Mailbox*>> inbox;  // [channel][member]
   std::vector<sg4::Mailbox*> all_to_all;          // [from * members + to], made on first use
-  double all_to_all_seconds_per_byte = 0;         // of an even one timed analytically
+  AllToAllPace all_to_all_pace;                   // of an even one timed analytically
 };
 
 // Per distinct program: its dependency graph and which ops the rank can time on its own.
@@ -456,7 +456,7 @@ private:
       const AllToAllLoad& load = plan.bound->all_to_all;
       for (const auto& [links, share] : load.carried[plan.bound->member_of_rank.at(rank_)])
         observer_.link_carried(links, share * op.bytes);
-      return load.route_latency + op.bytes * plan.all_to_all_seconds_per_byte / shared_.bandwidth_efficiency;
+      return even_all_to_all_seconds(load, plan.all_to_all_pace, shared_.bandwidth_efficiency, op.bytes);
     }
     const AnalyticCollective timed =
         time_analytically(plan.bound->shape, choice, shared_.bandwidth_efficiency, op.collective, op.bytes, from_phase);
@@ -857,7 +857,7 @@ GroupPlan plan_group(const Group& group, const BoundGroup& bound, int group_inde
   plan.bound = &bound;
   plan.members = static_cast<int>(group.ranks.size());
   if (bound.analytic_all_to_all)
-    plan.all_to_all_seconds_per_byte = even_all_to_all_seconds_per_byte(
+    plan.all_to_all_pace = even_all_to_all_pace(
         bound.all_to_all, choose_collective(*bound.nccl, bound.shape, Collective::all_to_all, 0, tuning));
   plan.inbox.assign(bound.next.size(), std::vector<sg4::Mailbox*>(plan.members));
   for (std::size_t c = 0; c < bound.next.size(); ++c)

@@ -15,15 +15,27 @@ AnalyticCollective time_analytically(const RingShape& ring, const CommChoice& ch
   return {remaining * (transfer + choice.phase_latency), remaining * edge_bytes};
 }
 
-double even_all_to_all_seconds_per_byte(const AllToAllLoad& load, const CommChoice& choice) {
-  double seconds = 0;
+AllToAllPace even_all_to_all_pace(const AllToAllLoad& load, const CommChoice& choice) {
+  AllToAllPace pace;
   for (const AllToAllLoad::Link& link : load.links) {
-    double wire = 0;
-    for (int kind = 0; kind < edge_kinds; ++kind)
-      wire += link.share[kind] / choice.efficiency[kind];
-    seconds = std::max(seconds, wire / link.bandwidth);
+    double wire = 0;  // per byte of a member's data, at the flows' efficiencies
+    for (int kind = 0; kind < edge_kinds; ++kind) {
+      const double kind_wire = link.share[kind] / choice.efficiency[kind];
+      wire = link.fatpipe ? std::max(wire, kind_wire) : wire + kind_wire;
+    }
+    const double seconds_per_byte = wire / link.bandwidth;
+    if (seconds_per_byte > pace.seconds_per_byte) {
+      pace.seconds_per_byte = seconds_per_byte;
+      pace.bottleneck_latency = link.latency;
+    }
   }
-  return seconds;
+  return pace;
+}
+
+double even_all_to_all_seconds(const AllToAllLoad& load, const AllToAllPace& pace, double bandwidth_efficiency,
+                               double bytes) {
+  return std::max(load.route_latency,
+                  pace.bottleneck_latency + bytes * pace.seconds_per_byte / bandwidth_efficiency);
 }
 
 } // namespace trainsim

@@ -21,11 +21,20 @@ struct AnalyticCollective {
 AnalyticCollective time_analytically(const RingShape& ring, const CommChoice& choice, double bandwidth_efficiency,
                                      Collective collective, double bytes, int from_phase);
 
-// Seconds per byte of each member's data in an even all-to-all whose flows all start together,
-// each at the choice's efficiency for its route's kind (comm.bandwidth_efficiency aside): what
-// its most loaded link needs. Max-min sharing gives every flow across that link an equal rate,
-// and they all carry the same bytes, so they finish together when it has carried its load; the
-// flows elsewhere, on less loaded links, are done by then. Add the longest route's latency.
-double even_all_to_all_seconds_per_byte(const AllToAllLoad& load, const CommChoice& choice);
+// An even all-to-all whose flows all start together, each at the choice's efficiency for its
+// route's kind (comm.bandwidth_efficiency aside), is paced by its most loaded link: max-min
+// sharing gives every flow across that link an equal rate, and they all carry the same bytes, so
+// they finish together when it has carried its load; the flows elsewhere, on less loaded links,
+// are done by then. The first of them arrive after the shortest route latency among them.
+struct AllToAllPace {
+  double seconds_per_byte = 0;    // of each member's data, over the most loaded link
+  double bottleneck_latency = 0;  // the shortest route latency of the pairs crossing it
+};
+AllToAllPace even_all_to_all_pace(const AllToAllLoad& load, const CommChoice& choice);
+
+// A call of `bytes` per member at that pace, its flows at `bandwidth_efficiency` of it: the
+// bottleneck's latency and load, or, for small calls, the longest route's latency.
+double even_all_to_all_seconds(const AllToAllLoad& load, const AllToAllPace& pace, double bandwidth_efficiency,
+                               double bytes);
 
 } // namespace trainsim

@@ -258,6 +258,8 @@ void bind_all_to_all(const Group& group, const std::vector<sg4::Host*>& hosts, P
         AllToAllLoad::Link& on_link = load[link];
         on_link.index = link;
         on_link.bandwidth = links[link].bandwidth;
+        on_link.fatpipe = links[link].fatpipe;
+        on_link.latency = std::min(on_link.latency, route.latency);
         double& carried = on_link.share[static_cast<int>(route.kind)];
         carried = links[link].fatpipe ? std::max(carried, share) : carried + share;
       }
@@ -372,10 +374,12 @@ void PlatformBinding::take_routes(const Workload& workload, const std::vector<Gp
       continue;
     const Group& group = workload.groups[g];
     bind_all_to_all(group, hosts_, table, routes_, resources_.links, groups_[g]);
-    const Program* program = &workload.program(static_cast<std::size_t>(group.ranks.front()));
+    // Members that run one program on one kind of GPU reach each call together.
+    const auto first = static_cast<std::size_t>(group.ranks.front());
     groups_[g].analytic_all_to_all =
         settings.fast_collectives && std::all_of(group.ranks.begin(), group.ranks.end(), [&](int rank) {
-          return &workload.program(static_cast<std::size_t>(rank)) == program;
+          const auto member = static_cast<std::size_t>(rank);
+          return &workload.program(member) == &workload.program(first) && gpus[member].model == gpus[first].model;
         });
   }
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {

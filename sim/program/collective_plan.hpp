@@ -3,6 +3,7 @@
 // ring orders that spread over the nodes' NICs (one ring per channel, as NCCL
 // does), and the bytes each rank sends. The replay turns each phase into one
 // concurrent flow per ring edge: O(channels x group size) activities per phase.
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct AllToAllLoad {
     // kind (their flows' efficiency differs): the sum over those pairs, or on a FATPIPE link,
     // where flows do not share the bandwidth, the largest pair's.
     double share[edge_kinds] = {0, 0};
+    bool fatpipe = false;
+    // The shortest route latency of the pairs crossing it: its flows' first bytes arrive then.
+    double latency = std::numeric_limits<double>::infinity();
   };
   std::vector<Link> links;   // every link some pair crosses
   double route_latency = 0;  // the longest pair route's

@@ -155,6 +155,9 @@ TEST_CASE("an all-to-all's pairs load each GPU's NIC with the half of its bytes 
   // Simulated as flows under the flows fidelity, and wherever members run different programs
   // (they may reach a call at different times, which the load model does not wait for).
   CHECK(bound(workload, describe, platform).rfind("analytic 0;", 0) == 0);
+  // Nor on two kinds of GPU (the same program reaches each call at a different time on each).
+  const std::string mixed = std::string(TRAINSIM_SOURCE_DIR) + "/tests/fixtures/mixed-gpus-2n.xml";
+  CHECK(bound(workload, describe, mixed, BindSettings{0, true}).rfind("analytic 0;", 0) == 0);
   workload.programs[5] = std::make_shared<const Program>(*workload.programs[5]);
   CHECK(bound(workload, describe, platform, BindSettings{0, true}).rfind("analytic 0;", 0) == 0);
 }

@@ -63,16 +63,28 @@ TEST_CASE("an even all-to-all is paced by the link its pairs load most, each kin
   // link carrying both kinds adds each at its own efficiency: 0.25 / (100e9 x .8) + 0.25 / (100e9
   // x .94) = 5.78e-12, below the NIC.
   AllToAllLoad load;
-  load.links.push_back({0, 450e9, {7.0 / 16, 0}});
-  load.links.push_back({1, 50e9, {0, 0.5}});
-  load.links.push_back({2, 100e9, {0.25, 0.25}});
+  load.links.push_back({0, 450e9, {7.0 / 16, 0}, false, 1e-6});
+  load.links.push_back({1, 50e9, {0, 0.5}, false, 3e-6});
+  load.links.push_back({2, 100e9, {0.25, 0.25}, false, 2e-6});
+  load.route_latency = 4e-6;
   CommChoice choice;
   choice.efficiency[static_cast<int>(EdgeKind::nvlink)] = 0.8;
   choice.efficiency[static_cast<int>(EdgeKind::network)] = 0.94;
-  CHECK(even_all_to_all_seconds_per_byte(load, choice) == doctest::Approx(0.5 / (0.94 * 50e9)));
+  AllToAllPace pace = even_all_to_all_pace(load, choice);
+  CHECK(pace.seconds_per_byte == doctest::Approx(0.5 / (0.94 * 50e9)));
+  // The NIC's flows start arriving after the shortest route across it (3 us); 1 GB at .5 of the
+  // bandwidth: 3 us + 1e9 x 0.5 / 47e9 / .5 = 21.28 ms. A small call takes the longest route's 4 us.
+  CHECK(pace.bottleneck_latency == 3e-6);
+  CHECK(even_all_to_all_seconds(load, pace, 0.5, 1e9) == doctest::Approx(3e-6 + 1e9 * 0.5 / 47e9 / 0.5));
+  CHECK(even_all_to_all_seconds(load, pace, 1, 1) == 4e-6);
   // A slower shared link takes over: 0.25 / 80e9 + 0.25 / 94e9 at a tenth of the bandwidth.
   load.links[2].bandwidth = 10e9;
-  CHECK(even_all_to_all_seconds_per_byte(load, choice) == doctest::Approx(0.25 / 8e9 + 0.25 / 9.4e9));
+  pace = even_all_to_all_pace(load, choice);
+  CHECK(pace.seconds_per_byte == doctest::Approx(0.25 / 8e9 + 0.25 / 9.4e9));
+  CHECK(pace.bottleneck_latency == 2e-6);
+  // A FATPIPE gives each flow the whole bandwidth: the larger kind's pair, not the sum.
+  load.links[2].fatpipe = true;
+  CHECK(even_all_to_all_pace(load, choice).seconds_per_byte == doctest::Approx(0.25 / 8e9));
   // No link: nothing to carry (a group of one).
-  CHECK(even_all_to_all_seconds_per_byte(AllToAllLoad{}, choice) == 0);
+  CHECK(even_all_to_all_pace(AllToAllLoad{}, choice).seconds_per_byte == 0);
 }
