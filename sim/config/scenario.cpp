@@ -69,6 +69,10 @@ const std::vector<OptionSpec>& option_specs() {
        "1, else 1f1b); the zero-bubble zb-* split each backward into input and weight gradients, zb-v over two chunks "
        "per rank in a V; dualpipev (DeepSeek's DualPipe cut in half) on the same V, a forward of one chunk beside a "
        "backward of the other"},
+      {"parallel.overlap_pairs", "auto",
+       "dualpipev: each forward and the whole backward of another micro-batch beside it run at once on the GPU, "
+       "sharing it, so that each one's communication (its all-to-alls above all) hides behind the other's compute, as "
+       "DualPipe runs them: true | false (one after the other) (auto: true with dualpipev)"},
       {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
       {"parallel.layers_per_stage", "uniform", "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (uniform: equal)"},
       {"parallel.first_stage_layers", "auto",
@@ -673,6 +677,11 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
     values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved (or zb-v or dualpipev, with 2)");
   }
   values.needs("parallel.schedule", scenario.pp > 1, "parallel.pp > 1 (a schedule orders pipeline stages)");
+  scenario.overlap_pairs = values.text("parallel.overlap_pairs") == "auto" ? scenario.schedule == Schedule::dualpipev
+                                                                         : values.boolean("parallel.overlap_pairs");
+  if (scenario.overlap_pairs && scenario.schedule != Schedule::dualpipev)
+    values.fail("parallel.overlap_pairs", "runs the forward-backward pairs of DualPipeV; it needs parallel.schedule = "
+                                          "dualpipev");
   if (splits_backward(scenario.schedule) && scenario.cp > 1)
     values.fail("parallel.schedule", std::string(to_string(scenario.schedule)) +
                                          " splits backwards in two, which is not simulated with context "
@@ -1110,6 +1119,7 @@ void record_settings(const ValueReader& values, Scenario& scenario) {
   scenario.settings["comm.grad_sync"] = to_string(scenario.grad_sync);
   scenario.settings["parallel.schedule"] = to_string(scenario.schedule);
   scenario.settings["parallel.vpp"] = std::to_string(scenario.vpp);
+  scenario.settings["parallel.overlap_pairs"] = scenario.overlap_pairs ? "true" : "false";
   scenario.settings["training.framework"] = to_string(scenario.framework);
   scenario.settings["comm.overlap_grad_reduce"] = scenario.overlap_grad_reduce ? "true" : "false";
   scenario.settings["comm.overlap_param_gather"] = scenario.overlap_param_gather ? "true" : "false";

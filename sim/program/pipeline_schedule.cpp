@@ -64,14 +64,15 @@ std::vector<PipelineStep> zb_v_schedule(int pp, long long m, int rank) {
 // held back); m - 2p + r + 1 pairs of overlapped (F0 with a whole backward of chunk 1, then F1 with
 // one of chunk 0); p - r - 1 pairs B1 (whole), F1 with B0; r + 1 pairs B1 B0, whole until the
 // middle of them, input gradients only from there; p - r - 1 pairs W, B0 (input gradients); the
-// r + 1 W left. Here the two halves of an overlapped pair run one after the other on the GPU.
+// r + 1 W left. The backward of an overlapped pair is marked beside_previous.
 std::vector<PipelineStep> dualpipev_schedule(int pp, long long m, int rank) {
   std::vector<PipelineStep> steps;
   long long next_forward[2] = {}, next_backward[2] = {};
   std::deque<PipelineStep> held_weights;  // W passes owed, oldest first
   const auto forward = [&](int chunk) { steps.push_back({Pass::forward, next_forward[chunk]++, chunk}); };
-  const auto backward = [&](int chunk, bool split) {
-    const PipelineStep step{split ? Pass::backward_input : Pass::backward, next_backward[chunk]++, chunk};
+  const auto backward = [&](int chunk, bool split, bool beside_forward = false) {
+    const PipelineStep step{split ? Pass::backward_input : Pass::backward, next_backward[chunk]++, chunk,
+                            beside_forward};
     steps.push_back(step);
     if (split)
       held_weights.push_back({Pass::backward_weight, step.micro_batch, chunk});
@@ -96,14 +97,14 @@ std::vector<PipelineStep> dualpipev_schedule(int pp, long long m, int rank) {
   }
   for (long long i = 0; i < m - 2 * p + r + 1; ++i) {
     forward(0);
-    backward(1, false);
+    backward(1, false, true);
     forward(1);
-    backward(0, false);
+    backward(0, false, true);
   }
   for (long long i = 0; i < p - r - 1; ++i) {
     backward(1, false);
     forward(1);
-    backward(0, false);
+    backward(0, false, true);
   }
   bool split = false;
   for (long long i = 0; i < r + 1; ++i) {

@@ -23,6 +23,9 @@ struct PipelineStep {
   Pass pass = Pass::forward;
   long long micro_batch = 0;
   int chunk = 0;              // model chunk on this rank; virtual stage = chunk * pp + stage
+  // A whole backward paired with the forward before it (DualPipeV's overlapped pairs): the two
+  // may run at once (parallel.overlap_pairs).
+  bool beside_previous = false;
 };
 
 // The virtual stage of a rank's chunk: chunk x pp + stage, or in ZB-V's V chunk 1 at

@@ -63,15 +63,39 @@ public:
     std::vector<std::vector<OpId>> step_start(steps.size());
     std::vector<int> finished_chunks;  // in the order their last backward ended
     OpId last = 0;
+    // Overlapped pairs (parallel.overlap_pairs): the backward runs on the second streams beside its
+    // forward, both after the passes before the forward; the step after the pair waits for both.
+    std::vector<OpId> passes_before;  // the last ops of the passes before the next step
+    std::vector<OpId> before_forward;  // the same, when the latest forward was written
+    bool previous_beside = false;
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipelineStep& step = steps[i];
       const std::vector<OpId> post_after = i >= ahead ? step_start[i - ahead] : std::vector<OpId>{};
-      if (step.pass == Pass::forward)
+      const bool beside = s_.overlap_pairs && step.beside_previous;
+      std::vector<OpId> also;  // what the step waits for besides its inputs
+      if (beside)
+        also = before_forward;
+      else if (previous_beside)
+        also = {last};  // the pair's backward; its forward is before this step on the stream
+      const OpId forward_last = last;
+      use_second_streams(beside);
+      if (!also.empty()) {
+        // Everything the step runs on its compute stream, allocations included, waits for it.
+        const PlacedAt in_step(*this, place_in_step(step));
+        compute("pair-wait" + suffix(step), Work{}, step.pass == Pass::forward ? Phase::forward : Phase::backward,
+                also);
+      }
+      if (step.pass == Pass::forward) {
+        before_forward = passes_before;
         last = forward(step, post_after, step_start[i]);
-      else if (step.pass == Pass::backward_weight)
+      } else if (step.pass == Pass::backward_weight) {
         last = weight_gradients(step, last, step_start[i]);
-      else
+      } else {
         last = backward(step, post_after, step_start[i]);
+      }
+      use_second_streams(false);
+      passes_before = beside ? std::vector<OpId>{forward_last, last} : std::vector<OpId>{last};
+      previous_beside = beside;
       const bool gradients_done = step.pass == Pass::backward || step.pass == Pass::backward_weight;
       if (gradients_done && --backwards_left[step.chunk] == 0) {
         if (s_.overlap_grad_reduce)

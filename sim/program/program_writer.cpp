@@ -11,6 +11,7 @@ namespace trainsim {
 OpId ProgramWriter::compute(const std::string& name, const Work& work, Phase phase, std::vector<OpId> deps) {
   Op op;
   op.kind = OpKind::compute;
+  op.stream = on(Stream::compute);
   op.name = name;
   op.flops = work.flops;
   op.bytes = work.bytes;
@@ -50,6 +51,7 @@ std::optional<OpId> ProgramWriter::alloc(const std::string& tensor, MemCategory 
     return std::nullopt;
   Op op;
   op.kind = OpKind::alloc;
+  op.stream = on(Stream::compute);
   op.tensor = tensor;
   op.category = category;
   op.device = device;
@@ -63,15 +65,27 @@ void ProgramWriter::release(const std::string& tensor, std::vector<OpId> deps) {
     return;
   Op op;
   op.kind = OpKind::free;
+  op.stream = on(Stream::compute);
   op.tensor = tensor;
   op.deps = std::move(deps);
   program_.add(std::move(op));
 }
 
+Stream ProgramWriter::on(Stream stream) const {
+  if (!second_streams_)
+    return stream;
+  switch (stream) {
+  case Stream::compute: return Stream::compute_2;
+  case Stream::tp_comm: return Stream::tp_comm_2;
+  case Stream::ep_comm: return Stream::ep_comm_2;
+  default: return stream;
+  }
+}
+
 OpId ProgramWriter::add_op(OpKind kind, Stream stream, double bytes, const std::string& name, std::vector<OpId> deps) {
   Op op;
   op.kind = kind;
-  op.stream = stream;
+  op.stream = on(stream);
   op.bytes = bytes;
   op.name = name;
   op.place = place_;

@@ -55,6 +55,11 @@ public:
   OpId compute_on(const std::string& host, const std::string& name, const Work& work, Phase phase,
                   std::vector<OpId> deps);
 
+  // Ops written next go on the second streams (compute-2, tp-comm-2, ep-comm-2 for compute,
+  // tp-comm and ep-comm, memory ops with the kernels): the second pass of a pair running at once
+  // with the first (parallel.overlap_pairs).
+  void use_second_streams(bool second) { second_streams_ = second; }
+
   // Where the ops written next sit in the step: every op but alloc and free gets this place.
   void move_to(const OpPlace& place) { place_ = place; }
   const OpPlace& place() const { return place_; }
@@ -69,9 +74,11 @@ private:
   OpId add_op(OpKind kind, Stream stream, double bytes, const std::string& name, std::vector<OpId> deps);
   OpId point_to_point(OpKind kind, Stream stream, int peer, int tag, double bytes, const std::string& name,
                       std::vector<OpId> deps);
+  Stream on(Stream stream) const;
   Program program_;
   std::set<std::string> live_;
   OpPlace place_;
+  bool second_streams_ = false;
 };
 
 // Moves a writer to a place for the lifetime of this object, then back to where it was.

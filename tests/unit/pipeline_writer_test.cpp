@@ -499,3 +499,51 @@ TEST_CASE("where ZB-V's V turns, a chunk waits for the other chunk's pass on the
     if (op.kind == OpKind::send)
       CHECK(op.peer == previous_stage_slot);
 }
+
+TEST_CASE("DualPipeV's overlapped pairs run their backward on the second streams, after the pair before") {
+  // p = 2, m = 4, rank 0 (virtual stages 0 and 3): F0 F1 F2 F0' B0' W0' F1' F3 +BW1' F2' +BW0 BW2'
+  // F3' +BW1 BW3' BW2 BW3 (parallel_test: + runs beside the forward before it). The marked
+  // backwards' kernels and memory ops go on compute-2; each waits for the passes before its
+  // forward (the first for F1', the others for the pair before), and the step after a pair waits
+  // for its backward.
+  Scenario scenario = pipeline_scenario(Schedule::dualpipev, 2, 2, 4);
+  scenario.overlap_pairs = true;
+  const Program program = stage_program(scenario, 0);
+  const auto beside = [](const Op& op) {
+    const std::string step = step_of(op);
+    return op.phase == Phase::backward && (step == "1.c1" || step == "0.c0" || step == "1.c0");
+  };
+  std::map<std::string, OpId> first, last;  // per pass, its first and last kernels
+  for (OpId id = 0; id < program.ops.size(); ++id) {
+    const Op& op = program.ops[id];
+    if (op.kind != OpKind::compute)
+      continue;
+    CAPTURE(op.name);
+    CHECK(op.stream == (beside(op) ? Stream::compute_2 : Stream::compute));
+    const std::string pass = (op.phase == Phase::forward ? "F" : "B") + step_of(op);
+    first.try_emplace(pass, id);
+    last[pass] = id;
+  }
+  const auto waits_for = [&](const std::string& pass, const std::string& before) {
+    const std::vector<OpId>& deps = program.ops[first.at(pass)].deps;
+    return std::find(deps.begin(), deps.end(), last.at(before)) != deps.end();
+  };
+  CHECK(waits_for("B1.c1", "F1.c1"));  // the passes before F3: F1'
+  CHECK(waits_for("B0.c0", "F3.c0"));  // before F2': the pair F3 +BW1'
+  CHECK(waits_for("B0.c0", "B1.c1"));
+  CHECK(waits_for("F2.c1", "B1.c1"));  // after the pair: its backward
+  CHECK(waits_for("B2.c1", "B0.c0"));
+  // The memory ops of an overlapped backward follow its kernels on compute-2.
+  int frees = 0;
+  for (const Op& op : program.ops)
+    if (op.kind == OpKind::free && op.tensor.find(".act.mb1.c1") != std::string::npos) {
+      CHECK(op.stream == Stream::compute_2);
+      ++frees;
+    }
+  CHECK(frees > 0);
+  // Without overlap every kernel is on the compute stream.
+  scenario.overlap_pairs = false;
+  for (const Op& op : stage_program(scenario, 0).ops)
+    if (op.kind == OpKind::compute)
+      CHECK(op.stream == Stream::compute);
+}
