@@ -88,6 +88,10 @@ const std::vector<OptionSpec>& option_specs() {
        "what the forward all-to-all sends the tokens to the experts in, under expert parallelism: activations (their "
        "precision) | fp8 (quantized in 1 x 128 tiles with an fp32 scale each, as DeepSeek-V3; the combine and the "
        "backward stay in the activations' precision)"},
+      {"moe.dispatcher", "alltoall",
+       "how tokens reach the experts under expert parallelism (Megatron-Core's --moe-token-dispatcher-type): alltoall "
+       "(each rank sends each token's copies to the ranks of their experts, and back) | allgather (each rank gathers "
+       "the ep group's tokens, computes its experts' share and reduce-scatters the outputs; with parallel.tp = 1)"},
       {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters) "
                            "(default 3 with training.framework = fsdp2)"},
       {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
@@ -960,6 +964,16 @@ void read_moe_keys(const ValueReader& values, Scenario& scenario) {
   if (dispatch != "activations" && dispatch != "fp8")
     values.fail("moe.dispatch_precision", "accepted: activations or fp8");
   scenario.routing.fp8_dispatch = dispatch == "fp8";
+  const std::string dispatcher = values.text("moe.dispatcher");
+  if (dispatcher != "alltoall" && dispatcher != "allgather")
+    values.fail("moe.dispatcher", "accepted: alltoall or allgather");
+  scenario.routing.all_gather_dispatch = dispatcher == "allgather";
+  if (scenario.routing.all_gather_dispatch && scenario.routing.fp8_dispatch)
+    values.fail("moe.dispatcher", "allgather gathers the tokens in the activations' precision; fp8 quantizes the "
+                                  "all-to-all's copies; accepted with moe.dispatch_precision = fp8: alltoall");
+  if (scenario.routing.all_gather_dispatch && scenario.tp > 1)
+    values.fail("moe.dispatcher", "allgather is simulated over the ep group without tensor parallelism (Megatron "
+                                  "gathers over tp x ep); accepted with parallel.tp > 1: alltoall");
 }
 
 void read_compute_keys(const ValueReader& values, Scenario& scenario) {

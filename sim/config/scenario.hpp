@@ -62,6 +62,9 @@ struct ExpertRouting {
   double zipf = 0;             // 0: uniform; s > 0: expert e (from 0) draws a share proportional to 1 / (e + 1)^s
   double capacity_factor = 0;  // 0: dropless; else an expert takes at most this x the uniform share, the rest is dropped
   bool fp8_dispatch = false;   // the tokens go to the experts in fp8 (DeepSeek-V3), the rest in the activations' precision
+  // Megatron-Core's allgather token dispatcher: every rank gathers the ep group's tokens and
+  // reduce-scatters the outputs, in place of the two all-to-alls (moe.dispatcher).
+  bool all_gather_dispatch = false;
   bool uniform() const { return zipf == 0; }  // a capacity (>= 1 x an even share) drops nothing then
 };
 

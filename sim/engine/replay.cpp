@@ -131,8 +131,12 @@ struct SharedState {
   double comm_slowdown = 0;
   double bandwidth_efficiency = 1;  // ReplaySettings::bandwidth_efficiency
   CommTuning tuning;                // ReplaySettings::tuning
+  // Per group, then the second communicators: the groups the second streams' collectives use
+  // (Stream::tp_comm_2, ep_comm_2), each its own NCCL communicator, so that the two passes of an
+  // overlapped pair neither queue behind each other nor match each other's calls.
   std::vector<GroupPlan> groups;
-  std::vector<std::unordered_map<std::uint64_t, Arrivals>> arrivals;  // per group, per call
+  std::vector<int> second_communicator;  // per group: its second communicator's index in `groups`; -1: none
+  std::vector<std::unordered_map<std::uint64_t, Arrivals>> arrivals;  // per communicator, per call
   std::map<const Program*, ProgramPlan> plans;
   ReplayObserver* observer = nullptr;
   std::vector<double> rank_finish;
@@ -326,7 +330,13 @@ public:
 private:
   static constexpr double never = std::numeric_limits<double>::infinity();
 
-  int group(const Op& op) const { return shared_.workload->group_of(rank_, op.group); }
+  // The communicator of a collective: its group's, or the group's second one for a collective of
+  // the second streams.
+  int group(const Op& op) const {
+    const int g = shared_.workload->group_of(rank_, op.group);
+    const bool second = op.stream == Stream::tp_comm_2 || op.stream == Stream::ep_comm_2;
+    return second ? shared_.second_communicator[static_cast<std::size_t>(g)] : g;
+  }
   int peer(const Op& op) const { return shared_.workload->peer_of(rank_, op.peer); }
 
   // Something due at a simulated time: a timer of a collective or an op ready to start.
@@ -798,7 +808,7 @@ private:
       transfer.waited_for = call.last_rank;
       transfer.wait_start = state.arrived;
     }
-    if (++call.finished == static_cast<int>(shared_.workload->groups[g].ranks.size()))
+    if (++call.finished == shared_.groups[static_cast<std::size_t>(g)].members)
       shared_.arrivals[g].erase(found);
     return transfer;
   }
@@ -852,6 +862,29 @@ private:
   double last_finish_ = 0;
 };
 
+// Per group, the index its second communicator's plan takes after the `groups` plans of the
+// groups themselves, where a second stream runs collectives on it; -1 elsewhere.
+std::vector<int> second_communicators(const Workload& workload, std::size_t groups) {
+  std::vector<int> second(workload.groups.size(), -1);
+  std::map<const Program*, std::set<int>> slots_of_program;  // the group slots its second streams use
+  auto next = static_cast<int>(groups);
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
+    const Program& program = workload.program(rank);
+    auto [slots, fresh] = slots_of_program.try_emplace(&program);
+    if (fresh)
+      for (const Op& op : program.ops)
+        if (op.kind == OpKind::collective && (op.stream == Stream::tp_comm_2 || op.stream == Stream::ep_comm_2))
+          slots->second.insert(op.group);
+    for (int slot : slots->second) {
+      const int g = workload.group_of(rank, slot);
+      if (g >= 0 && second[static_cast<std::size_t>(g)] < 0)
+        second[static_cast<std::size_t>(g)] = next++;
+    }
+  }
+  return second;
+}
+
+// `group_index` names its mailboxes: the group's index, or its second communicator's.
 GroupPlan plan_group(const Group& group, const BoundGroup& bound, int group_index, const CommTuning& tuning) {
   GroupPlan plan;
   plan.bound = &bound;
@@ -912,7 +945,12 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   for (std::size_t g = 0; g < workload.groups.size(); ++g)
     shared.groups.push_back(
         plan_group(workload.groups[g], binding->group(static_cast<int>(g)), static_cast<int>(g), settings.tuning));
-  shared.arrivals.resize(workload.groups.size());
+  shared.second_communicator = second_communicators(workload, shared.groups.size());
+  for (std::size_t g = 0; g < workload.groups.size(); ++g)
+    if (shared.second_communicator[g] >= 0)
+      shared.groups.push_back(plan_group(workload.groups[g], binding->group(static_cast<int>(g)),
+                                         shared.second_communicator[g], settings.tuning));
+  shared.arrivals.resize(shared.groups.size());
   std::map<const Program*, AnalyticSlots> analytic_slots;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     const Program& program = workload.program(rank);

@@ -360,6 +360,8 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
     parts.forward_dispatch_ratio = k.sharding.fp8_dispatch ? fp8_bytes / e : 1.0;
     parts.from_experts_bytes = e * assigned / t * h;
     parts.gathered_bytes = e * assigned * h;
+    if (k.sharding.all_gather_dispatch)
+      parts.ep_gathered_bytes = e * normed * h * static_cast<double>(k.sharding.ep);
     if (!k.sharding.expert_shares.empty()) {
       // Every sender's copies divide over the ep group as the ranks' experts' shares.
       std::vector<double> split = place_shares(k.sharding.expert_shares, k.sharding.ep);

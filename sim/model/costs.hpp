@@ -82,6 +82,9 @@ struct MoeParts {
   int to_experts_split = -1;      // how they divide over the ep group (ModelCosts::all_to_all_splits; -1: evenly)
   double from_experts_bytes = 0;  // what it sends back: the copies its experts computed x hidden
   double gathered_bytes = 0;      // the tp all-gather's output: the copies this rank's experts compute x hidden
+  // Under the allgather dispatcher: the ep group's tokens x hidden, gathered by each rank (and
+  // its experts' outputs, reduce-scattered back); 0 under the all-to-alls.
+  double ep_gathered_bytes = 0;
 };
 
 // Each Work also names its kernels in ModelCosts::kernel_sets.
@@ -124,6 +127,7 @@ struct Sharding {
   long long ep_rank = 0;               // this rank's place in its ep group: which experts it holds
   std::vector<double> expert_shares;   // the copies each expert computes (model/routing); empty: uniform
   bool fp8_dispatch = false;           // the forward dispatch carries fp8 tokens (moe.dispatch_precision)
+  bool all_gather_dispatch = false;    // the ep group's tokens gathered, the outputs reduce-scattered (moe.dispatcher)
 };
 
 struct ModelCosts {

@@ -422,6 +422,21 @@ OpId LayerOps::experts_round_trip(const std::string& name, const char* first, co
   // outputs' gradients the same way, in the activations' precision.
   const double ratio = phase == Phase::backward ? 1.0 : moe.forward_dispatch_ratio;
   const OpId sent = w_.compute(name + "." + first, before, phase, std::move(deps));
+  if (moe.ep_gathered_bytes > 0) {
+    // Megatron-Core's allgather dispatcher: the group's tokens (or their gradients) gathered,
+    // this rank's experts run on their copies, the outputs summed back over the group; the
+    // gathered tokens are held until then.
+    const std::string buffer = name + ".ep-gathered";
+    w_.alloc(buffer, MemCategory::buffers, moe.ep_gathered_bytes);
+    const OpId gathered = w_.collective(Stream::ep_comm, Collective::all_gather, groups_.ep, moe.ep_gathered_bytes,
+                                        name + "." + first + "-allgather", {sent});
+    const OpId computed = w_.compute(name + ".experts", experts, phase, {gathered});
+    const OpId scattered = w_.collective(Stream::ep_comm, Collective::reduce_scatter, groups_.ep,
+                                         moe.ep_gathered_bytes, name + "." + last + "-reducescatter", {computed});
+    const OpId done = w_.compute(name + "." + last, after, phase, {scattered});
+    w_.release(buffer);
+    return done;
+  }
   OpId arrived = w_.all_to_all(Stream::ep_comm, groups_.ep, moe.to_experts_bytes * ratio, moe.to_experts_split,
                                name + "." + first + "-alltoall", {sent});
   if (groups_.tp >= 0)

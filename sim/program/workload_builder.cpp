@@ -31,6 +31,9 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
   if (s.routing.fp8_dispatch && s.ep == 1)
     throw InputError(where + "moe.dispatch_precision = fp8 sets what the expert-parallel all-to-all carries, and " +
                      "parallel.ep = 1 has none; accepted: moe.dispatch_precision = activations, or parallel.ep > 1");
+  if (s.routing.all_gather_dispatch && s.ep == 1)
+    throw InputError(where + "moe.dispatcher = allgather gathers the tokens of the expert-parallel group, and " +
+                     "parallel.ep = 1 has none; accepted: moe.dispatcher = alltoall, or parallel.ep > 1");
   if (!model.moe())
     return;
   if (model.experts % s.ep != 0)
@@ -173,7 +176,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                             scenario.ep,
                             place,
                             uneven ? expert_shares(scenario.routing, model.experts, model.experts_per_token) : std::vector<double>{},
-                            scenario.routing.fp8_dispatch};
+                            scenario.routing.fp8_dispatch,
+                            scenario.routing.all_gather_dispatch};
     costs_of_place.push_back(compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
                                            scenario.grad_precision, scenario.flash_attention, sharding,
                                            place > 0 ? &costs_of_place.back() : nullptr));

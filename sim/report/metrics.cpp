@@ -188,10 +188,10 @@ void StepCollector::op_started(int rank, OpId id, double time) {
   RankState& state = ranks_[rank];
   if (op.kind == OpKind::compute && op.target.empty()) {
     state.compute.begin(time);
-    if (op.phase == Phase::recompute)
-      state.recompute.begin(time);
-    if (op.phase == Phase::optimizer)
-      state.optimizer.begin(time);
+    state.phases.advance(time);
+    ++state.phases.running;
+    state.phases.recompute += op.phase == Phase::recompute;
+    state.phases.optimizer += op.phase == Phase::optimizer;
     state.flops += op.flops;
     return;
   }
@@ -215,10 +215,10 @@ void StepCollector::op_finished(int rank, OpId id, double time) {
   state.finish = std::max(state.finish, time);
   if (op.kind == OpKind::compute && op.target.empty()) {
     state.compute.end(time);
-    if (op.phase == Phase::recompute)
-      state.recompute.end(time);
-    if (op.phase == Phase::optimizer)
-      state.optimizer.end(time);
+    state.phases.advance(time);
+    --state.phases.running;
+    state.phases.recompute -= op.phase == Phase::recompute;
+    state.phases.optimizer -= op.phase == Phase::optimizer;
   } else if (op.kind == OpKind::alloc || op.kind == OpKind::free) {
     state.memory.apply(op, state.facts->allocation[id], time);
     apply_to_node(rank, id);
@@ -380,8 +380,8 @@ StepMetrics StepCollector::finish(double training_tokens) const {
     out.host = gpus[rank].host;
     out.finish_s = state.finish;
     out.compute_s = state.compute.total();
-    out.recompute_s = state.recompute.total();
-    out.optimizer_s = state.optimizer.total();
+    out.recompute_s = state.phases.recompute_s;
+    out.optimizer_s = state.phases.optimizer_s;
     out.hardware_flops = state.flops;
     for (std::size_t k = 0; k < kinds_.size(); ++k) {
       // Kinds of the layout's groups always, others (p2p, copy, io) when they happened.

@@ -174,10 +174,23 @@ private:
     std::vector<signed char> kind;       // per op: index into kinds_, -1 for ops that move no data
     std::vector<OpId> allocation;        // per op: see pair_allocations
   };
+  // The GPU's time by phase: kernels running at once (the two passes of an overlapped pair) each
+  // take an equal share of it, so that recompute and the optimizer are not counted twice.
+  struct PhaseTime {
+    double last = 0;
+    int running = 0, recompute = 0, optimizer = 0;  // kernels under way, and of those phases
+    double recompute_s = 0, optimizer_s = 0;
+    void advance(double time) {
+      if (running > 0) {
+        recompute_s += (time - last) * recompute / running;
+        optimizer_s += (time - last) * optimizer / running;
+      }
+      last = time;
+    }
+  };
   struct RankState {
     BusyTime compute;
-    BusyTime recompute;
-    BusyTime optimizer;
+    PhaseTime phases;
     double flops = 0;
     std::vector<BusyTime> comm;          // by kind index
     std::vector<double> comm_bytes;      // by kind index

@@ -23,6 +23,9 @@ enum class MeasuredKind {
   tokens_per_s_per_gpu,     // global batch x sequence / (GPUs x step time)
   megatron_tflops_per_gpu,  // Narayanan et al. 2021, eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh) / (GPUs x step)
   megatron_mfu,             // Korthikanti et al. 2022: 72 B s l h^2 (1 + s/6h + V/12lh) / (GPUs x step x peak)
+  // Megatron-LM's num_floating_point_operations (training.py, 2024: grouped-query attention,
+  // SwiGLU, the top-k experts of a mixture) / (GPUs x step), in TFLOP/s
+  megatron_core_tflops_per_gpu,
 };
 const char* to_string(MeasuredKind kind);
 

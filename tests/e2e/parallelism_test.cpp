@@ -229,6 +229,35 @@ TEST_CASE("fast fidelity times Mixtral's all-to-alls across two nodes like their
           doctest::Approx(flows["resources"][kind]["bytes"].get<double>()).epsilon(1e-9));
 }
 
+TEST_CASE("Megatron's allgather dispatcher gathers the ep group's tokens and reduce-scatters the outputs") {
+  // Mixtral on 16 H100s, tp 1, dp 16, ep 8, 4 micro-batches of 4096 tokens per rank. Each
+  // all-gather gathers the 8 ranks' tokens, 8 x 4096 x 4096 x 2 bytes = 256 MiB, of which each
+  // rank sends its own 7/8 share (as a ring), and each reduce-scatter the same back: per layer and
+  // micro-batch both in forward, in the full recompute and in backward, 6 x 32 layers x 4
+  // micro-batches. The all-to-alls carry each token's 2 copies instead of the 8 ranks' tokens:
+  // a quarter of it (top-k / ep).
+  const std::string scenario = project_file("scenarios/mixtral-8x7b-ep8.ini");
+  const std::string layout = "--set parallel.tp=1 --set parallel.sp=false --set parallel.dp=16 --set training.global_batch=64 ";
+  const json gathered = run("allgather_dispatcher", scenario, layout + "--set moe.dispatcher=allgather");
+  const json exchanged = run("alltoall_dispatcher", scenario, layout);
+  const double sent = 8.0 * 4096 * 4096 * 2 * 7 / 8 * 6 * 32 * 4;
+  CHECK(gathered["time"]["comm"]["ep"]["bytes"].get<double>() == doctest::Approx(sent));
+  CHECK(exchanged["time"]["comm"]["ep"]["bytes"].get<double>() == doctest::Approx(sent * 2 / 8));
+  CHECK(gathered["settings"]["moe.dispatcher"] == "allgather");
+  // Refused where it is not simulated: with tensor parallelism, with fp8 dispatch, without ep.
+  const std::pair<std::string, std::string> refusals[] = {
+      {"--set moe.dispatcher=allgather", "moe.dispatcher = 'allgather': allgather is simulated over the ep group without tensor parallelism"},
+      {layout + "--set moe.dispatcher=allgather --set moe.dispatch_precision=fp8", "fp8 quantizes the all-to-all's copies"},
+      {layout + "--set moe.dispatcher=allgather --set parallel.ep=1", "parallel.ep = 1 has none"},
+      {"--set moe.dispatcher=broadcast", "moe.dispatcher = 'broadcast': accepted: alltoall or allgather"}};
+  for (const auto& [settings, message] : refusals) {
+    CAPTURE(settings);
+    const CliResult refused = run_trainsim("allgather_refused", "memory " + scenario + " " + settings);
+    CHECK(refused.status == 2);
+    CHECK_MESSAGE(refused.err.find(message) != std::string::npos, refused.err);
+  }
+}
+
 TEST_CASE("DualPipeV's overlapped pairs hide all-to-alls behind the other pass's compute") {
   // Mixtral on two stages of 8 GPUs (ep 8 inside each node), 8 micro-batches: in the steady state
   // each forward runs beside a whole backward of another micro-batch, their kernels sharing the
@@ -248,6 +277,20 @@ TEST_CASE("DualPipeV's overlapped pairs hide all-to-alls behind the other pass's
   CHECK(ep_apart["exposed_s"].get<double>() == doctest::Approx(ep_apart["total_s"].get<double>()));
   CHECK(ep_paired["exposed_s"].get<double>() < 0.9 * ep_apart["exposed_s"].get<double>());
   CHECK(paired["step_time_s"].get<double>() < apart["step_time_s"].get<double>());
+  // Recompute is not counted twice where it runs beside a forward: the same share of the step.
+  CHECK(paired["time"]["recompute_s"].get<double>() ==
+        doctest::Approx(apart["time"]["recompute_s"].get<double>()).epsilon(0.01));
+  // Program order puts a pair's forward before its backward: `trainsim memory` bounds the
+  // simulated peak from above (under selective recompute, where the backward frees activations
+  // while the forward allocates), and equals it without the overlap.
+  const auto memory_peak = [&](const std::string& settings) {
+    const CliResult memory = run_trainsim("dualpipev_memory", "memory " + scenario + " --out out " + layout + settings);
+    REQUIRE(memory.status == 0);
+    return read_json(memory.dir / "out/memory.json")["memory"]["peak_bytes"].get<double>();
+  };
+  const std::string selective = "--set memory.recompute=selective";
+  CHECK(memory_peak(selective) > run("dualpipev_selective", scenario, layout + selective)["memory"]["peak_bytes"].get<double>());
+  CHECK(memory_peak("--set parallel.overlap_pairs=false") == apart["memory"]["peak_bytes"].get<double>());
   // Pairs are DualPipeV's: other schedules refuse the overlap.
   const CliResult refused = run_trainsim("overlap_pairs_1f1b", "memory " + scenario +
                                                                    " --set parallel.pp=2 --set parallel.dp=4 --set parallel.ep=4 "

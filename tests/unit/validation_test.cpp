@@ -128,7 +128,7 @@ TEST_CASE("a bad table is refused with one line naming the file, the line and th
         "table.csv:2: column 'measured' = '-3': accepted: a positive number such as 137 or 13.75");
   CHECK(parse_error(header + with_field(20, "seconds")) ==
         "table.csv:2: column 'measured_kind' = 'seconds': accepted: step_time_s, tokens_per_s_per_gpu, "
-        "megatron_tflops_per_gpu, megatron_mfu");
+        "megatron_tflops_per_gpu, megatron_mfu, megatron_core_tflops_per_gpu");
   CHECK(parse_error(header + with_field(2, "a99")).find("table.csv:2: column 'gpu'") == 0);
   CHECK(parse_error(header + with_field(19, "comm.colour=red")).find("table.csv:2: column 'settings': unknown key 'comm.colour'") == 0);
   CHECK(parse_error(header + with_field(19, "comm.fidelity")).find("table.csv:2: column 'settings' = 'comm.fidelity': 'comm.fidelity' is "
@@ -166,6 +166,29 @@ TEST_CASE("predictions in the sources' quantities, from their formulas") {
   // per GPU the step takes 1.54668e16 / (32 x 137e12) = 3.528 s.
   CHECK(predicted_quantity(row_of(MeasuredKind::megatron_tflops_per_gpu, 512, 2048, 32), gpt(2304, 24, 51200), 0, 3.528) ==
         doctest::Approx(137).epsilon(0.001));
+  // Megatron-LM's num_floating_point_operations for Mixtral 8x7B (h 4096, 32 layers, 32 heads of
+  // 128 with 8 key-value groups, SwiGLU, top-2 of experts with 14336 inner, padded vocabulary
+  // 32000), global batch 256 of 4096: 12 x 256 x 4096 x 32 x 4096^2 = 6.75540e15, times
+  // attention (1 + 8/32 + 4096/4096) = 2.25, experts 14336/4096 x 2 x 1.5 = 10.5 and logits
+  // 32000 / (2 x 32 x 4096) = 0.12207: 8.69560e16 FLOPs per step. At the published 468 TFLOP/s
+  // on 64 GPUs the step takes 8.69560e16 / (64 x 468e12) = 2.90318 s.
+  ModelSpec mixtral = gpt(4096, 32, 32000);
+  mixtral.padded_vocab = 32000;
+  mixtral.heads = 32;
+  mixtral.kv_heads = 8;
+  mixtral.head_dim = 128;
+  mixtral.gated_mlp = true;
+  mixtral.experts = 8;
+  mixtral.experts_per_token = 2;
+  mixtral.expert_ffn = 14336;
+  CHECK(predicted_quantity(row_of(MeasuredKind::megatron_core_tflops_per_gpu, 256, 4096, 64), mixtral, 0, 2.90318) ==
+        doctest::Approx(468).epsilon(0.0001));
+  // A dense model takes its MLP once: the same model with a dense 14336 MLP does 2.25 + 5.25 +
+  // 0.12207 = 7.62207 of the 12.87207 above per step.
+  mixtral.experts = 0;
+  mixtral.ffn = 14336;
+  CHECK(predicted_quantity(row_of(MeasuredKind::megatron_core_tflops_per_gpu, 256, 4096, 64), mixtral, 0, 2.90318) ==
+        doctest::Approx(468 * 7.62207 / 12.87207).epsilon(0.0001));
   // llm-foundry's MPT-125m row on 8 A100-80GB: 640 sequences of 2048 tokens per step at 142,830
   // tokens/s per GPU is a step of 640 x 2048 / (8 x 142830) = 1.14710 s.
   CHECK(predicted_quantity(row_of(MeasuredKind::tokens_per_s_per_gpu, 640, 2048, 8), gpt(768, 12, 50368), 0, 1.14710) ==
