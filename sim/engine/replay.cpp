@@ -865,9 +865,8 @@ private:
 // Per group, the index its second communicator's plan takes after the `groups` plans of the
 // groups themselves, where a second stream runs collectives on it; -1 elsewhere.
 std::vector<int> second_communicators(const Workload& workload, std::size_t groups) {
-  std::vector<int> second(workload.groups.size(), -1);
+  std::vector<bool> used(workload.groups.size(), false);
   std::map<const Program*, std::set<int>> slots_of_program;  // the group slots its second streams use
-  auto next = static_cast<int>(groups);
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     const Program& program = workload.program(rank);
     auto [slots, fresh] = slots_of_program.try_emplace(&program);
@@ -875,12 +874,16 @@ std::vector<int> second_communicators(const Workload& workload, std::size_t grou
       for (const Op& op : program.ops)
         if (op.kind == OpKind::collective && (op.stream == Stream::tp_comm_2 || op.stream == Stream::ep_comm_2))
           slots->second.insert(op.group);
-    for (int slot : slots->second) {
-      const int g = workload.group_of(rank, slot);
-      if (g >= 0 && second[static_cast<std::size_t>(g)] < 0)
-        second[static_cast<std::size_t>(g)] = next++;
-    }
+    for (int slot : slots->second)
+      if (const int g = workload.group_of(rank, slot); g >= 0)
+        used[static_cast<std::size_t>(g)] = true;
   }
+  // Numbered in group order, the order their plans are made in.
+  std::vector<int> second(workload.groups.size(), -1);
+  auto next = static_cast<int>(groups);
+  for (std::size_t g = 0; g < used.size(); ++g)
+    if (used[g])
+      second[g] = next++;
   return second;
 }
 

@@ -291,6 +291,15 @@ TEST_CASE("DualPipeV's overlapped pairs hide all-to-alls behind the other pass's
   const std::string selective = "--set memory.recompute=selective";
   CHECK(memory_peak(selective) > run("dualpipev_selective", scenario, layout + selective)["memory"]["peak_bytes"].get<double>());
   CHECK(memory_peak("--set parallel.overlap_pairs=false") == apart["memory"]["peak_bytes"].get<double>());
+  // With tensor parallelism too, the backward's tp and ep collectives each on a second
+  // communicator of their group: the same traffic as one pass after the other.
+  const std::string tp_ep = "--set parallel.tp=2 --set parallel.dp=4 --set parallel.ep=4 --set parallel.pp=2 "
+                            "--set parallel.schedule=dualpipev --set training.global_batch=16 ";
+  const json tp_paired = run("dualpipev_tp_paired", scenario, tp_ep);
+  const json tp_apart = run("dualpipev_tp_apart", scenario, tp_ep + "--set parallel.overlap_pairs=false");
+  for (const char* kind : {"tp", "ep"})
+    CHECK(tp_paired["time"]["comm"][kind]["bytes"] == tp_apart["time"]["comm"][kind]["bytes"]);
+  CHECK(tp_paired["step_time_s"].get<double>() < tp_apart["step_time_s"].get<double>());
   // Pairs are DualPipeV's: other schedules refuse the overlap.
   const CliResult refused = run_trainsim("overlap_pairs_1f1b", "memory " + scenario +
                                                                    " --set parallel.pp=2 --set parallel.dp=4 --set parallel.ep=4 "
