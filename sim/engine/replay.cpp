@@ -334,8 +334,7 @@ private:
   // the second streams.
   int group(const Op& op) const {
     const int g = shared_.workload->group_of(rank_, op.group);
-    const bool second = op.stream == Stream::tp_comm_2 || op.stream == Stream::ep_comm_2;
-    return second ? shared_.second_communicator[static_cast<std::size_t>(g)] : g;
+    return second_pass_stream(op.stream) ? shared_.second_communicator[static_cast<std::size_t>(g)] : g;
   }
   int peer(const Op& op) const { return shared_.workload->peer_of(rank_, op.peer); }
 
@@ -865,19 +864,7 @@ private:
 // Per group, the index its second communicator's plan takes after the `groups` plans of the
 // groups themselves, where a second stream runs collectives on it; -1 elsewhere.
 std::vector<int> second_communicators(const Workload& workload, std::size_t groups) {
-  std::vector<bool> used(workload.groups.size(), false);
-  std::map<const Program*, std::set<int>> slots_of_program;  // the group slots its second streams use
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    const Program& program = workload.program(rank);
-    auto [slots, fresh] = slots_of_program.try_emplace(&program);
-    if (fresh)
-      for (const Op& op : program.ops)
-        if (op.kind == OpKind::collective && (op.stream == Stream::tp_comm_2 || op.stream == Stream::ep_comm_2))
-          slots->second.insert(op.group);
-    for (int slot : slots->second)
-      if (const int g = workload.group_of(rank, slot); g >= 0)
-        used[static_cast<std::size_t>(g)] = true;
-  }
+  const std::vector<bool> used = workload.groups_running([](const Op& op) { return second_pass_stream(op.stream); });
   // Numbered in group order, the order their plans are made in.
   std::vector<int> second(workload.groups.size(), -1);
   auto next = static_cast<int>(groups);

@@ -216,24 +216,6 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
   return bound;
 }
 
-// Per group, whether some rank runs an all-to-all on it.
-std::vector<bool> groups_running_all_to_all(const Workload& workload) {
-  std::vector<bool> runs(workload.groups.size(), false);
-  std::map<const Program*, std::set<int>> slots_of_program;
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    const Program& program = workload.program(rank);
-    auto [slots, fresh] = slots_of_program.try_emplace(&program);
-    if (fresh)
-      for (const Op& op : program.ops)
-        if (op.kind == OpKind::collective && op.collective == Collective::all_to_all)
-          slots->second.insert(op.group);
-    for (int slot : slots->second)
-      if (const int group = workload.group_of(rank, slot); group >= 0)
-        runs[static_cast<std::size_t>(group)] = true;
-  }
-  return runs;
-}
-
 // An all-to-all's pair routes and what an even one puts on each link.
 void bind_all_to_all(const Group& group, const std::vector<sg4::Host*>& hosts, PlatformBinding::RouteTable& table,
                      const std::vector<BoundRoute>& routes, const std::vector<PlatformResources::Link>& links,
@@ -368,7 +350,8 @@ void PlatformBinding::take_routes(const Workload& workload, const std::vector<Gp
   groups_.clear();
   for (const Group& group : workload.groups)
     groups_.push_back(bind_group(group, hosts_, gpus, settings, table, routes_, resources_.links));
-  const std::vector<bool> all_to_all = groups_running_all_to_all(workload);
+  const std::vector<bool> all_to_all =
+      workload.groups_running([](const Op& op) { return op.collective == Collective::all_to_all; });
   for (std::size_t g = 0; g < workload.groups.size(); ++g) {
     if (!all_to_all[g] || workload.groups[g].ranks.size() < 2)
       continue;

@@ -107,6 +107,22 @@ double Workload::all_to_all_bytes(const Op& op, int member, int members) const {
                       : op.bytes / members;
 }
 
+std::vector<bool> Workload::groups_running(const std::function<bool(const Op&)>& runs) const {
+  std::vector<bool> running(groups.size(), false);
+  std::map<const Program*, std::set<int>> slots_of_program;
+  for (std::size_t rank = 0; rank < ranks(); ++rank) {
+    auto [slots, fresh] = slots_of_program.try_emplace(&program(rank));
+    if (fresh)
+      for (const Op& op : program(rank).ops)
+        if (op.kind == OpKind::collective && runs(op))
+          slots->second.insert(op.group);
+    for (int slot : slots->second)
+      if (const int group = group_of(rank, slot); group >= 0)
+        running[static_cast<std::size_t>(group)] = true;
+  }
+  return running;
+}
+
 double Workload::bytes_sent(std::size_t rank, const Op& op) const {
   const std::vector<int>& ranks = groups[group_of(rank, op.group)].ranks;
   const int members = static_cast<int>(ranks.size());

@@ -7,6 +7,7 @@
 // carry a category and a device, so peak memory follows from program order alone.
 // The text form of a workload is documented in docs/trace-format.md.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,10 @@ enum class Stream : std::uint8_t {
   // and its tensor- and expert-parallel collectives, beside the first pass's.
   compute_2, tp_comm_2, ep_comm_2
 };
+// A stream of the second pass of an overlapped pair.
+inline bool second_pass_stream(Stream stream) {
+  return stream == Stream::compute_2 || stream == Stream::tp_comm_2 || stream == Stream::ep_comm_2;
+}
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast };
 // cuda_context and nccl_buffers are held outside PyTorch's caching allocator (the driver's context
 // and NCCL's own buffers): allocated once when a program starts, never freed.
@@ -182,6 +187,9 @@ struct Workload {
   double bytes_sent(std::size_t rank, const Op& op) const;
   // What all-to-all `op` sends to group member `member` (in group order) of `members`.
   double all_to_all_bytes(const Op& op, int member, int members) const;
+  // Per group, whether some rank runs a collective on it that `runs` accepts (each distinct
+  // program read once).
+  std::vector<bool> groups_running(const std::function<bool(const Op&)>& runs) const;
 
 private:
   int resolve(std::size_t rank, int slot, std::vector<int> Binding::*slots) const {

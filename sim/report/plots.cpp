@@ -186,7 +186,7 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
         continue;
       const std::string kind = comm_kind(op, workload, static_cast<std::size_t>(rank));
       if (op.kind == OpKind::compute && (op.target.empty() || kind == "cpu_optimizer")) {
-        const int lane = op.stream == Stream::compute_2 ? 1 : 0;
+        const int lane = second_pass_stream(op.stream) ? 1 : 0;
         drawing.two_lanes = drawing.two_lanes || lane == 1;
         std::vector<Block>& kernels = lanes[lane];
         if (!kernels.empty() && kernels.back().phase == op.phase && kernels.back().kind == kind &&
