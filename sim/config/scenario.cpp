@@ -62,8 +62,13 @@ const std::vector<OptionSpec>& option_specs() {
                             "(zb-v and dualpipev: 2)"},
       {"parallel.cp", "1", "context-parallel degree: the sequence is split, K/V go around a ring"},
       {"parallel.sp", "false", "sequence parallelism on top of tensor parallelism: true | false"},
-      {"parallel.ep", "1", "expert-parallel degree (mixtures of experts): the experts split over ep of the dp x cp "
-                           "ranks, tokens sent to them and back by all-to-all; divides dp x cp"},
+      {"parallel.ep", "1", "expert-parallel degree (mixtures of experts): the experts split over ep ranks of a stage, "
+                           "tokens sent to them and back by all-to-all; etp x ep divides tp x dp x cp (with etp = tp: "
+                           "ep divides dp x cp)"},
+      {"parallel.etp", "auto",
+       "expert tensor parallelism (mixtures of experts, with parallel.ep > 1): each expert's GEMMs split over etp ranks, "
+       "the tokens they receive gathered over them; the expert layers fold etp x ep x expert-dp over the tp x cp x dp "
+       "ranks of a stage, tp innermost, as Megatron-Core does (auto: parallel.tp)"},
       {"parallel.schedule", "auto",
        "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v | dualpipev (auto: interleaved if vpp > "
        "1, else 1f1b); the zero-bubble zb-* split each backward into input and weight gradients, zb-v over two chunks "
@@ -663,11 +668,23 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
   if (scenario.sp && scenario.tp == 1)
     values.fail("parallel.sp", "sequence parallelism splits over the tensor-parallel group; it needs parallel.tp > 1");
   scenario.ep = static_cast<int>(values.integer("parallel.ep", 1, max_ranks));
-  if (static_cast<long long>(scenario.dp) * scenario.cp % scenario.ep != 0)
-    values.fail("parallel.ep", "does not divide parallel.dp x parallel.cp = " +
-                                   std::to_string(static_cast<long long>(scenario.dp) * scenario.cp) +
-                                   " (the experts are split over the data- and context-parallel ranks); accepted: a "
-                                   "divisor of it");
+  scenario.etp = values.text("parallel.etp") == "auto" ? scenario.tp
+                                                       : static_cast<int>(values.integer("parallel.etp", 1, 1024));
+  if (scenario.etp != scenario.tp && scenario.ep == 1)
+    values.fail("parallel.etp", "splits the experts of an expert-parallel group; accepted with parallel.ep = 1: auto "
+                                "or parallel.tp (" + std::to_string(scenario.tp) + ")");
+  const long long stage_ranks = static_cast<long long>(scenario.dp) * scenario.cp * scenario.tp;
+  if (stage_ranks % (static_cast<long long>(scenario.etp) * scenario.ep) != 0) {
+    if (scenario.etp == scenario.tp)
+      values.fail("parallel.ep", "does not divide parallel.dp x parallel.cp = " +
+                                     std::to_string(static_cast<long long>(scenario.dp) * scenario.cp) +
+                                     " (the experts are split over the data- and context-parallel ranks); accepted: a "
+                                     "divisor of it");
+    values.fail(values.given("parallel.etp") ? "parallel.etp" : "parallel.ep",
+                "etp x ep = " + std::to_string(static_cast<long long>(scenario.etp) * scenario.ep) +
+                    " does not divide the tp x dp x cp = " + std::to_string(stage_ranks) +
+                    " ranks of a stage, over which the expert layers fold; accepted: etp x ep a divisor of it");
+  }
   if (values.text("parallel.schedule") == "auto")
     scenario.schedule = scenario.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   else
@@ -971,9 +988,9 @@ void read_moe_keys(const ValueReader& values, Scenario& scenario) {
   if (scenario.routing.all_gather_dispatch && scenario.routing.fp8_dispatch)
     values.fail("moe.dispatcher", "allgather gathers the tokens in the activations' precision; fp8 quantizes the "
                                   "all-to-all's copies; accepted with moe.dispatch_precision = fp8: alltoall");
-  if (scenario.routing.all_gather_dispatch && scenario.tp > 1)
+  if (scenario.routing.all_gather_dispatch && (scenario.tp > 1 || scenario.etp > 1))
     values.fail("moe.dispatcher", "allgather is simulated over the ep group without tensor parallelism (Megatron "
-                                  "gathers over tp x ep); accepted with parallel.tp > 1: alltoall");
+                                  "gathers over tp x ep); accepted with parallel.tp or parallel.etp > 1: alltoall");
 }
 
 void read_compute_keys(const ValueReader& values, Scenario& scenario) {
@@ -1133,6 +1150,7 @@ void record_settings(const ValueReader& values, Scenario& scenario) {
   scenario.settings["comm.grad_sync"] = to_string(scenario.grad_sync);
   scenario.settings["parallel.schedule"] = to_string(scenario.schedule);
   scenario.settings["parallel.vpp"] = std::to_string(scenario.vpp);
+  scenario.settings["parallel.etp"] = std::to_string(scenario.etp);
   scenario.settings["parallel.overlap_pairs"] = scenario.overlap_pairs ? "true" : "false";
   scenario.settings["training.framework"] = to_string(scenario.framework);
   scenario.settings["comm.overlap_grad_reduce"] = scenario.overlap_grad_reduce ? "true" : "false";

@@ -85,6 +85,12 @@ struct Scenario {
   int vpp = 1;                        // virtual stages (model chunks) per pipeline rank
   int cp = 1;                         // context parallelism: the sequence split over cp ranks
   int ep = 1;                         // expert parallelism: a mixture's experts split over ep data-parallel ranks
+  // Expert tensor parallelism: each expert's GEMMs split over etp ranks (Megatron-Core's
+  // --expert-tensor-parallel-size; tp unless set). The expert layers fold etp x ep x expert-dp
+  // over the same tp x cp x dp ranks of a stage as the attention.
+  int etp = 1;
+  // The ranks of a stage holding the same experts, which reduce their gradients.
+  int expert_data_parallel() const { return tp * cp * dp / (etp * ep); }
   ExpertRouting routing;              // [moe]
   bool sp = false;                    // sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::one_f_one_b;

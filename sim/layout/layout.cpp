@@ -57,21 +57,18 @@ void add_group(const Layout& layout, int rank, const std::vector<Dim>& dims, con
   add_members(rank, layout.group_of(rank, dims), kind, kind, groups, known, index_of_rank);
 }
 
-// The ranks like `rank` but for their dp and cp coordinates whose data-parallel place (cp
-// innermost, as Megatron-Core folds expert parallelism over cp x dp) `same` calls alike: the
-// expert-parallel block, or the blocks' matching members.
-// Members in data-parallel order (a group's order is its members' places: which experts an ep
-// member holds), whatever the rank order.
+// The ranks of `rank`'s stage whose places (Layout::stage_place) `same` calls alike, ordered by
+// place (a group's order is its members' places: which experts an ep member holds), whatever the
+// rank order.
 template <typename Same>
-std::vector<int> data_parallel_members(const Layout& layout, int rank, Same same) {
-  const int mine = layout.data_parallel_place(rank);
+std::vector<int> stage_members(const Layout& layout, int rank, Same same) {
+  const int mine = layout.stage_place(rank);
   std::vector<int> members;
-  for (const int member : layout.group_of(rank, {Dim::dp, Dim::cp}))
-    if (same(layout.data_parallel_place(member), mine))
+  for (const int member : layout.group_of(rank, {Dim::tp, Dim::dp, Dim::cp}))
+    if (same(layout.stage_place(member), mine))
       members.push_back(member);
-  std::sort(members.begin(), members.end(), [&](int a, int b) {
-    return layout.data_parallel_place(a) < layout.data_parallel_place(b);
-  });
+  std::sort(members.begin(), members.end(),
+            [&](int a, int b) { return layout.stage_place(a) < layout.stage_place(b); });
   return members;
 }
 
@@ -87,9 +84,9 @@ int Layout::size(Dim dim) const {
   return 1;
 }
 
-int Layout::data_parallel_place(int rank) const {
+int Layout::stage_place(int rank) const {
   const RankCoords c = coords(rank);
-  return c.cp + cp * c.dp;
+  return c.tp + tp * (c.cp + cp * c.dp);
 }
 
 RankCoords Layout::coords(int rank) const {
@@ -133,7 +130,7 @@ std::vector<int> Layout::group_of(int rank, const std::vector<Dim>& dims) const 
 std::string ParallelSizes::label() const {
   return "dp=" + std::to_string(dp) + " tp=" + std::to_string(tp) + (sp ? "+sp" : "") + " pp=" + std::to_string(pp) +
          (vpp > 1 ? "x" + std::to_string(vpp) : "") + " cp=" + std::to_string(cp) +
-         (ep > 1 ? " ep=" + std::to_string(ep) : "");
+         (ep > 1 ? " ep=" + std::to_string(ep) : "") + (ep > 1 && etp > 0 && etp != tp ? " etp=" + std::to_string(etp) : "");
 }
 
 Layout layout_of(const Scenario& scenario) {
@@ -143,6 +140,7 @@ Layout layout_of(const Scenario& scenario) {
   layout.pp = scenario.pp;
   layout.cp = scenario.cp;
   layout.ep = scenario.ep;
+  layout.etp = scenario.etp;
   const auto names = split(scenario.order, '-');
   for (std::size_t i = 0; i < 4 && i < names.size(); ++i)
     layout.order[i] = dim_from(names[i]);
@@ -167,15 +165,21 @@ LayoutGroups groups_of(const Layout& layout) {
       add_group(layout, rank, {Dim::cp}, "cp", result.groups, known, result.cp);
   result.ep.assign(world, -1);
   result.expert_gradient.assign(world, -1);
+  result.expert_tp.assign(world, -1);
   if (layout.ep > 1) {
-    const int ep = layout.ep;
+    const int etp = layout.expert_tp(), block = etp * layout.ep;
     for (int rank = 0; rank < world; ++rank)
-      add_members(rank, data_parallel_members(layout, rank, [ep](int a, int b) { return a / ep == b / ep; }), "ep",
-                  "ep", result.groups, known, result.ep);
+      add_members(rank, stage_members(layout, rank, [&](int a, int b) { return a / block == b / block && a % etp == b % etp; }),
+                  "ep", "ep", result.groups, known, result.ep);
     // The experts' gradients are data-parallel traffic over the other blocks.
     for (int rank = 0; rank < world; ++rank)
-      add_members(rank, data_parallel_members(layout, rank, [ep](int a, int b) { return a % ep == b % ep; }), "dp",
+      add_members(rank, stage_members(layout, rank, [&](int a, int b) { return a % block == b % block; }), "dp",
                   "edp", result.groups, known, result.expert_gradient);
+    // With etp == tp these are the tp groups, found again.
+    if (etp > 1)
+      for (int rank = 0; rank < world; ++rank)
+        add_members(rank, stage_members(layout, rank, [&](int a, int b) { return a / etp == b / etp; }), "tp", "etp",
+                    result.groups, known, result.expert_tp);
   }
   return result;
 }

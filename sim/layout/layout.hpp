@@ -25,18 +25,22 @@ struct Layout {
   int tp = 1;
   int pp = 1;
   int cp = 1;
-  // Expert parallelism splits the data-parallel ranks (cp x dp, cp innermost: Megatron-Core's
-  // folding with expert tensor parallelism = tp): ranks whose data-parallel places share a block of
-  // ep hold different experts; the experts' data parallelism runs over the blocks.
+  // The expert layers fold etp x ep x expert-dp (etp innermost) over a stage's places (tp x cp x
+  // dp, tp then cp innermost), as Megatron-Core does: ranks whose places share a block of etp
+  // split the same experts' GEMMs, the blocks of a block of etp x ep hold different experts, and
+  // the experts' data parallelism runs over those. With etp = tp the ep blocks are blocks of
+  // data-parallel places.
   int ep = 1;
+  int etp = 0;  // 0: tp
+  int expert_tp() const { return etp > 0 ? etp : tp; }
   std::array<Dim, 4> order = {Dim::tp, Dim::cp, Dim::dp, Dim::pp};  // innermost first
 
   int world() const { return dp * tp * pp * cp; }
   int size(Dim dim) const;
   RankCoords coords(int rank) const;
   int rank_of(const RankCoords& coords) const;
-  // A rank's place among the cp x dp ranks of its tp and pp coordinates: cp + cp_size x dp.
-  int data_parallel_place(int rank) const;
+  // A rank's place among the tp x cp x dp ranks of its stage: tp + tp_size x (cp + cp_size x dp).
+  int stage_place(int rank) const;
   // The ranks that differ from `rank` only along `dims`, in rank order along them.
   std::vector<int> group_of(int rank, const std::vector<Dim>& dims) const;
 };
@@ -49,6 +53,7 @@ struct LayoutGroups {
   std::vector<int> gradient;  // per rank: the group its gradients are reduced over (dp x cp)
   std::vector<int> ep;        // per rank: its expert-parallel group (tokens are exchanged), -1 when ep == 1
   std::vector<int> expert_gradient;  // per rank: the group its experts' gradients are reduced over, -1 when ep == 1
+  std::vector<int> expert_tp;  // per rank: the group splitting its experts' GEMMs (the tp group when etp == tp), -1 when etp == 1 or ep == 1
 };
 
 // The parallel sizes as every report names them: "dp=8 tp=8+sp pp=2x2 cp=1".
@@ -56,6 +61,7 @@ struct ParallelSizes {
   int dp = 1, tp = 1, pp = 1, vpp = 1, cp = 1;
   bool sp = false;
   int ep = 1;  // named only when > 1
+  int etp = 0;  // named only when set and not tp (and ep > 1)
   std::string label() const;
 };
 

@@ -9,11 +9,11 @@
 
 namespace trainsim {
 
-double expert_parameters_per_rank(const ModelSpec& m, long long tp, long long ep) {
+double expert_parameters_per_rank(const ModelSpec& m, long long etp, long long ep) {
   if (!m.moe() || ep <= 1)
     return 0;
   const double local_experts = static_cast<double>(m.experts / ep);
-  return local_experts * 3 * static_cast<double>(m.hidden) * static_cast<double>(m.expert_ffn) / static_cast<double>(tp);
+  return local_experts * 3 * static_cast<double>(m.hidden) * static_cast<double>(m.expert_ffn) / static_cast<double>(etp);
 }
 
 double layer_parameters_per_rank(const ModelSpec& m, long long tp, long long ep) {
@@ -86,7 +86,7 @@ struct KernelShapes {
 
 // A mixture's token copies on one rank (tokens x top-k, less the dropped): those it routes (its
 // own tokens, split over tp under SP) and those its experts compute, the ep group's copies for
-// them gathered over tp.
+// them gathered over etp (the ranks splitting the same experts route different tokens).
 struct ExpertTraffic {
   double kept = 1;        // of the copies, the share not dropped
   double rank_share = 1;  // of the ep group's copies, the share this rank's experts compute
@@ -94,7 +94,7 @@ struct ExpertTraffic {
   double received = 0;
 };
 
-ExpertTraffic expert_traffic(const ModelSpec& m, double tokens, double normed, const Sharding& sharding) {
+ExpertTraffic expert_traffic(const ModelSpec& m, double normed, const Sharding& sharding) {
   ExpertTraffic traffic;
   const double top_k = static_cast<double>(m.experts_per_token);
   const double ep = static_cast<double>(sharding.ep);
@@ -104,7 +104,7 @@ ExpertTraffic expert_traffic(const ModelSpec& m, double tokens, double normed, c
     traffic.rank_share = place_shares(sharding.expert_shares, sharding.ep)[static_cast<std::size_t>(sharding.ep_rank)];
   }
   traffic.routed = normed * top_k * traffic.kept;
-  traffic.received = tokens * top_k * ep * traffic.rank_share;
+  traffic.received = normed * static_cast<double>(sharding.expert_tp()) * top_k * ep * traffic.rank_share;
   return traffic;
 }
 
@@ -249,7 +249,7 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> split_weight_gradients(const
 // and grouped GEMMs, with uniform routing: the norm; the router (a GEMM to the experts' logits,
 // softmax and top-k in fp32); the permutation copying each token once per chosen expert; the
 // local experts' SwiGLU as grouped GEMMs (each local expert gets the ep group's tokens x top-k /
-// experts, the columns split over tp); the unpermutation summing each token's expert outputs
+// experts, the columns split over etp); the unpermutation summing each token's expert outputs
 // weighted by its probabilities; a shared expert (a dense SwiGLU over every token, its sigmoid
 // gate a GEMM to one output); the residual add. Backward reverses them, the router's backward
 // included. Returns the forward and backward kernels; with ep > 1 also attaches the parts
@@ -263,9 +263,10 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   const double experts = static_cast<double>(m.experts);
   const double tokens = k.b * k.s / k.cp;
   const double normed = k.sp ? tokens / t : tokens;
-  const ExpertTraffic traffic = expert_traffic(m, tokens, normed, k.sharding);
+  const ExpertTraffic traffic = expert_traffic(m, normed, k.sharding);
   const double routed = traffic.routed;      // copies this rank sends to the experts
-  const double assigned = traffic.received;  // copies this rank's experts compute (after the tp gather)
+  const double assigned = traffic.received;  // copies this rank's experts compute (after the etp gather)
+  const double et = static_cast<double>(k.sharding.expert_tp());
   const double local_experts = experts / k.ep;
   const double per_expert = assigned / local_experts;  // a grouped GEMM's tokens per expert, on average
   const auto list = [&] { return KernelList(e, k.g); };
@@ -284,9 +285,9 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   dispatch.memory("permute", dispatched * h * (normed + routed));
   if (k.sharding.fp8_dispatch && !k.fp8_gemms)
     compute.memory("dispatch-dequantize", (fp8_bytes + e) * assigned * h);
-  compute.linear("fc1", per_expert, h, 2 * fe / t, local_experts);
-  compute.memory("swiglu", 3 * e * assigned * fe / t);
-  compute.linear("fc2", per_expert, fe / t, h, local_experts);
+  compute.linear("fc1", per_expert, h, 2 * fe / et, local_experts);
+  compute.memory("swiglu", 3 * e * assigned * fe / et);
+  compute.linear("fc2", per_expert, fe / et, h, local_experts);
   combine.memory("unpermute", e * h * (routed + normed));
   // The shared expert sees every token (gathered over tp, its columns split like a dense MLP's).
   KernelList shared = list(), shared_back = list();
@@ -312,9 +313,9 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
   // Reads the output gradient and the experts' outputs (for the probabilities' gradient), writes
   // each copy's gradient.
   combine_back.memory("unpermute.bwd", e * h * (normed + 2 * routed));
-  compute_back.linear_backward("fc2", per_expert, fe / t, h, local_experts);
-  compute_back.memory("swiglu.bwd", 5 * e * assigned * fe / t);
-  compute_back.linear_backward("fc1", per_expert, h, 2 * fe / t, local_experts);
+  compute_back.linear_backward("fc2", per_expert, fe / et, h, local_experts);
+  compute_back.memory("swiglu.bwd", 5 * e * assigned * fe / et);
+  compute_back.linear_backward("fc1", per_expert, h, 2 * fe / et, local_experts);
   dispatch_back.memory("permute.bwd", e * h * (routed + normed));
   dispatch_back.memory("router.softmax-topk.bwd", 3 * 4 * normed * experts);
   dispatch_back.linear_backward("router", normed, h, experts);
@@ -358,7 +359,7 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
           split_weight_gradients(joined(shared_back_k, combine_back_k, compute_back_k, dispatch_back_k)).second);
     parts.to_experts_bytes = e * routed * h;
     parts.forward_dispatch_ratio = k.sharding.fp8_dispatch ? fp8_bytes / e : 1.0;
-    parts.from_experts_bytes = e * assigned / t * h;
+    parts.from_experts_bytes = e * assigned / et * h;
     parts.gathered_bytes = e * assigned * h;
     if (k.sharding.all_gather_dispatch)
       parts.ep_gathered_bytes = e * normed * h * static_cast<double>(k.sharding.ep);
@@ -637,14 +638,17 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
   // The roofline's MLP work counts the copies this rank's experts really compute (dropped ones
   // not, a busy place's more); the model FLOPs of MFU count top-k per token.
   double mlp_work_flops = mlp_flops;
-  const ExpertTraffic traffic = m.moe() ? expert_traffic(m, tokens, tokens / unsplit, sharding) : ExpertTraffic{};
+  const ExpertTraffic traffic = m.moe() ? expert_traffic(m, tokens / unsplit, sharding) : ExpertTraffic{};
+  const double et = static_cast<double>(sharding.expert_tp());
   if (m.moe()) {
-    const auto mixture_flops = [&](double expert_copies) {
-      return 2 * tokens * h * static_cast<double>(m.experts) / t + 2 * expert_copies * h * fe * 3 / t +
-             2 * tokens * h * fs * 3 / t + (m.shared_expert_gate ? 2 * tokens * h / t : 0.0);
+    // The experts' copies: tokens x top-k of the model's, split over tp as the rest; or the copies
+    // this rank's experts compute, their GEMMs split over etp.
+    const auto mixture_flops = [&](double expert_flops) {
+      return 2 * tokens * h * static_cast<double>(m.experts) / t + expert_flops + 2 * tokens * h * fs * 3 / t +
+             (m.shared_expert_gate ? 2 * tokens * h / t : 0.0);
     };
-    mlp_flops = mixture_flops(tokens * top_k);
-    mlp_work_flops = mixture_flops(traffic.received);
+    mlp_flops = mixture_flops(2 * tokens * top_k * h * fe * 3 / t);
+    mlp_work_flops = mixture_flops(2 * traffic.received * h * fe * 3 / et);
   }
 
   // Korthikanti et al. Table 2 term by term; GQA shrinks K and V, SwiGLU keeps gate and up.
@@ -670,12 +674,12 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
                + hidden_masks;
   if (m.moe()) {
     // The router's input and fp32 probabilities; per routed copy of a token (tokens x top-k on
-    // this rank's experts, gathered over tp): the experts' input, SwiGLU's input, the second
+    // this rank's experts, gathered over etp): the experts' input, SwiGLU's input, the second
     // linear's input, and back on the sending rank the experts' outputs the weighted sum reads;
     // the shared expert as a dense MLP.
     const double routed = traffic.routed, assigned = traffic.received;
     mlp = e * tokens * h / unsplit + 4 * tokens / unsplit * static_cast<double>(m.experts) +
-          e * assigned * (h + 3 * fe / t) + e * routed * h + (fs > 0 ? e * tokens * 3 * fs / t : 0.0) +
+          e * assigned * (h + 3 * fe / et) + e * routed * h + (fs > 0 ? e * tokens * 3 * fs / t : 0.0) +
           (m.shared_expert_gate ? e * tokens / unsplit * h : 0.0) + hidden_masks;  // the gate multiply's input
   }
   const double norms = 2 * e * tokens * h / unsplit;
@@ -710,7 +714,7 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
   // shares; under context parallelism the attention's ring part is the (cp - 1) / cp of its core
   // that waits for the other ranks' K and V.
   layer.parameters = layer_parameters_per_rank(m, sharding.tp, sharding.ep);
-  layer.expert_parameters = expert_parameters_per_rank(m, sharding.tp, sharding.ep);
+  layer.expert_parameters = expert_parameters_per_rank(m, sharding.expert_tp(), sharding.ep);
   layer.routed = m.moe();
   const double attention_share = (qkv_flops + core_flops + out_flops) / (qkv_flops + core_flops + out_flops + mlp_flops);
   const double attention_kept = attention + norms / 2, mlp_kept = mlp + norms / 2;
@@ -763,7 +767,7 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
                                           : e * tokens * (h + q_width / t) + e * tokens * (q_width + 2 * kv_width) / t +
                                                 e * tokens * h) +
                                  (router_in_w ? e * tokens / unsplit * (h + static_cast<double>(m.experts)) : 0.0) +
-                                 e * traffic.received * (2 * h + 3 * fe / t) +
+                                 e * traffic.received * (2 * h + 3 * fe / et) +
                                  (fs > 0 ? e * tokens * (2 * h + 3 * fs / t) : 0.0) +
                                  (m.shared_expert_gate ? e * tokens / unsplit * (h + 1) : 0.0);
   }

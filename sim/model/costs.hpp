@@ -128,6 +128,8 @@ struct Sharding {
   std::vector<double> expert_shares;   // the copies each expert computes (model/routing); empty: uniform
   bool fp8_dispatch = false;           // the forward dispatch carries fp8 tokens (moe.dispatch_precision)
   bool all_gather_dispatch = false;    // the ep group's tokens gathered, the outputs reduce-scattered (moe.dispatcher)
+  long long etp = 0;  // expert tensor parallelism: each expert's GEMMs split over etp ranks; 0: tp
+  long long expert_tp() const { return etp > 0 ? etp : tp; }
 };
 
 struct ModelCosts {
@@ -170,8 +172,8 @@ ModelCosts compute_costs(const ModelSpec& model, long long micro_batch, long lon
 // column-parallel biases are split; norms, the router and row-parallel biases are replicated.
 // Under expert parallelism (ep > 1) the routed experts are left out: expert_parameters_per_rank.
 double layer_parameters_per_rank(const ModelSpec& model, long long tp, long long ep = 1);
-// The routed experts one rank holds under expert parallelism (each expert split over tp); 0 when ep = 1.
-double expert_parameters_per_rank(const ModelSpec& model, long long tp, long long ep);
+// The routed experts one rank holds under expert parallelism (each expert split over etp); 0 when ep = 1.
+double expert_parameters_per_rank(const ModelSpec& model, long long etp, long long ep);
 
 // Adam step over `parameters` parameters: memory-bound traffic per parameter.
 Work optimizer_step_work(double parameters, Precision precision, Precision grad_precision);

@@ -37,9 +37,9 @@ bool zero_bubble(const std::string& name) {
   return false;
 }
 
-using LayoutKey = std::tuple<int, int, int, int, int, int, int, long long, std::string>;
+using LayoutKey = std::tuple<int, int, int, int, int, int, int, int, long long, std::string>;
 LayoutKey layout_key(const Candidate& c) {
-  return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.ep, c.micro_batch, c.schedule};
+  return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.ep, c.expert_tp(), c.micro_batch, c.schedule};
 }
 
 // The schedules a pipeline layout may run: with two chunks per rank interleaved (m a multiple of
@@ -119,6 +119,8 @@ Settings Candidate::settings(const PlanRequest& request) const {
                   {"memory.zero", std::to_string(zero)},    {"memory.recompute", recompute}};
   if (ep > 1)
     out.emplace_back("parallel.ep", std::to_string(ep));
+  if (expert_tp() != tp)
+    out.emplace_back("parallel.etp", std::to_string(etp));
   if (last_stage_layers > 0)
     out.emplace_back("parallel.last_stage_layers", std::to_string(last_stage_layers));
   if (!schedule.empty())
@@ -132,7 +134,7 @@ Settings Candidate::settings(const PlanRequest& request) const {
   return out;
 }
 
-ParallelSizes Candidate::sizes() const { return {dp, tp, pp, vpp, cp, tp > 1, ep}; }
+ParallelSizes Candidate::sizes() const { return {dp, tp, pp, vpp, cp, tp > 1, ep, expert_tp()}; }
 
 // Virtual stages show in the sizes (pp=4x2); the zero-bubble schedules are named.
 std::string Candidate::sizes_label() const {
@@ -182,9 +184,19 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               const long long accumulation = request.global_batch / (micro_batch * dp);
               if (pp > 1 && accumulation < pp)
                 continue;  // fewer micro-batches than stages is mostly bubble
-              for (int ep = 1; ep <= (model.moe() ? std::min<long long>(dp, model.experts) : 1); ep *= 2) {
-                if (dp % ep || (model.moe() && model.experts % ep) || (model.shared_expert_ffn > 0 && tp > 1 && ep == 1))
+              // Experts split over tp (etp = tp, ep blocks of dp ranks) or, under tensor
+              // parallelism, whole (etp = 1, ep blocks of tp x dp ranks).
+              std::vector<std::pair<int, int>> expert_layouts;  // (ep, etp)
+              for (int ep = 1; ep <= (model.moe() ? std::min<long long>(static_cast<long long>(dp) * tp, model.experts) : 1);
+                   ep *= 2) {
+                if ((model.moe() && model.experts % ep) || (model.shared_expert_ffn > 0 && tp > 1 && ep == 1))
                   continue;
+                if (dp % ep == 0)
+                  expert_layouts.emplace_back(ep, tp);
+                if (ep > 1 && tp > 1 && (dp * tp) % ep == 0)
+                  expert_layouts.emplace_back(ep, 1);
+              }
+              for (const auto& [ep, etp] : expert_layouts) {
                 // The stages that differ on this layout (each a distinct plan of model states).
                 std::vector<int> zeros;
                 for (int zero = 0; zero <= (ep > 1 ? 1 : 3); ++zero)
@@ -194,13 +206,13 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                   std::vector<Candidate> variants;
                   for (const char* recompute : {"none", "selective", "full"}) {
                     for (int zero : zeros)
-                      variants.push_back(
-                          {gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "none", schedule, ep, last_stage_layers});
+                      variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "none", schedule, ep,
+                                          last_stage_layers, etp});
                     if (request.host_capacity <= 0 || zero_bubble(schedule) || ep > 1)
                       continue;  // offload needs a CPU host, and is DeepSpeed's, whose pipelines run 1F1B
                     for (int zero : zeros)
                       variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer", schedule,
-                                          ep, last_stage_layers});
+                                          ep, last_stage_layers, etp});
                     if (pp == 1)  // parameters are streamed by ZeRO-3, which pipelines do not combine with
                       variants.push_back(
                           {gpus, dp, tp, pp, vpp, cp, micro_batch, 3, recompute, "optimizer+params", schedule, ep});

@@ -43,7 +43,9 @@ struct Candidate {
   // When pp does not divide the layers: the other stages take ceil(layers / pp) each and the last
   // the rest (parallel.last_stage_layers, as DeepSeek-V3's 61 layers on 16 stages); 0: even stages.
   long long last_stage_layers = 0;
+  int etp = 0;  // a mixture's expert tensor parallelism with ep > 1; 0: tp (part of the layout)
 
+  int expert_tp() const { return etp > 0 ? etp : tp; }
   Settings settings(const PlanRequest& request) const;   // the --set overrides that make it
   ParallelSizes sizes() const;                            // sequence parallelism with every tp > 1
   std::string sizes_label() const;                        // sizes, and a schedule other than 1F1B's: "... cp=1 zb-h1"
@@ -55,7 +57,8 @@ struct Candidate {
 // variants in order of expected cost (cheapest first). Offload to the CPU comes last, on
 // platforms with a CPU host (the optimizer; without pipelines, with ZeRO-3, the parameters too).
 // A mixture of experts adds expert parallelism (ep from 1 up to the experts, dividing dp) to the
-// layout, with what trainsim simulates beside it (ZeRO 0 or 1 and no offload with ep > 1; no
+// layout, and under tensor parallelism experts unsplit (etp = 1, ep dividing tp x dp) beside
+// experts split as the attention (etp = tp), with what trainsim simulates beside it (ZeRO 0 or 1 and no offload with ep > 1; no
 // tensor parallelism with a shared expert unless ep > 1).
 std::vector<Candidate> enumerate_candidates(const PlanRequest& request);
 

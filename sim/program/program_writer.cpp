@@ -258,6 +258,7 @@ ModelParallelGroups model_parallel_groups(const Scenario& scenario, const ModelS
   if (scenario.ep > 1) {
     groups.ep = ep_slot;
     groups.expert_gradient = expert_gradient_slot;
+    groups.expert_tp = scenario.etp == 1 ? -1 : scenario.etp == scenario.tp ? tp_slot : expert_tp_slot;
     groups.experts = experts;
   }
   return groups;
@@ -439,12 +440,13 @@ OpId LayerOps::experts_round_trip(const std::string& name, const char* first, co
   }
   OpId arrived = w_.all_to_all(Stream::ep_comm, groups_.ep, moe.to_experts_bytes * ratio, moe.to_experts_split,
                                name + "." + first + "-alltoall", {sent});
-  if (groups_.tp >= 0)
-    arrived = w_.collective(Stream::tp_comm, Collective::all_gather, groups_.tp, moe.gathered_bytes * ratio,
+  // The ranks splitting the same experts' GEMMs (etp) gather the copies each received.
+  if (groups_.expert_tp >= 0)
+    arrived = w_.collective(Stream::tp_comm, Collective::all_gather, groups_.expert_tp, moe.gathered_bytes * ratio,
                             name + ".experts-allgather", {arrived});
   OpId computed = w_.compute(name + ".experts", experts, phase, {arrived});
-  if (groups_.tp >= 0)
-    computed = w_.collective(Stream::tp_comm, Collective::reduce_scatter, groups_.tp, moe.gathered_bytes,
+  if (groups_.expert_tp >= 0)
+    computed = w_.collective(Stream::tp_comm, Collective::reduce_scatter, groups_.expert_tp, moe.gathered_bytes,
                              name + ".experts-reducescatter", {computed});
   const OpId returned = w_.all_to_all(Stream::ep_comm, groups_.ep, moe.from_experts_bytes, -1,
                                       name + "." + last + "-alltoall", {computed});

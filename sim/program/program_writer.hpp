@@ -139,12 +139,13 @@ struct ModelParallelGroups {
   // and how the local experts' states are kept (sharded over that group); null without it.
   int ep = -1;
   int expert_gradient = -1;
+  int expert_tp = -1;  // the group splitting the experts' GEMMs (etp > 1; tp's slot when etp = tp), gathering the tokens they receive
   const ModelStatePlan* experts = nullptr;
 };
 
 // The slots of the programs trainsim builds: each rank binds them to its own groups and pipeline
 // neighbours (Workload::bindings), so that ranks doing the same work share one program.
-enum GroupSlot : int { gradient_slot, tp_slot, cp_slot, embedding_slot, ep_slot, expert_gradient_slot };
+enum GroupSlot : int { gradient_slot, tp_slot, cp_slot, embedding_slot, ep_slot, expert_gradient_slot, expert_tp_slot };
 
 // The slots of a rank's model-parallel groups (the same on every rank); `experts`: the expert
 // states' plan under expert parallelism.

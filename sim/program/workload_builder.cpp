@@ -136,6 +136,8 @@ Binding binding_of(const Layout& layout, const LayoutGroups& groups, const std::
   if (layout.ep > 1) {
     binding.groups.push_back(groups.ep[rank]);
     binding.groups.push_back(groups.expert_gradient[rank]);
+    if (layout.expert_tp() != layout.tp)  // else the tp slot
+      binding.groups.push_back(groups.expert_tp[rank]);
   }
   const RankCoords coords = layout.coords(rank);
   // The ranks before and after this one along one dimension, cyclically.
@@ -177,7 +179,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                             place,
                             uneven ? expert_shares(scenario.routing, model.experts, model.experts_per_token) : std::vector<double>{},
                             scenario.routing.fp8_dispatch,
-                            scenario.routing.all_gather_dispatch};
+                            scenario.routing.all_gather_dispatch,
+                            scenario.etp};
     costs_of_place.push_back(compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
                                            scenario.grad_precision, scenario.flash_attention, sharding,
                                            place > 0 ? &costs_of_place.back() : nullptr));
@@ -193,7 +196,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   build.states = plan_model_states(scenario, scenario.dp * scenario.cp);
   const ModelStatePlan& states = build.states;
   if (scenario.ep > 1)
-    build.expert_states = plan_model_states(scenario, scenario.dp * scenario.cp / scenario.ep);
+    build.expert_states = plan_model_states(scenario, scenario.expert_data_parallel());
   const ModelStatePlan* experts = scenario.ep > 1 ? &*build.expert_states : nullptr;
 
   Workload& workload = build.workload;

@@ -22,7 +22,7 @@ std::string work_note;  // see work_in_progress()
 
 // The layout as the reports name it: "dp=2 tp=4+sp pp=2x2 cp=1 (interleaved), ZeRO-1".
 std::string layout_label(const Scenario& scenario, const ModelStatePlan& states) {
-  const ParallelSizes sizes{scenario.dp, scenario.tp, scenario.pp, scenario.vpp, scenario.cp, scenario.sp, scenario.ep};
+  const ParallelSizes sizes{scenario.dp, scenario.tp, scenario.pp, scenario.vpp, scenario.cp, scenario.sp, scenario.ep, scenario.etp};
   return sizes.label() + (scenario.pp > 1 ? " (" + std::string(to_string(scenario.schedule)) + ")" : "") +
          (states.label().empty() ? "" : ", " + states.label());
 }
@@ -163,7 +163,7 @@ std::string experts_label(const Scenario& scenario, const ModelSpec& model, cons
       rank_of_most = rank;
     }
   }
-  const long long others = scenario.dp * scenario.cp / scenario.ep - 1;  // ranks holding the same experts
+  const long long others = scenario.expert_data_parallel() - 1;  // ranks holding the same experts
   std::string label = std::to_string(model.experts / scenario.ep) + " of " + std::to_string(model.experts) +
                       " per expert layer on each rank, " +
                       (others == 0 ? std::string("on no other rank")

@@ -81,6 +81,28 @@ TEST_CASE("an expert MLP under expert and tensor parallelism, by hand") {
   CHECK(whole.layer(0).moe.to_experts_bytes == 0);
 }
 
+TEST_CASE("experts unsplit under tensor parallelism (etp 1), by hand") {
+  // The same 4096 tokens, tp 2 with SP, ep 8, etp 1 (Megatron-Core's --expert-tensor-parallel-size
+  // 1): each rank routes its own 2048 tokens to 2 experts; the ep group's copies for its expert
+  // arrive (8 ranks x 2048 x 2 / 8 = 4096) and are not gathered: its expert is whole.
+  Sharding sharding{2, true, 1, 8};
+  sharding.etp = 1;
+  const ModelCosts costs = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, sharding);
+  const MoeParts& moe = costs.layer(0).moe;
+  CHECK(moe.to_experts_bytes == 2 * (tokens / 2) * 2 * h);
+  CHECK(moe.from_experts_bytes == 2 * (tokens / 2) * 2 * h);
+  CHECK(costs.layer(0).expert_parameters == 3 * h * f);
+  // The attention is still split over tp.
+  CHECK(costs.layer(0).parameters == (h * (h + 2 * kv) + h * h) / 2 + 2 * h + h * 8);
+  // 4096 copies x 4096 x 3 x 14336 x 2 FLOPs forward: as many as with etp 2 (twice the copies,
+  // half the columns).
+  CHECK(moe.experts.flops == doctest::Approx(2 * tokens * h * 3 * f));
+  // The model FLOPs do not depend on how the experts are split.
+  CHECK(costs.model_flops_per_micro_batch == compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true,
+                                                           Sharding{2, true, 1, 8})
+                                                 .model_flops_per_micro_batch);
+}
+
 TEST_CASE("a mixture's model FLOPs count the router and the top-k experts, whatever the layout") {
   // Forward per layer: 2 x tokens x (the attention's matmul weights + router + 2 experts of 3hf)
   // plus the attention core's 4 b s^2 q (the full s x s product); the head 2 x tokens x h x V;
@@ -123,6 +145,45 @@ TEST_CASE("expert-parallel groups are blocks of data-parallel ranks, their exper
   CHECK(members_cp(with_cp.ep, 9) == std::vector<int>{9, 11, 13, 15});  // places 4-7 of tp 1
   CHECK(members_cp(with_cp.expert_gradient, 0) == std::vector<int>{0, 8});
   CHECK(members_cp(with_cp.expert_gradient, 6) == std::vector<int>{6, 14});
+  // Experts unsplit under tp 2 (etp 1), dp 4, ep 4: the expert layers fold ep x expert-dp over the
+  // stage's places tp + 2 dp (here the ranks), ep innermost: ep blocks {0..3}, {4..7}, the same
+  // experts on ranks 4 apart, and no group splits the experts.
+  Layout unsplit;
+  unsplit.dp = 4;
+  unsplit.tp = 2;
+  unsplit.ep = 4;
+  unsplit.etp = 1;
+  const LayoutGroups whole = groups_of(unsplit);
+  const auto members_whole = [&](const std::vector<int>& of_rank, int rank) {
+    return whole.groups.at(of_rank.at(rank)).ranks;
+  };
+  CHECK(members_whole(whole.ep, 0) == std::vector<int>{0, 1, 2, 3});
+  CHECK(members_whole(whole.ep, 6) == std::vector<int>{4, 5, 6, 7});
+  CHECK(members_whole(whole.expert_gradient, 1) == std::vector<int>{1, 5});
+  CHECK(whole.expert_tp.at(0) == -1);
+  CHECK(members_whole(whole.tp, 2) == std::vector<int>{2, 3});  // the attention's tp pairs stay
+  // tp 4, etp 2, ep 2, dp 2 (places tp + 4 dp): etp pairs {0,1}, {2,3}, ...; an ep group takes
+  // the same place in the etp pairs of a block of 4: {0,2}, {1,3}, {4,6}; the same experts' halves
+  // on ranks 4 apart. The etp groups are tensor-parallel traffic of their own.
+  Layout split;
+  split.dp = 2;
+  split.tp = 4;
+  split.ep = 2;
+  split.etp = 2;
+  const LayoutGroups halves = groups_of(split);
+  const auto members_halves = [&](const std::vector<int>& of_rank, int rank) {
+    return halves.groups.at(of_rank.at(rank)).ranks;
+  };
+  CHECK(members_halves(halves.expert_tp, 3) == std::vector<int>{2, 3});
+  CHECK(halves.groups.at(halves.expert_tp.at(3)).kind == "tp");
+  CHECK(halves.groups.at(halves.expert_tp.at(3)).name == "etp1");
+  CHECK(members_halves(halves.ep, 1) == std::vector<int>{1, 3});
+  CHECK(members_halves(halves.ep, 6) == std::vector<int>{4, 6});
+  CHECK(members_halves(halves.expert_gradient, 2) == std::vector<int>{2, 6});
+  // With etp = tp (the default) the experts are split over the tp groups themselves.
+  split.etp = 0;
+  const LayoutGroups as_tp = groups_of(split);
+  CHECK(as_tp.expert_tp.at(5) == as_tp.tp.at(5));
 }
 
 TEST_CASE("a step under expert parallelism sends its tokens by all-to-all and reduces the experts over their own group") {
@@ -164,6 +225,40 @@ TEST_CASE("a step under expert parallelism sends its tokens by all-to-all and re
   CHECK(build.states.ranks == 8);
 }
 
+TEST_CASE("experts unsplit under tensor parallelism: no gather around them, whole experts reduced over tp x dp / ep") {
+  // tp 2 (SP), dp 8, ep 8, etp 1: the 16 ranks of the stage hold 8 experts twice; rank 0's expert
+  // (whole: 3 h f per layer) is also on rank 8, and its 32 layers' gradients are reduced over
+  // those two ranks; the tokens each rank routes (2048, x 2 copies) go straight to the experts.
+  const Scenario scenario = mixtral_scenario({"parallel.etp=1"});
+  const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
+  const Workload& workload = build.workload;
+  const double expert_per_rank = 32 * 3 * h * f;
+  long all_to_alls = 0, expert_gathers = 0;
+  double expert_gradients = 0;
+  for (const Op& op : workload.program(0).ops) {
+    if (op.kind != OpKind::collective)
+      continue;
+    if (op.collective == Collective::all_to_all) {
+      ++all_to_alls;
+      CHECK(workload.groups.at(workload.group_of(0, op.group)).ranks == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+      CHECK(op.bytes == 2 * (tokens / 2) * 2 * h);
+    }
+    expert_gathers += op.name.find("experts-allgather") != std::string::npos;
+    if (op.name.rfind("expert-grad-reducescatter", 0) == 0) {
+      CHECK(workload.groups.at(workload.group_of(0, op.group)).ranks == std::vector<int>{0, 8});
+      expert_gradients += op.bytes;
+    }
+  }
+  CHECK(all_to_alls == 4 * 32 * scenario.grad_accum);
+  CHECK(expert_gathers == 0);
+  CHECK(expert_gradients == doctest::Approx(4 * expert_per_rank));  // fp32, reduced once
+  CHECK(build.expert_states->ranks == 2);
+  CHECK(build.states.ranks == 8);
+  // Layouts name it where it is not tp.
+  CHECK(ParallelSizes{8, 2, 1, 1, 1, true, 8, 1}.label() == "dp=8 tp=2+sp pp=1 cp=1 ep=8 etp=1");
+  CHECK(ParallelSizes{8, 2, 1, 1, 1, true, 8, 2}.label() == "dp=8 tp=2+sp pp=1 cp=1 ep=8");
+}
+
 TEST_CASE("expert parallelism refuses what it cannot simulate, naming the setting") {
   CHECK(refusal({"parallel.ep=3"}).find("parallel.ep") != std::string::npos);
   CHECK(refusal({"parallel.sp=false"}).find("accepted: parallel.sp = true, or parallel.tp = 1") != std::string::npos);
@@ -177,6 +272,9 @@ TEST_CASE("expert parallelism refuses what it cannot simulate, naming the settin
   CHECK(refusal({"parallel.dp=16", "parallel.ep=16", "parallel.tp=1", "parallel.sp=false"})
             .find("8 experts, not divisible by parallel.ep = 16") != std::string::npos);
   CHECK(refusal({"model.name=qwen1.5-moe-a2.7b", "parallel.ep=1"}).find("shared expert") != std::string::npos);
+  // Expert tensor parallelism splits an ep group's experts, and etp x ep folds over tp x dp x cp.
+  CHECK(refusal({"parallel.ep=1", "parallel.etp=1"}).find("parallel.etp") != std::string::npos);
+  CHECK(refusal({"parallel.etp=3"}).find("etp x ep = 24 does not divide the tp x dp x cp = 16") != std::string::npos);
 }
 
 TEST_CASE("routing shares follow the Zipf law and the capacity caps them") {

@@ -2,6 +2,7 @@
 // the choice per layout and the explanations.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -242,9 +243,16 @@ TEST_CASE("the planner searches expert parallelism for a mixture, with what is s
   request.base_ini = "[model]\nname = mixtral-8x7b\n[platform]\nfile = dgx-a100-2n.xml\n[training]\nseq_len = 512\n"
                      "global_batch = 64\n";
   std::set<int> eps;
+  std::set<std::pair<int, int>> unsplit;  // (tp, ep) with experts whole under tp
   for (const Candidate& c : enumerate_candidates(request)) {
     eps.insert(c.ep);
-    CHECK(c.dp % c.ep == 0);
+    // Experts split as the attention over blocks of dp ranks, or whole over blocks of tp x dp ranks.
+    CHECK((c.expert_tp() == c.tp ? c.dp % c.ep : (c.dp * c.tp) % c.ep) == 0);
+    if (c.expert_tp() != c.tp) {
+      CHECK(c.expert_tp() == 1);
+      CHECK(c.ep > 1);
+      unsplit.insert({c.tp, c.ep});
+    }
     if (c.ep > 1) {
       CHECK(c.zero <= 1);
       CHECK(c.offload == "none");
@@ -252,6 +260,10 @@ TEST_CASE("the planner searches expert parallelism for a mixture, with what is s
   }
   // Mixtral's 8 experts over up to 16 data-parallel ranks: 1, 2, 4 and 8.
   CHECK(eps == std::set<int>{1, 2, 4, 8});
+  // On 16 GPUs at tp 8 (dp 2, pp 1), whole experts go over 2 to 8 of the 16 ranks; with split ones
+  // ep stops at dp = 2.
+  CHECK(unsplit.count({8, 8}) == 1);
+  CHECK(unsplit.count({8, 2}) == 1);
   // The zero-bubble schedules split a mixture's backward too.
   std::set<std::string> schedules;
   for (const Candidate& c : enumerate_candidates(request))
@@ -264,6 +276,13 @@ TEST_CASE("the planner searches expert parallelism for a mixture, with what is s
   const MemoryCheck check = check_memory(request, candidate);
   CHECK_MESSAGE(check.valid, check.reason);
   CHECK(candidate.sizes_label() == "dp=16 tp=1 pp=1 cp=1 ep=8");
+  Candidate whole{16, 2, 8, 1, 1, 1, 1, 1, "full", "none", "", 8};
+  whole.etp = 1;
+  const MemoryCheck whole_check = check_memory(request, whole);
+  CHECK_MESSAGE(whole_check.valid, whole_check.reason);
+  CHECK(whole.sizes_label() == "dp=2 tp=8+sp pp=1 cp=1 ep=8 etp=1");
+  const Settings settings = whole.settings(request);
+  CHECK(std::count(settings.begin(), settings.end(), std::pair<std::string, std::string>{"parallel.etp", "1"}) == 1);
   // A dense model gets ep 1 only.
   for (const Candidate& c : enumerate_candidates(tiny_request({16}, 64)))
     CHECK(c.ep == 1);
