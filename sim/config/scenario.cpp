@@ -1116,8 +1116,8 @@ void read_comm_keys(const ValueReader& values, Scenario& scenario) {
 }
 
 // What is not simulated with expert parallelism yet: sharding beyond the optimizer states
-// (expert and dense parameters would shard over different groups), offload, the overlapped
-// parameter gather and the tensor-parallel overlap (the experts' parts would need their own).
+// (expert and dense parameters would shard over different groups), offload and the
+// tensor-parallel overlap (the experts' parts would need their own).
 void refuse_with_expert_parallelism(const ValueReader& values, const Scenario& scenario) {
   if (scenario.ep == 1)
     return;
@@ -1132,8 +1132,6 @@ void refuse_with_expert_parallelism(const ValueReader& values, const Scenario& s
     refuse("memory.offload_params", "none");
   if (scenario.offload_activations)
     refuse("memory.offload_activations", "none");
-  if (scenario.overlap_param_gather)
-    refuse("comm.overlap_param_gather", "false");
   if (scenario.tp_comm_overlap)
     refuse("comm.tp_comm_overlap", "false");
   if (scenario.framework == Framework::ddp || scenario.framework == Framework::fsdp2)

@@ -116,15 +116,22 @@ private:
     for (long long l = 0; l < model_.layers; ++l)
       pieces.push_back(costs_.layer(l).parameters);
     pieces.push_back(head_gradient_parameters_);
-    updated_parameters_ = parameter_gathers(plan_parameter_gathers(pieces, bucket_parameters()), gradient_group_,
-                                            states_.parameter_element_bytes, "param-allgather");
+    std::vector<ParameterGathers> sets = {{plan_parameter_gathers(pieces, bucket_parameters()), gradient_group_,
+                                           states_.parameter_element_bytes, "param-allgather"}};
+    std::vector<double> expert_pieces = {0.0};
+    for (long long l = 0; l < model_.layers; ++l)
+      expert_pieces.push_back(costs_.layer(l).expert_parameters);
+    expert_pieces.push_back(0.0);
+    if (auto experts = experts_.gathers_during_forward(expert_pieces))
+      sets.push_back(std::move(*experts));
+    updated_parameters_ = parameter_gathers(sets);
   }
 
   // What forward piece `piece` (0: the embedding, then the layers, then the head) waits for besides
   // the ops before it: its bucket's all-gather, in the first micro-batch.
   std::vector<OpId> updated(std::size_t piece, std::vector<OpId> deps) const {
     if (micro_batch_ == 0 && !updated_parameters_.empty())
-      deps.push_back(updated_parameters_.at(piece));
+      deps.insert(deps.end(), updated_parameters_.at(piece).begin(), updated_parameters_.at(piece).end());
     return deps;
   }
 
@@ -519,7 +526,7 @@ private:
   long long micro_batch_ = 0;
   bool sync_now_ = false;
   std::optional<OpId> chain_;  // the op that ends the previous piece of the model
-  std::vector<OpId> updated_parameters_;  // overlap_param_gather: per forward piece, its all-gather
+  std::vector<std::vector<OpId>> updated_parameters_;  // overlap_param_gather: per forward piece, its all-gathers
   // ZeRO-3 gathering
   std::vector<FetchEvent> per_micro_batch_;
   long long next_gather_ = 0;

@@ -203,6 +203,17 @@ private:
       pieces.push_back(costs_.head_parameters + tied_embedding_parameters());
     return pieces;
   }
+  // The local experts' parameters of the same pieces.
+  std::vector<double> chunk_expert_pieces(int chunk) const {
+    std::vector<double> pieces;
+    if (first_virtual_stage(chunk))
+      pieces.push_back(0.0);
+    for (long long l = 0; l < chunk_layers(chunk); ++l)
+      pieces.push_back(layer_costs(chunk, l).expert_parameters);
+    if (last_virtual_stage(chunk))
+      pieces.push_back(0.0);
+    return pieces;
+  }
   // The head's copy of a tied embedding, unless the embedding is on this rank too (ZB-V's V).
   double tied_embedding_parameters() const {
     if (!model_.tied_embeddings || stage_of_virtual_stage(s_.schedule, p_, p_ * v_ - 1) == 0)
@@ -220,9 +231,14 @@ private:
       return;
     for (int c = 0; c < v_; ++c) {
       const PlacedAt in_chunk(*this, {OpPlace::none, OpPlace::none, static_cast<std::int16_t>(v_ > 1 ? c : OpPlace::none)});
-      updated_parameters_.push_back(parameter_gathers(plan_parameter_gathers(chunk_pieces(c), bucket_parameters()),
-                                                      gradient_slot, states_.parameter_element_bytes,
-                                                      "param-allgather.c" + std::to_string(c)));
+      std::vector<ParameterGathers> sets = {{plan_parameter_gathers(chunk_pieces(c), bucket_parameters()),
+                                             gradient_slot, states_.parameter_element_bytes,
+                                             "param-allgather.c" + std::to_string(c)}};
+      if (auto experts = experts_.gathers_during_forward(chunk_expert_pieces(c))) {
+        experts->name += ".c" + std::to_string(c);
+        sets.push_back(std::move(*experts));
+      }
+      updated_parameters_.push_back(parameter_gathers(sets));
     }
   }
 
@@ -230,9 +246,9 @@ private:
   // all-gather, in the first micro-batch.
   std::vector<OpId> updated(const PipelineStep& step, std::size_t piece, std::vector<OpId> deps) const {
     if (step.micro_batch == 0 && !updated_parameters_.empty()) {
-      const std::vector<OpId>& chunk = updated_parameters_.at(static_cast<std::size_t>(step.chunk));
+      const std::vector<std::vector<OpId>>& chunk = updated_parameters_.at(static_cast<std::size_t>(step.chunk));
       if (!chunk.empty())
-        deps.push_back(chunk.at(piece));
+        deps.insert(deps.end(), chunk.at(piece).begin(), chunk.at(piece).end());
     }
     return deps;
   }
@@ -477,7 +493,7 @@ private:
   double optimizer_parameters_ = 0;
   double expert_optimizer_parameters_ = 0;
   std::vector<OpId> sync_ops_;
-  std::vector<std::vector<OpId>> updated_parameters_;  // overlap_param_gather: per chunk, per forward piece
+  std::vector<std::vector<std::vector<OpId>>> updated_parameters_;  // overlap_param_gather: per chunk, per forward piece
   // Where ZB-V's V turns on the last rank, per micro-batch: the op that ended the pass of the
   // chunk before the turn (chunk 0's forward, then chunk 1's input gradients) on this rank.
   std::vector<OpId> turn_;

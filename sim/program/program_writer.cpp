@@ -117,15 +117,22 @@ std::vector<OpId> ProgramWriter::bucketed_collective(Stream stream, Collective k
   return issued;
 }
 
-std::vector<OpId> ProgramWriter::parameter_gathers(const ParameterGatherPlan& plan, int group, double element_bytes,
-                                                   const std::string& name) {
-  std::vector<OpId> gathers;
-  for (const double parameters : plan.bucket_parameters)
-    gathers.push_back(collective(Stream::dp_comm, Collective::all_gather, group, parameters * element_bytes,
-                                 name + ".bucket" + std::to_string(gathers.size()), {}));
-  std::vector<OpId> waits;
-  for (const std::size_t bucket : plan.waits_for)
-    waits.push_back(gathers.at(bucket));
+std::vector<std::vector<OpId>> ProgramWriter::parameter_gathers(const std::vector<ParameterGathers>& sets) {
+  std::size_t pieces = 0;
+  for (const ParameterGathers& set : sets)
+    pieces = std::max(pieces, set.plan.waits_for.size());
+  std::vector<std::vector<OpId>> gathers(sets.size()), waits(pieces);
+  for (std::size_t piece = 0; piece < pieces; ++piece)
+    for (std::size_t s = 0; s < sets.size(); ++s) {
+      const ParameterGathers& set = sets[s];
+      if (set.plan.waits_for.empty() || set.plan.waits_for.at(piece) == ParameterGatherPlan::none)
+        continue;  // nothing to gather, or nothing this piece needs
+      while (gathers[s].size() <= set.plan.waits_for.at(piece))
+        gathers[s].push_back(collective(Stream::dp_comm, Collective::all_gather, set.group,
+                                        set.plan.bucket_parameters.at(gathers[s].size()) * set.element_bytes,
+                                        set.name + ".bucket" + std::to_string(gathers[s].size()), {}));
+      waits[piece].push_back(gathers[s].at(set.plan.waits_for.at(piece)));
+    }
   return waits;
 }
 
@@ -156,6 +163,10 @@ ParameterGatherPlan plan_parameter_gathers(const std::vector<double>& piece_para
   // backward bucket floor((total - end) / bucket): the furthest forward bucket it needs.
   double end = 0;
   for (const double parameters : piece_parameters) {
+    if (parameters <= 0) {  // it needs none of them
+      plan.waits_for.push_back(ParameterGatherPlan::none);
+      continue;
+    }
     end += parameters;
     const double into_backward = std::max(0.0, total - end) * (1 + bucket_tolerance);
     const auto backward_bucket = std::min(buckets - 1, static_cast<long long>(std::floor(into_backward / bucket_parameters)));
@@ -244,8 +255,19 @@ void ExpertStates::gradients_ready(double parameters, OpId producer, bool last, 
                                        {producer}));
 }
 
+bool ExpertStates::gathers_during_forward() const {
+  return plan_ && plan_->gathers_after_step && s_.overlap_param_gather;
+}
+
+std::optional<ParameterGathers> ExpertStates::gathers_during_forward(const std::vector<double>& pieces) const {
+  if (!gathers_during_forward())
+    return std::nullopt;
+  return ParameterGathers{plan_parameter_gathers(pieces, s_.bucket_bytes / plan_->gradient_element_bytes), group_,
+                          plan_->parameter_element_bytes, "expert-param-allgather"};
+}
+
 void ExpertStates::gather_updated(OpId updated) {
-  if (!plan_ || !plan_->gathers_after_step)
+  if (!plan_ || !plan_->gathers_after_step || gathers_during_forward())
     return;
   w_.bucketed_collective(Stream::dp_comm, Collective::all_gather, group_, parameters_ * plan_->parameter_element_bytes,
                          s_.bucket_bytes / plan_->gradient_element_bytes * plan_->parameter_element_bytes,

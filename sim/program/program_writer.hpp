@@ -20,11 +20,20 @@ namespace trainsim {
 // the all-gathers run back to back from the step's start, each piece waiting for its own.
 struct ParameterGatherPlan {
   std::vector<double> bucket_parameters;  // in the order the forward needs them
-  std::vector<std::size_t> waits_for;     // per piece, in forward order: the last bucket it needs
+  std::vector<std::size_t> waits_for;     // per piece, in forward order: the last bucket it needs (none: no parameters)
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
 };
 // `piece_parameters`: the chunk's pieces (embedding, layers, head) in forward order; no bucket
 // and no wait when they hold no parameters.
 ParameterGatherPlan plan_parameter_gathers(const std::vector<double>& piece_parameters, double bucket_parameters);
+// One set of buckets gathered during the forward over its group: the dense parameters' over the
+// data-parallel group, the local experts' over the expert-data-parallel group.
+struct ParameterGathers {
+  ParameterGatherPlan plan;
+  int group = -1;
+  double element_bytes = 0;
+  std::string name;
+};
 
 class ProgramWriter {
 public:
@@ -41,10 +50,10 @@ public:
   // One collective per bucket of at most `bucket` bytes (bucket_sizes), all after `deps`; returns them.
   std::vector<OpId> bucketed_collective(Stream stream, Collective kind, int group, double bytes, double bucket,
                                         const std::string& name, const std::vector<OpId>& deps);
-  // The all-gathers of `plan` over `group`, on the dp-comm stream with no deps (the step's first
-  // comm); returns, per piece of the plan, the all-gather it waits for.
-  std::vector<OpId> parameter_gathers(const ParameterGatherPlan& plan, int group, double element_bytes,
-                                      const std::string& name);
+  // The all-gathers of `sets` (plans of the same pieces), on the dp-comm stream with no deps (the
+  // step's first comm), in the order the pieces need them; returns, per piece, the all-gathers it
+  // waits for (one per set that has buckets).
+  std::vector<std::vector<OpId>> parameter_gathers(const std::vector<ParameterGathers>& sets);
   OpId send(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
   OpId recv(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
   // Host memory to this GPU (inbound, on the copy stream) or back (on copy-out).
@@ -170,11 +179,18 @@ public:
   // `parameters` of them have final gradients once `producer` is done: full buckets are reduced,
   // their reductions added to `reductions` (what the optimizer waits for); `last`: the backward's last.
   void gradients_ready(double parameters, OpId producer, bool last, std::vector<OpId>& reductions);
-  // After the update, the ranks that each updated a shard all-gather the new parameters.
+  // After the update, the ranks that each updated a shard all-gather the new parameters (unless
+  // they are gathered during the next forward: gathers_during_forward).
   void gather_updated(OpId updated);
+  // Under comm.overlap_param_gather with the distributed optimizer, the updated experts' buckets
+  // gathered during the first forward, `pieces` being each forward piece's expert parameters
+  // (Megatron-Core's expert-parallel bucket groups, dispatched by the same forward pre-hooks);
+  // nothing otherwise.
+  std::optional<ParameterGathers> gathers_during_forward(const std::vector<double>& pieces) const;
 
 private:
   bool reduces() const;
+  bool gathers_during_forward() const;
   ProgramWriter& w_;
   const Scenario& s_;
   const ModelStatePlan* plan_;

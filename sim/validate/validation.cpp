@@ -40,7 +40,8 @@ const std::vector<std::pair<MeasuredKind, const char*>>& kind_names() {
       {MeasuredKind::tokens_per_s_per_gpu, "tokens_per_s_per_gpu"},
       {MeasuredKind::megatron_tflops_per_gpu, "megatron_tflops_per_gpu"},
       {MeasuredKind::megatron_mfu, "megatron_mfu"},
-      {MeasuredKind::megatron_core_tflops_per_gpu, "megatron_core_tflops_per_gpu"}};
+      {MeasuredKind::megatron_core_tflops_per_gpu, "megatron_core_tflops_per_gpu"},
+      {MeasuredKind::megatron_core_2025_tflops_per_gpu, "megatron_core_2025_tflops_per_gpu"}};
   return names;
 }
 
@@ -191,12 +192,13 @@ void check_scenario(const PublishedRow& row, const std::string& where) {
     overrides.push_back(key + "=" + value);
   try {
     const Scenario scenario = parse_scenario("", "validation-row.ini", overrides);
-    if (row.kind == MeasuredKind::megatron_core_tflops_per_gpu) {
+    if (row.kind == MeasuredKind::megatron_core_tflops_per_gpu ||
+        row.kind == MeasuredKind::megatron_core_2025_tflops_per_gpu) {
       const ModelSpec model = load_model(scenario.model_file, scenario.vocab_multiple);
       if (model.mla() || !model.dense_layers.empty())
-        throw InputError("measured_kind megatron_core_tflops_per_gpu: Megatron-LM's 2024 formula counts every layer "
-                         "as the model's first kind with full attention; accepted: models without latent attention or "
-                         "dense layers among experts");
+        throw InputError("measured_kind " + std::string(to_string(row.kind)) +
+                         ": simulated for Megatron-LM's formula of every layer alike with grouped-query attention; "
+                         "accepted: models without latent attention or dense layers among experts");
     }
   } catch (const InputError& error) {
     throw InputError(where + " (" + row.set + " " + row.label + "): " + error.what());
@@ -340,12 +342,14 @@ double predicted_quantity(const PublishedRow& row, const ModelSpec& model, doubl
     return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)) / (gpus * step_time_s) / 1e12;
   case MeasuredKind::megatron_mfu:
     return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)) / (gpus * step_time_s * peak_flops);
-  case MeasuredKind::megatron_core_tflops_per_gpu: {
+  case MeasuredKind::megatron_core_tflops_per_gpu:
+  case MeasuredKind::megatron_core_2025_tflops_per_gpu: {
     // 12 = 3 GEMMs per weight (forward, input and weight gradients) x 2 GEMMs per block x 2
-    // FLOPs per multiply-add; attention counts the whole s x s product; the vocabulary is the
-    // padded one Megatron trains.
+    // FLOPs per multiply-add; attention counts the whole s x s product (since 2025 half of it,
+    // the causal mask's non-zero half); the vocabulary is the padded one Megatron trains.
     const double queries = static_cast<double>(model.heads * model.head_dim) / h;
-    const double attention = (1 + static_cast<double>(model.kv_heads) / static_cast<double>(model.heads) + s / h) * queries;
+    const double scores = row.kind == MeasuredKind::megatron_core_2025_tflops_per_gpu ? s / (2 * h) : s / h;
+    const double attention = (1 + static_cast<double>(model.kv_heads) / static_cast<double>(model.heads) + scores) * queries;
     const double gated = model.gated_mlp ? 1.5 : 1.0;
     const double routed = model.moe() ? static_cast<double>(model.expert_ffn * model.experts_per_token)
                                       : static_cast<double>(model.ffn);

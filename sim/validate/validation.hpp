@@ -26,6 +26,9 @@ enum class MeasuredKind {
   // Megatron-LM's num_floating_point_operations (training.py, 2024: grouped-query attention,
   // SwiGLU, the top-k experts of a mixture) / (GPUs x step), in TFLOP/s
   megatron_core_tflops_per_gpu,
+  // The same since Megatron-LM commit 8873b55 (March 2025, first in core_r0.12.0): the attention
+  // scores counted causal, half the s x s product
+  megatron_core_2025_tflops_per_gpu,
 };
 const char* to_string(MeasuredKind kind);
 

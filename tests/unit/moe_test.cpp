@@ -2,6 +2,7 @@
 // programs send and keep, each against a hand derivation.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -257,6 +258,56 @@ TEST_CASE("experts unsplit under tensor parallelism: no gather around them, whol
   // Layouts name it where it is not tp.
   CHECK(ParallelSizes{8, 2, 1, 1, 1, true, 8, 1}.label() == "dp=8 tp=2+sp pp=1 cp=1 ep=8 etp=1");
   CHECK(ParallelSizes{8, 2, 1, 1, 1, true, 8, 2}.label() == "dp=8 tp=2+sp pp=1 cp=1 ep=8");
+}
+
+TEST_CASE("overlapped parameter all-gathers under expert parallelism gather the experts over their own group, in the order the layers need them") {
+  // dp 8, ep 4, tp 2 (etp 2): each rank holds 2 experts per layer, halves of 3 h f each:
+  // 2 x 3 x 4096 x 14336 / 2 = 176,160,768 parameters per layer, 32 layers. Buckets of
+  // 704,643,072 bytes of fp32 gradients hold 176,160,768 parameters: one layer's experts each,
+  // 32 expert buckets over the expert-data-parallel pair, in bf16 (2 bytes each), all at the step's
+  // start, each layer's first forward waiting for its own (the forward needs the last layer's
+  // bucket, cut first in backward order, last), none after the optimizer.
+  const double layer_experts = 2 * 3 * h * f / 2;
+  const Scenario scenario =
+      mixtral_scenario({"parallel.ep=4", "comm.overlap_grad_reduce=true", "comm.overlap_param_gather=true",
+                        "comm.bucket_size=" + std::to_string(static_cast<long long>(4 * layer_experts)) + "B"});
+  const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
+  const Workload& workload = build.workload;
+  const Program& program = workload.program(0);
+  std::vector<OpId> expert_gathers;
+  OpId last_dense_gather = 0;
+  bool after_optimizer = false;
+  for (OpId id = 0; id < program.ops.size(); ++id) {
+    const Op& op = program.ops[id];
+    after_optimizer = after_optimizer || op.name == "optimizer.step";
+    if (op.kind != OpKind::collective || op.collective != Collective::all_gather || op.stream != Stream::dp_comm)
+      continue;
+    CHECK_FALSE(after_optimizer);
+    CHECK(op.deps.empty());
+    if (op.name.rfind("expert-param-allgather", 0) == 0) {
+      CHECK(workload.groups.at(workload.group_of(0, op.group)).name.rfind("edp", 0) == 0);
+      CHECK(op.bytes == doctest::Approx(2 * layer_experts));
+      expert_gathers.push_back(id);
+    } else {
+      last_dense_gather = id;
+    }
+  }
+  CHECK(expert_gathers.size() == 32);
+  CHECK(expert_gathers.front() < last_dense_gather);  // issued as the layers need them, not after every dense bucket
+  // The first op named `prefix` (a layer's forward starts with its sequence-parallel all-gather).
+  const auto waits = [&](const std::string& prefix, OpId gather) {
+    for (const Op& op : program.ops)
+      if (op.name.rfind(prefix, 0) == 0)
+        return std::find(op.deps.begin(), op.deps.end(), gather) != op.deps.end();
+    FAIL("no op " << prefix);
+    return false;
+  };
+  CHECK(waits("L0.fwd.mb0.", expert_gathers.front()));
+  CHECK(waits("L31.fwd.mb0.", expert_gathers.back()));
+  CHECK_FALSE(waits("L31.fwd.mb1.", expert_gathers.back()));
+  // The embedding holds no experts and waits for none.
+  for (const OpId gather : expert_gathers)
+    CHECK_FALSE(waits("embedding.fwd.mb0", gather));
 }
 
 TEST_CASE("expert parallelism refuses what it cannot simulate, naming the setting") {

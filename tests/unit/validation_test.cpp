@@ -128,7 +128,7 @@ TEST_CASE("a bad table is refused with one line naming the file, the line and th
         "table.csv:2: column 'measured' = '-3': accepted: a positive number such as 137 or 13.75");
   CHECK(parse_error(header + with_field(20, "seconds")) ==
         "table.csv:2: column 'measured_kind' = 'seconds': accepted: step_time_s, tokens_per_s_per_gpu, "
-        "megatron_tflops_per_gpu, megatron_mfu, megatron_core_tflops_per_gpu");
+        "megatron_tflops_per_gpu, megatron_mfu, megatron_core_tflops_per_gpu, megatron_core_2025_tflops_per_gpu");
   CHECK(parse_error(header + with_field(2, "a99")).find("table.csv:2: column 'gpu'") == 0);
   CHECK(parse_error(header + with_field(19, "comm.colour=red")).find("table.csv:2: column 'settings': unknown key 'comm.colour'") == 0);
   CHECK(parse_error(header + with_field(19, "comm.fidelity")).find("table.csv:2: column 'settings' = 'comm.fidelity': 'comm.fidelity' is "
@@ -183,6 +183,10 @@ TEST_CASE("predictions in the sources' quantities, from their formulas") {
   mixtral.expert_ffn = 14336;
   CHECK(predicted_quantity(row_of(MeasuredKind::megatron_core_tflops_per_gpu, 256, 4096, 64), mixtral, 0, 2.90318) ==
         doctest::Approx(468).epsilon(0.0001));
+  // Megatron-LM since March 2025 (commit 8873b55) counts half the scores: attention (1 + 8/32 +
+  // 4096/4096/2) = 1.75 instead of 2.25, so the same step reports 12.37207/12.87207 of it.
+  CHECK(predicted_quantity(row_of(MeasuredKind::megatron_core_2025_tflops_per_gpu, 256, 4096, 64), mixtral, 0, 2.90318) ==
+        doctest::Approx(468 * 12.37207 / 12.87207).epsilon(0.0001));
   // A dense model takes its MLP once: the same model with a dense 14336 MLP does 2.25 + 5.25 +
   // 0.12207 = 7.62207 of the 12.87207 above per step.
   mixtral.experts = 0;
