@@ -257,7 +257,8 @@ PlanEntry plan_entry(const LayoutChoice& choice, const SweepRow& row, const Plan
   const Candidate& c = choice.chosen;
   const double to_train = time_to_train(o.tokens, static_cast<double>(o.global_batch * o.seq_len), row.step_time_s);
   return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch, c.zero, c.recompute, c.offload, c.schedule, row,
-          to_train, to_train * c.gpus / 3600.0, decision_chain(choice, request), c.sizes_label(), c.ep};
+          to_train, to_train * c.gpus / 3600.0, decision_chain(choice, request), c.sizes_label(), c.ep,
+          c.expert_tp()};
 }
 
 // The printed plan: the ranking's first 15 rows, how the best three got there, what did not run.

@@ -679,7 +679,11 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
       values.fail("parallel.ep", "does not divide parallel.dp x parallel.cp = " +
                                      std::to_string(static_cast<long long>(scenario.dp) * scenario.cp) +
                                      " (the experts are split over the data- and context-parallel ranks); accepted: a "
-                                     "divisor of it");
+                                     "divisor of it" +
+                                     (scenario.tp > 1 && stage_ranks % scenario.ep == 0
+                                          ? ", or parallel.etp = 1 (whole experts over tp x dp x cp = " +
+                                                std::to_string(stage_ranks) + " ranks)"
+                                          : std::string()));
     values.fail(values.given("parallel.etp") ? "parallel.etp" : "parallel.ep",
                 "etp x ep = " + std::to_string(static_cast<long long>(scenario.etp) * scenario.ep) +
                     " does not divide the tp x dp x cp = " + std::to_string(stage_ranks) +
@@ -1116,8 +1120,7 @@ void read_comm_keys(const ValueReader& values, Scenario& scenario) {
 }
 
 // What is not simulated with expert parallelism yet: sharding beyond the optimizer states
-// (expert and dense parameters would shard over different groups), offload and the
-// tensor-parallel overlap (the experts' parts would need their own).
+// (expert and dense parameters would shard over different groups) and offload.
 void refuse_with_expert_parallelism(const ValueReader& values, const Scenario& scenario) {
   if (scenario.ep == 1)
     return;
@@ -1132,8 +1135,6 @@ void refuse_with_expert_parallelism(const ValueReader& values, const Scenario& s
     refuse("memory.offload_params", "none");
   if (scenario.offload_activations)
     refuse("memory.offload_activations", "none");
-  if (scenario.tp_comm_overlap)
-    refuse("comm.tp_comm_overlap", "false");
   if (scenario.framework == Framework::ddp || scenario.framework == Framework::fsdp2)
     refuse("training.framework", "megatron or deepspeed (whose expert-parallel groups these are)");
 }

@@ -157,10 +157,10 @@ std::string Candidate::techniques_label() const {
 std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
   const ModelSpec& model = request.model;
   std::vector<Candidate> out;
-  const long long mlp = model.moe() ? model.expert_ffn : model.ffn;
   for (int gpus : request.gpu_counts) {
     for (int tp : {1, 2, 4, 8}) {
-      if (tp > request.gpus_per_node || model.heads % tp || model.kv_heads % tp || mlp % tp ||
+      // A mixture's experts split over tp unless they are whole (etp = 1, below).
+      if (tp > request.gpus_per_node || model.heads % tp || model.kv_heads % tp || (!model.moe() && model.ffn % tp) ||
           (model.shared_expert_ffn > 0 && model.shared_expert_ffn % tp) ||
           (!model.dense_layers.empty() && model.ffn % tp) || (model.mla() && tp > 1))
         continue;
@@ -191,7 +191,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                    ep *= 2) {
                 if ((model.moe() && model.experts % ep) || (model.shared_expert_ffn > 0 && tp > 1 && ep == 1))
                   continue;
-                if (dp % ep == 0)
+                if (dp % ep == 0 && model.expert_ffn % tp == 0)
                   expert_layouts.emplace_back(ep, tp);
                 if (ep > 1 && tp > 1 && (dp * tp) % ep == 0)
                   expert_layouts.emplace_back(ep, 1);

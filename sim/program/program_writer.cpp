@@ -429,6 +429,8 @@ OpId LayerOps::backward_weight(long long index, const std::string& name, OpId af
 }
 
 OpId LayerOps::attention_block_forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
+  if (groups_.tp_comm_overlap)
+    return overlapped_forward(name, layer_->attention_parts, std::move(deps), phase);
   return reduce_output(name, attention(name, gather_input(name, std::move(deps)), phase, false));
 }
 

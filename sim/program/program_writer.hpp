@@ -247,7 +247,8 @@ private:
   // After a part whose output is a partial sum over tp: all-reduce it (reduce-scatter under SP).
   OpId reduce_output(const std::string& name, OpId producer);
   OpId attention(const std::string& name, std::vector<OpId> deps, Phase phase, bool backward);
-  // The attention sub-block with its tensor-parallel collectives (not under comm.tp_comm_overlap).
+  // The attention sub-block with its tensor-parallel collectives (under comm.tp_comm_overlap
+  // overlapped as a dense layer's).
   OpId attention_block_forward(const std::string& name, std::vector<OpId> deps, Phase phase);
   OpId attention_block_backward(const std::string& name, std::vector<OpId> deps);
   // A mixture's MLP under expert parallelism: its tokens to the experts' ranks and back by

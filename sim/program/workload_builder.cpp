@@ -45,8 +45,10 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
   };
   if (s.recompute == Recompute::op)
     refuse("memory.recompute = op", "none, selective, full, every:N or optimal");
-  if (s.tp_comm_overlap)
-    refuse("comm.tp_comm_overlap = true", "false");
+  // Under expert parallelism the attention overlaps its tp collectives as a dense layer's and the
+  // experts' own go around them; without it the MLP would need a userbuffers model of its own.
+  if (s.tp_comm_overlap && s.ep == 1)
+    refuse("comm.tp_comm_overlap = true without expert parallelism", "false, or parallel.ep > 1");
   if (s.tp > 1 && !s.sp)
     throw InputError(where + "model " + model.name + " is a mixture of experts, with which Megatron-Core needs "
                      "sequence parallelism under tensor parallelism; accepted: parallel.sp = true, or parallel.tp = 1");
@@ -65,12 +67,15 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
     clash("model " + model.name + " has " + std::to_string(model.kv_heads) +
           " key/value heads, not divisible by parallel.tp = " + std::to_string(s.tp));
   const long long mlp = model.moe() ? model.expert_ffn : model.ffn;
+  // Under expert parallelism the experts split over etp, not tp.
+  const bool experts_by_etp = model.moe() && s.ep > 1;
+  const int mlp_split = experts_by_etp ? s.etp : s.tp;
   if (model.shared_expert_ffn % s.tp != 0)
     clash("model " + model.name + " has a shared expert of " + std::to_string(model.shared_expert_ffn) +
           ", not divisible by parallel.tp = " + std::to_string(s.tp));
-  if (mlp % s.tp != 0)
+  if (mlp % mlp_split != 0)
     clash("model " + model.name + " has " + (model.moe() ? "experts" : "an MLP") + " of " + std::to_string(mlp) +
-          ", not divisible by parallel.tp = " + std::to_string(s.tp));
+          ", not divisible by parallel." + (experts_by_etp ? "etp" : "tp") + " = " + std::to_string(mlp_split));
   if (!model.dense_layers.empty() && model.ffn % s.tp != 0)
     clash("model " + model.name + " has dense layers with an MLP of " + std::to_string(model.ffn) +
           ", not divisible by parallel.tp = " + std::to_string(s.tp));

@@ -310,6 +310,30 @@ TEST_CASE("overlapped parameter all-gathers under expert parallelism gather the 
     CHECK_FALSE(waits("embedding.fwd.mb0", gather));
 }
 
+TEST_CASE("under expert parallelism comm.tp_comm_overlap overlaps the attention's tp collectives, the experts' stay") {
+  // tp 2, ep 8 (etp 2): each layer's attention forward runs as a dense layer's under
+  // userbuffers: its sequence gathered by a ring exchange with the tp neighbour (one send per
+  // layer and micro-batch in forward, one in backward for the output projection's input
+  // gradient), its output reduce-scattered in chunks; the experts' tp
+  // all-gather and reduce-scatter and the all-to-alls are written as without the overlap.
+  const Scenario plain = mixtral_scenario();
+  const Scenario overlapped = mixtral_scenario({"comm.tp_comm_overlap=true"});
+  const auto count = [](const Scenario& scenario, const std::string& part) {
+    const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
+    long found = 0;
+    for (const Op& op : build.workload.program(0).ops)
+      found += op.name.find(part) != std::string::npos && op.kind != OpKind::alloc && op.kind != OpKind::free;
+    return found;
+  };
+  const long forwards = 32 * plain.grad_accum;
+  CHECK(count(plain, "fwd.mb0.attn.column.ring-send") == 0);
+  CHECK(count(overlapped, ".attn.column.ring-send1") == forwards);
+  CHECK(count(overlapped, ".attn.row-dgrad.ring-send1") == forwards);  // backward's output gradient, the same way
+  CHECK(count(overlapped, ".attn.sp-allgather") < count(plain, ".attn.sp-allgather"));
+  for (const char* kept : {"dispatch-alltoall", "combine-alltoall", "experts-allgather", "experts-reducescatter"})
+    CHECK_MESSAGE(count(overlapped, kept) == count(plain, kept), kept);
+}
+
 TEST_CASE("expert parallelism refuses what it cannot simulate, naming the setting") {
   CHECK(refusal({"parallel.ep=3"}).find("parallel.ep") != std::string::npos);
   CHECK(refusal({"parallel.sp=false"}).find("accepted: parallel.sp = true, or parallel.tp = 1") != std::string::npos);
@@ -326,6 +350,12 @@ TEST_CASE("expert parallelism refuses what it cannot simulate, naming the settin
   // Expert tensor parallelism splits an ep group's experts, and etp x ep folds over tp x dp x cp.
   CHECK(refusal({"parallel.ep=1", "parallel.etp=1"}).find("parallel.etp") != std::string::npos);
   CHECK(refusal({"parallel.etp=3"}).find("etp x ep = 24 does not divide the tp x dp x cp = 16") != std::string::npos);
+  // Experts of 14336 (2^11 x 7) do not split in 3; under ep the experts split over etp, not tp.
+  CHECK(refusal({"parallel.tp=1", "parallel.sp=false", "parallel.dp=24", "parallel.etp=3", "training.global_batch=24"})
+            .find("experts of 14336, not divisible by parallel.etp = 3") != std::string::npos);
+  // Without expert parallelism a mixture's MLP is not overlapped with its tp collectives.
+  CHECK(refusal({"parallel.ep=1", "comm.tp_comm_overlap=true"}).find("comm.tp_comm_overlap = true without expert parallelism") !=
+        std::string::npos);
 }
 
 TEST_CASE("routing shares follow the Zipf law and the capacity caps them") {
