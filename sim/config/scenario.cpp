@@ -2,9 +2,11 @@
 #include "config/scenario_options.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <sstream>
 
 #include <boost/program_options/value_semantic.hpp>
@@ -86,7 +88,9 @@ const std::vector<OptionSpec>& option_specs() {
       {"parallel.last_stage_layers", "auto", "layers of the last pipeline rank, as first_stage_layers"},
       {"moe.routing", "uniform", "how a mixture's router spreads tokens over its experts: uniform | zipf:S (expert e, "
                                  "counted from 0, gets a share proportional to 1/(e+1)^S; experts are placed in order, "
-                                 "so the popular ones share the first expert-parallel rank)"},
+                                 "so the popular ones share the first expert-parallel rank) | file:PATH (a CSV of the "
+                                 "tokens each expert received, a row per expert layer or one row for all, as a real "
+                                 "run's router statistics; experts placed in order)"},
       {"moe.capacity_factor", "none", "a mixture's expert capacity, as a multiple of the uniform share of token copies: "
                                       "a number >= 1 (copies beyond it are dropped) | none (dropless)"},
       {"moe.dispatch_precision", "activations",
@@ -963,9 +967,49 @@ void refuse_schedule_without_framework(const ValueReader& values, const Scenario
 
 // [compute]: how kernels are timed.
 // [moe]: the routing a mixture's step is simulated with.
-void read_moe_keys(const ValueReader& values, Scenario& scenario) {
+// A routing file: rows of non-negative token counts, one per expert layer, separated by commas
+// (blank lines and lines from '#' on skipped); their number and width are checked against the
+// model when the workload is built.
+std::vector<std::vector<double>> read_routing_file(const fs::path& path) {
+  std::ifstream stream(path);
+  if (!stream)
+    throw InputError(path.string() + ": cannot read the routing file");
+  std::vector<std::vector<double>> rows;
+  std::string line;
+  for (int number = 1; std::getline(stream, line); ++number) {
+    line = trim(line.substr(0, line.find('#')));
+    if (line.empty())
+      continue;
+    std::vector<double> row;
+    for (const std::string& field : split(line, ',')) {
+      double count = -1;
+      try {
+        count = parse_count(trim(field));
+      } catch (const UnitError&) {
+      }
+      if (!(count >= 0) || !std::isfinite(count))
+        throw InputError(path.string() + ":" + std::to_string(number) + ": '" + trim(field) +
+                         "' is not a token count; accepted: non-negative numbers separated by commas, a row per "
+                         "expert layer");
+      row.push_back(count);
+    }
+    if (std::accumulate(row.begin(), row.end(), 0.0) <= 0)
+      throw InputError(path.string() + ":" + std::to_string(number) +
+                       ": no tokens in the row; accepted: counts of which at least one is positive");
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty())
+    throw InputError(path.string() + ": no rows; accepted: a row of token counts per expert layer, or one for all");
+  return rows;
+}
+
+void read_moe_keys(const ValueReader& values, const fs::path& scenario_dir, Scenario& scenario) {
   const std::string routing = values.text("moe.routing");
-  if (routing.rfind("zipf:", 0) == 0) {
+  if (routing.rfind("file:", 0) == 0) {
+    scenario.routing.file = resolve_data_file(routing.substr(5), "scenarios", ".csv", scenario_dir,
+                                              values.raw("moe.routing").where + ": moe.routing");
+    scenario.routing.layer_loads = read_routing_file(scenario.routing.file);
+  } else if (routing.rfind("zipf:", 0) == 0) {
     double exponent = 0;
     try {
       exponent = parse_count(routing.substr(5));
@@ -973,10 +1017,11 @@ void read_moe_keys(const ValueReader& values, Scenario& scenario) {
       exponent = -1;
     }
     if (!(exponent > 0 && exponent <= 10))
-      values.fail("moe.routing", "the exponent is not a number in (0, 10]; accepted: uniform or zipf:S, e.g. zipf:1.2");
+      values.fail("moe.routing", "the exponent is not a number in (0, 10]; accepted: uniform, zipf:S (e.g. zipf:1.2) "
+                                 "or file:PATH");
     scenario.routing.zipf = exponent;
   } else if (routing != "uniform") {
-    values.fail("moe.routing", "accepted: uniform or zipf:S, e.g. zipf:1.2");
+    values.fail("moe.routing", "accepted: uniform, zipf:S (e.g. zipf:1.2) or file:PATH");
   }
   if (values.text("moe.capacity_factor") != "none")
     scenario.routing.capacity_factor =
@@ -1237,7 +1282,7 @@ Scenario parse_scenario(const std::string& text, const fs::path& file, const std
   refuse_schedule_without_framework(values, scenario);
   read_compute_keys(values, scenario);
   read_comm_keys(values, scenario);
-  read_moe_keys(values, scenario);
+  read_moe_keys(values, scenario_dir, scenario);
   refuse_with_expert_parallelism(values, scenario);
   record_settings(values, scenario);
   return scenario;

@@ -65,7 +65,11 @@ struct ExpertRouting {
   // Megatron-Core's allgather token dispatcher: every rank gathers the ep group's tokens and
   // reduce-scatters the outputs, in place of the two all-to-alls (moe.dispatcher).
   bool all_gather_dispatch = false;
-  bool uniform() const { return zipf == 0; }  // a capacity (>= 1 x an even share) drops nothing then
+  // moe.routing = file:PATH: the tokens each expert received, per expert layer in order (or one
+  // row for every layer), as a real run's router statistics count them
+  std::vector<std::vector<double>> layer_loads;
+  std::filesystem::path file;  // that file
+  bool uniform() const { return zipf == 0 && layer_loads.empty(); }  // a capacity (>= 1 x an even share) drops nothing then
 };
 
 struct Scenario {

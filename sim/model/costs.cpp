@@ -830,16 +830,40 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     costs.all_to_all_splits = prior->all_to_all_splits;
   }
   const double dense_layers = static_cast<double>(m.dense_layers.size());
-  costs.layer_kinds.resize(m.dense_layers.empty() ? 1 : 2);
-  const double main_layer_flops = layer_costs(costs, costs.layer_kinds[0], m, micro_batch, seq_len, precision,
-                                              grad_precision, flash_attention, sharding, "layer");
-  double layers_flops = (static_cast<double>(m.layers) - dense_layers) * main_layer_flops;
+  // The main kind (every layer, or a mixture's expert layers), or under routing per layer one
+  // kind per expert layer ("layer3" for the fourth); then a mixture's dense layers.
+  const std::size_t main_kinds = std::max<std::size_t>(1, sharding.layer_expert_shares.size());
+  costs.layer_kinds.resize(main_kinds + (m.dense_layers.empty() ? 0 : 1));
+  std::vector<long long> expert_layers;  // the model's layers of the main kinds, in order
+  for (long long l = 0; l < m.layers; ++l)
+    if (std::find(m.dense_layers.begin(), m.dense_layers.end(), l) == m.dense_layers.end())
+      expert_layers.push_back(l);
+  double layers_flops = 0;
+  for (std::size_t kind = 0; kind < main_kinds; ++kind) {
+    Sharding of_kind = sharding;
+    std::string prefix = "layer";
+    if (main_kinds > 1) {
+      of_kind.expert_shares = sharding.layer_expert_shares[kind];
+      of_kind.layer_expert_shares.clear();
+      prefix += std::to_string(expert_layers[kind]);
+    }
+    const double flops = layer_costs(costs, costs.layer_kinds[kind], m, micro_batch, seq_len, precision,
+                                     grad_precision, flash_attention, of_kind, prefix);
+    layers_flops += main_kinds > 1 ? flops : (static_cast<double>(m.layers) - dense_layers) * flops;
+  }
   costs.kind_of_layer.assign(static_cast<std::size_t>(m.layers), 0);
   if (!m.dense_layers.empty()) {
-    layers_flops += dense_layers * layer_costs(costs, costs.layer_kinds[1], dense_mlp_model(m), micro_batch, seq_len,
-                                               precision, grad_precision, flash_attention, sharding, "dense-layer");
+    layers_flops += dense_layers * layer_costs(costs, costs.layer_kinds[main_kinds], dense_mlp_model(m), micro_batch,
+                                               seq_len, precision, grad_precision, flash_attention, sharding,
+                                               "dense-layer");
     for (const long long l : m.dense_layers)
-      costs.kind_of_layer[static_cast<std::size_t>(l)] = 1;
+      costs.kind_of_layer[static_cast<std::size_t>(l)] = static_cast<int>(main_kinds);
+  }
+  if (main_kinds > 1) {  // the expert layers' kinds in order
+    int next = 0;
+    for (std::size_t l = 0; l < costs.kind_of_layer.size(); ++l)
+      if (costs.kind_of_layer[l] == 0)
+        costs.kind_of_layer[l] = next++;
   }
   costs.embedding_parameters = static_cast<double>(counts.embedding) / t + static_cast<double>(counts.positions);
   costs.head_parameters = static_cast<double>(counts.final_norm) + static_cast<double>(counts.output_head) / t;

@@ -129,6 +129,9 @@ struct Sharding {
   bool fp8_dispatch = false;           // the forward dispatch carries fp8 tokens (moe.dispatch_precision)
   bool all_gather_dispatch = false;    // the ep group's tokens gathered, the outputs reduce-scattered (moe.dispatcher)
   long long etp = 0;  // expert tensor parallelism: each expert's GEMMs split over etp ranks; 0: tp
+  // Per expert layer (the layers with routed experts, in order), its experts' shares when they
+  // differ between layers (a routing file's rows): each such layer is a kind of its own.
+  std::vector<std::vector<double>> layer_expert_shares;
   long long expert_tp() const { return etp > 0 ? etp : tp; }
 };
 

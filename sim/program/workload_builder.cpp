@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <numeric>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "common/units.hpp"
 #include "model/costs.hpp"
 #include "model/routing.hpp"
@@ -20,12 +22,39 @@ namespace {
 // a dense MLP's parts (op-level recompute, the tp overlap) or with a shared
 // expert under tensor parallelism without expert parallelism (run as one dense MLP there, its own
 // tp collectives are not written).
+// A routing file's rows: one per expert layer (or one for all), a count per expert, none more
+// than a top-k-th of the row (a token's copies go to different experts).
+void check_routing_file(const ExpertRouting& routing, const ModelSpec& model) {
+  if (routing.layer_loads.empty())
+    return;
+  const std::string where = routing.file.string() + ": ";
+  const long long expert_layers = model.layers - static_cast<long long>(model.dense_layers.size());
+  const auto rows = static_cast<long long>(routing.layer_loads.size());
+  if (rows != 1 && rows != expert_layers)
+    throw InputError(where + std::to_string(rows) + " rows; model " + model.name + " has " +
+                     std::to_string(expert_layers) + " expert layers; accepted: a row per expert layer, or one for all");
+  for (std::size_t row = 0; row < routing.layer_loads.size(); ++row) {
+    const std::vector<double>& counts = routing.layer_loads[row];
+    const std::string which = where + "row " + std::to_string(row + 1) + ": ";
+    if (static_cast<long long>(counts.size()) != model.experts)
+      throw InputError(which + std::to_string(counts.size()) + " counts; model " + model.name + " has " +
+                       std::to_string(model.experts) + " experts; accepted: a count per expert");
+    const double copies = std::accumulate(counts.begin(), counts.end(), 0.0);
+    for (std::size_t e = 0; e < counts.size(); ++e)
+      if (counts[e] * static_cast<double>(model.experts_per_token) > copies * (1 + 1e-9))
+        throw InputError(which + "expert " + std::to_string(e) + " has " + format_double(counts[e]) + " of the " +
+                         format_double(copies) + " token copies, more than 1/" +
+                         std::to_string(model.experts_per_token) + " (top-k) of them, which the router cannot send "
+                         "it (a token's copies go to different experts); accepted: counts of a real run");
+  }
+}
+
 void check_experts(const Scenario& s, const ModelSpec& model) {
   const std::string where = s.file.string() + ": ";
   if (s.ep > 1 && !model.moe())
     throw InputError(where + "parallel.ep = " + std::to_string(s.ep) + " splits experts, and model " + model.name +
                      " is dense; accepted: 1, or a mixture of experts (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)");
-  if (!model.moe() && (s.routing.zipf > 0 || s.routing.capacity_factor > 0))
+  if (!model.moe() && (!s.routing.uniform() || s.routing.capacity_factor > 0))
     throw InputError(where + "moe.routing and moe.capacity_factor spread tokens over experts, and model " + model.name +
                      " is dense; accepted with it: moe.routing = uniform, moe.capacity_factor = none");
   if (s.routing.fp8_dispatch && s.ep == 1)
@@ -36,6 +65,7 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
                      "parallel.ep = 1 has none; accepted: moe.dispatcher = alltoall, or parallel.ep > 1");
   if (!model.moe())
     return;
+  check_routing_file(s.routing, model);
   if (model.experts % s.ep != 0)
     throw InputError(where + "model " + model.name + " has " + std::to_string(model.experts) +
                      " experts, not divisible by parallel.ep = " + std::to_string(s.ep));
@@ -177,7 +207,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   const bool uneven = model.moe() && !scenario.routing.uniform();
   std::vector<ModelCosts> costs_of_place;
   for (int place = 0; place < (uneven ? scenario.ep : 1); ++place) {
-    const Sharding sharding{scenario.tp,
+    Sharding sharding{scenario.tp,
                             scenario.sp,
                             scenario.cp,
                             scenario.ep,
@@ -186,6 +216,10 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                             scenario.routing.fp8_dispatch,
                             scenario.routing.all_gather_dispatch,
                             scenario.etp};
+    if (routing_per_layer(scenario.routing))
+      for (long long layer = 0; layer < model.layers - static_cast<long long>(model.dense_layers.size()); ++layer)
+        sharding.layer_expert_shares.push_back(
+            expert_shares(scenario.routing, model.experts, model.experts_per_token, layer));
     costs_of_place.push_back(compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision,
                                            scenario.grad_precision, scenario.flash_attention, sharding,
                                            place > 0 ? &costs_of_place.back() : nullptr));

@@ -54,15 +54,28 @@ std::string framework_label(const Scenario& scenario) {
 }
 
 // "zipf:1.2, dropless: the experts of ep rank 0 of each group compute 3.43x an even share of the
-// token copies (the busiest)"; empty under even routing.
+// token copies (the busiest)" (under a routing file of a row per layer, the busiest place of the
+// busiest layer, and the copies dropped over all layers); empty under even routing.
 std::string routing_label(const Scenario& scenario, const ModelSpec& model) {
   if (!model.moe() || scenario.routing.uniform())
     return "";
-  const std::vector<double> shares = expert_shares(scenario.routing, model.experts, model.experts_per_token);
-  const std::vector<double> load = place_shares(shares, scenario.ep);
-  const double kept = std::accumulate(shares.begin(), shares.end(), 0.0);
-  const auto busiest = std::max_element(load.begin(), load.end()) - load.begin();
-  std::string label = scenario.routing.zipf > 0 ? "zipf:" + format_double(scenario.routing.zipf) : "uniform";
+  const long long layers = routing_per_layer(scenario.routing) ? static_cast<long long>(scenario.routing.layer_loads.size()) : 1;
+  double kept = 0, busiest_load = -1;
+  long long busiest = 0, busiest_layer = 0;
+  for (long long layer = 0; layer < layers; ++layer) {
+    const std::vector<double> shares = expert_shares(scenario.routing, model.experts, model.experts_per_token, layer);
+    const std::vector<double> load = place_shares(shares, scenario.ep);
+    kept += std::accumulate(shares.begin(), shares.end(), 0.0) / static_cast<double>(layers);
+    const auto place = std::max_element(load.begin(), load.end()) - load.begin();
+    if (load[static_cast<std::size_t>(place)] > busiest_load * (1 + 1e-12)) {
+      busiest_load = load[static_cast<std::size_t>(place)];
+      busiest = place;
+      busiest_layer = layer;
+    }
+  }
+  std::string label = !scenario.routing.layer_loads.empty() ? "file:" + scenario.routing.file.filename().string()
+                      : scenario.routing.zipf > 0          ? "zipf:" + format_double(scenario.routing.zipf)
+                                                            : "uniform";
   char text[160];
   if (scenario.routing.capacity_factor > 0)
     std::snprintf(text, sizeof text, ", capacity %sx: %.1f%% of the token copies dropped",
@@ -72,8 +85,15 @@ std::string routing_label(const Scenario& scenario, const ModelSpec& model) {
   label += text;
   if (scenario.ep > 1) {
     std::snprintf(text, sizeof text, "; the experts of place %d of each ep group compute %.2fx an even share (the busiest)",
-                  static_cast<int>(busiest), load[static_cast<std::size_t>(busiest)] * scenario.ep);
+                  static_cast<int>(busiest), busiest_load * scenario.ep);
     label += text;
+    if (layers > 1) {
+      long long layer = -1;  // the model's layer: the busiest_layer-th with experts
+      for (long long expert_layer = -1; expert_layer < busiest_layer;)
+        if (std::find(model.dense_layers.begin(), model.dense_layers.end(), ++layer) == model.dense_layers.end())
+          ++expert_layer;
+      label += " in layer " + std::to_string(layer);
+    }
   }
   return label;
 }

@@ -358,6 +358,59 @@ TEST_CASE("expert parallelism refuses what it cannot simulate, naming the settin
         std::string::npos);
 }
 
+TEST_CASE("a routing file gives each expert layer its counts' shares, each layer a kind of its own") {
+  // Mixtral (32 expert layers) with a row per layer: layer 0 sends 3 of every 10 copies to expert 0
+  // (the rest evenly), the others route evenly. tp 2, ep 8 (one expert per place): place 0's
+  // expert in layer 0 computes 0.3 / (1/8) = 2.4 times an even share, in layer 1 an even share.
+  std::string text = "# tokens per expert, a row per expert layer\n3000, 1000,1000,1000,1000,1000,1000,1000\n\n";
+  for (int layer = 1; layer < 32; ++layer)
+    text += "5,5,5,5,5,5,5,5  # even\n";
+  const fs::path file = test::write_temp_file("routing.csv", text);
+  const Scenario scenario = mixtral_scenario({"moe.routing=file:" + file.string()});
+  REQUIRE(scenario.routing.layer_loads.size() == 32);
+  CHECK(scenario.routing.layer_loads[0] == std::vector<double>{3000, 1000, 1000, 1000, 1000, 1000, 1000, 1000});
+  CHECK(expert_shares(scenario.routing, 8, 2, 0)[0] == doctest::Approx(0.3));
+  CHECK(expert_shares(scenario.routing, 8, 2, 5) == std::vector<double>(8, 0.125));
+  const ModelCosts even = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, Sharding{2, true, 1, 8});
+  Sharding place0{2, true, 1, 8};
+  for (long long layer = 0; layer < 32; ++layer)
+    place0.layer_expert_shares.push_back(expert_shares(scenario.routing, 8, 2, layer));
+  const ModelCosts busy = compute_costs(mixtral(), 1, 4096, Precision::bf16, Precision::fp32, true, place0);
+  CHECK(busy.layer_kinds.size() == 32);
+  CHECK(busy.model_flops_per_micro_batch == doctest::Approx(even.model_flops_per_micro_batch));
+  CHECK(busy.layer(0).moe.experts.flops == doctest::Approx(2.4 * even.layer(0).moe.experts.flops));
+  CHECK(busy.layer(1).moe.experts.flops == doctest::Approx(even.layer(0).moe.experts.flops));
+  // What place 0 sends back: 2.4 times its even share.
+  CHECK(busy.layer(0).moe.from_experts_bytes == doctest::Approx(2.4 * even.layer(0).moe.from_experts_bytes));
+  // The workload's programs: place 0's layer 0 experts compute 2.4 times layer 1's.
+  const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
+  std::map<std::string, double> flops;
+  for (const Op& op : build.workload.program(0).ops)
+    flops[op.name] = op.flops;
+  CHECK(flops.at("L0.fwd.mb0.moe.experts") == doctest::Approx(2.4 * flops.at("L1.fwd.mb0.moe.experts")));
+  // One row stands for every layer.
+  const fs::path one = test::write_temp_file("routing-one.csv", "3000, 1000,1000,1000,1000,1000,1000,1000\n");
+  const Scenario all_alike = mixtral_scenario({"moe.routing=file:" + one.string()});
+  CHECK_FALSE(routing_per_layer(all_alike.routing));
+  CHECK(expert_shares(all_alike.routing, 8, 2, 31)[0] == doctest::Approx(0.3));
+}
+
+TEST_CASE("a routing file is checked against the model") {
+  const auto refused_file = [](const std::string& name, const std::string& text) {
+    return refusal({"moe.routing=file:" + test::write_temp_file(name, text).string()});
+  };
+  CHECK(refused_file("narrow.csv", "1,2,3\n").find("row 1: 3 counts; model mixtral-8x7b has 8 experts") != std::string::npos);
+  CHECK(refused_file("rows.csv", "1,1,1,1,1,1,1,1\n1,1,1,1,1,1,1,1\n")
+            .find("2 rows; model mixtral-8x7b has 32 expert layers") != std::string::npos);
+  // 9 of 16 copies to one expert: more than a token's top-2 copies can bring it.
+  CHECK(refused_file("steep.csv", "9,1,1,1,1,1,1,1\n").find("more than 1/2 (top-k)") != std::string::npos);
+  CHECK(refused_file("word.csv", "1,x,1,1,1,1,1,1\n").find(":1: 'x' is not a token count") != std::string::npos);
+  CHECK(refused_file("empty.csv", "# nothing\n").find("no rows") != std::string::npos);
+  CHECK(refused_file("zero.csv", "0,0,0,0,0,0,0,0\n").find("no tokens in the row") != std::string::npos);
+  CHECK(refusal({"moe.routing=file:/nonexistent/routing.csv"}).find("no file '/nonexistent/routing.csv' found") !=
+        std::string::npos);
+}
+
 TEST_CASE("routing shares follow the Zipf law and the capacity caps them") {
   // zipf:1 over 4 experts: 1, 1/2, 1/3, 1/4 over their sum 25/12.
   const std::vector<double> zipf = expert_shares(ExpertRouting{1, 0}, 4, 1);
