@@ -158,7 +158,8 @@ std::vector<GpuInfo> gpus_for(std::vector<GpuInfo> gpus, const std::filesystem::
 // Under expert parallelism, the experts each rank holds and, on the rank holding most of them
 // (a pipeline's stages differ), their model states: "4 of 256 per expert layer on each rank, each
 // also on 1 other rank; rank 16 holds the most: weights 1.32 GiB, gradients 2.64 GiB, optimizer
-// 3.97 GiB"; empty without expert parallelism.
+// 3.97 GiB" (with etp > 1 "(each split over 2 ranks by etp)" after "rank"); empty without expert
+// parallelism.
 std::string experts_label(const Scenario& scenario, const ModelSpec& model, const Workload& workload) {
   if (scenario.ep <= 1)
     return "";
@@ -185,7 +186,9 @@ std::string experts_label(const Scenario& scenario, const ModelSpec& model, cons
   }
   const long long others = scenario.expert_data_parallel() - 1;  // ranks holding the same experts
   std::string label = std::to_string(model.experts / scenario.ep) + " of " + std::to_string(model.experts) +
-                      " per expert layer on each rank, " +
+                      " per expert layer on each rank" +
+                      (scenario.etp > 1 ? " (each split over " + std::to_string(scenario.etp) + " ranks by etp)" : "") +
+                      ", " +
                       (others == 0 ? std::string("on no other rank")
                                    : "each also on " + std::to_string(others) + " other rank" + (others > 1 ? "s" : "")) +
                       "; rank " + std::to_string(rank_of_most) + " holds the most:";

@@ -355,15 +355,25 @@ TEST_CASE("the memory summary says which experts a rank holds and what their sta
   // 5.25 GiB, fp32 gradients 10.5 GiB, and the optimizer's 12 bytes each unsharded, 31.5 GiB.
   const CliResult mixtral = run_trainsim("experts_mixtral", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini"));
   REQUIRE(mixtral.status == 0);
-  CHECK(mixtral.out.find("  experts          1 of 8 per expert layer on each rank, on no other rank; rank 0 holds the "
-                         "most: weights 5.25 GiB, gradients 10.50 GiB, optimizer 31.50 GiB\n") != std::string::npos);
+  CHECK(mixtral.out.find("  experts          1 of 8 per expert layer on each rank (each split over 2 ranks by etp), on "
+                         "no other rank; rank 0 holds the most: weights 5.25 GiB, gradients 10.50 GiB, optimizer 31.50 "
+                         "GiB\n") != std::string::npos);
   // With ep 4, two ranks hold each expert pair: twice the experts, the optimizer states sharded
   // over the two (ZeRO-1): 21.00 / 2 x 3 = 31.50 GiB.
   const CliResult ep4 = run_trainsim("experts_ep4", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini") +
                                                         " --set parallel.ep=4");
   REQUIRE(ep4.status == 0);
-  CHECK(ep4.out.find("2 of 8 per expert layer on each rank, each also on 1 other rank; rank 0 holds the most: weights "
-                     "10.50 GiB, gradients 21.00 GiB, optimizer 31.50 GiB\n") != std::string::npos);
+  CHECK(ep4.out.find("2 of 8 per expert layer on each rank (each split over 2 ranks by etp), each also on 1 other rank; "
+                     "rank 0 holds the most: weights 10.50 GiB, gradients 21.00 GiB, optimizer 31.50 GiB\n") !=
+        std::string::npos);
+  // Whole experts (etp 1) over ep 8 of the 16 ranks: each on 2 ranks, twice the weights and
+  // gradients (32 x 3 x 4096 x 14336 = 5,637,144,576 parameters: 10.50 / 21.00 GiB), the optimizer
+  // states sharded over the two: 63.00 / 2 = 31.50 GiB.
+  const CliResult whole = run_trainsim("experts_whole", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini") +
+                                                          " --set parallel.etp=1");
+  REQUIRE(whole.status == 0);
+  CHECK(whole.out.find("1 of 8 per expert layer on each rank, each also on 1 other rank; rank 0 holds the most: weights "
+                       "10.50 GiB, gradients 21.00 GiB, optimizer 31.50 GiB\n") != std::string::npos);
   const CliResult dense = run_trainsim("experts_dense", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini") +
                                                           " --set parallel.ep=1");
   CHECK(dense.out.find("  experts ") == std::string::npos);
