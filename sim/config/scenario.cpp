@@ -1006,8 +1006,13 @@ std::vector<std::vector<double>> read_routing_file(const fs::path& path) {
 void read_moe_keys(const ValueReader& values, const fs::path& scenario_dir, Scenario& scenario) {
   const std::string routing = values.text("moe.routing");
   if (routing.rfind("file:", 0) == 0) {
-    scenario.routing.file = resolve_data_file(routing.substr(5), "scenarios", ".csv", scenario_dir,
-                                              values.raw("moe.routing").where + ": moe.routing");
+    // A path in the scenario is relative to its folder (as platform.calibration's), one from
+    // --set to the working directory; either may name a file in scenarios/.
+    const std::string name = routing.substr(5);
+    const bool from_command_line = values.raw("moe.routing").where.rfind("--set", 0) == 0;
+    scenario.routing.file =
+        resolve_data_file(from_command_line || fs::path(name).is_absolute() ? name : (scenario_dir / name).string(),
+                          "scenarios", ".csv", scenario_dir, values.raw("moe.routing").where + ": moe.routing");
     scenario.routing.layer_loads = read_routing_file(scenario.routing.file);
   } else if (routing.rfind("zipf:", 0) == 0) {
     double exponent = 0;

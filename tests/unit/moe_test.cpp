@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -409,6 +410,25 @@ TEST_CASE("a routing file is checked against the model") {
   CHECK(refused_file("zero.csv", "0,0,0,0,0,0,0,0\n").find("no tokens in the row") != std::string::npos);
   CHECK(refusal({"moe.routing=file:/nonexistent/routing.csv"}).find("no file '/nonexistent/routing.csv' found") !=
         std::string::npos);
+}
+
+TEST_CASE("a routing file named in a scenario is found beside it, whatever the working directory") {
+  // A file of the same name in the working directory does not shadow the scenario's own.
+  const fs::path dir = test::fresh_dir("routing-scenario");
+  std::ofstream(dir / "routes.csv") << "3000,1000,1000,1000,1000,1000,1000,1000\n";
+  const std::string text = "[model]\nname = mixtral-8x7b\n[platform]\nfile = dgx-a100-2n.xml\n[parallel]\ntp = 2\n"
+                           "sp = true\ndp = 8\nep = 8\n[training]\nseq_len = 4096\nglobal_batch = 32\n[moe]\n"
+                           "routing = file:routes.csv\n";
+  const fs::path elsewhere = test::fresh_dir("routing-cwd");
+  std::ofstream(elsewhere / "routes.csv") << "1,1,1,1,1,1,1,1\n";
+  struct WorkingDirectory {  // back where it was, however the parse ends
+    fs::path previous = fs::current_path();
+    ~WorkingDirectory() { fs::current_path(previous); }
+  } restore;
+  fs::current_path(elsewhere);
+  const Scenario scenario = parse_scenario(text, dir / "s.ini", {});
+  CHECK(fs::equivalent(scenario.routing.file, dir / "routes.csv"));
+  CHECK(scenario.routing.layer_loads.at(0).at(0) == 3000);
 }
 
 TEST_CASE("routing shares follow the Zipf law and the capacity caps them") {
