@@ -128,10 +128,11 @@ private:
   }
 
   // What forward piece `piece` (0: the embedding, then the layers, then the head) waits for besides
-  // the ops before it: its bucket's all-gather, in the first micro-batch.
-  std::vector<OpId> updated(std::size_t piece, std::vector<OpId> deps) const {
-    if (micro_batch_ == 0 && !updated_parameters_.empty())
-      deps.insert(deps.end(), updated_parameters_.at(piece).begin(), updated_parameters_.at(piece).end());
+  // the ops before it: its bucket's all-gather, in the first micro-batch (set 0: the dense
+  // parameters'; set 1: its routed experts', which only their GEMMs wait for).
+  std::vector<OpId> updated(std::size_t piece, std::vector<OpId> deps, std::size_t set = 0) const {
+    if (micro_batch_ == 0 && set < updated_parameters_.size() && updated_parameters_[set].at(piece) != no_gather)
+      deps.push_back(updated_parameters_[set].at(piece));
     return deps;
   }
 
@@ -313,7 +314,7 @@ private:
         if (segment.policy != LayerPolicy::checkpoint)
           alloc(layer_tensor(l, "act"), MemCategory::activations, layer_recompute(costs_.layer(l), segment.policy).kept);
         chain_ = ops_.forward(l, layer_tensor(l, "fwd"), updated(static_cast<std::size_t>(l + 1), after_chain(gathered)),
-                              Phase::forward);
+                              Phase::forward, updated(static_cast<std::size_t>(l + 1), {}, 1));
         // The GPU copy of the input goes once it is in host memory; freeing it after the segment
         // leaves the copy a segment's forward to finish before the compute stream waits for it.
         if (saved && l + 1 == segment.first + segment.count)
@@ -526,7 +527,7 @@ private:
   long long micro_batch_ = 0;
   bool sync_now_ = false;
   std::optional<OpId> chain_;  // the op that ends the previous piece of the model
-  std::vector<std::vector<OpId>> updated_parameters_;  // overlap_param_gather: per forward piece, its all-gathers
+  std::vector<std::vector<OpId>> updated_parameters_;  // overlap_param_gather: per set, per forward piece, its all-gather
   // ZeRO-3 gathering
   std::vector<FetchEvent> per_micro_batch_;
   long long next_gather_ = 0;

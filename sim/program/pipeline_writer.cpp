@@ -243,12 +243,14 @@ private:
   }
 
   // What piece `piece` of a step's chunk (in forward order) waits for besides `deps`: its bucket's
-  // all-gather, in the first micro-batch.
-  std::vector<OpId> updated(const PipelineStep& step, std::size_t piece, std::vector<OpId> deps) const {
+  // all-gather, in the first micro-batch (set 0: the dense parameters'; set 1: its routed
+  // experts', which only their GEMMs wait for).
+  std::vector<OpId> updated(const PipelineStep& step, std::size_t piece, std::vector<OpId> deps,
+                            std::size_t set = 0) const {
     if (step.micro_batch == 0 && !updated_parameters_.empty()) {
       const std::vector<std::vector<OpId>>& chunk = updated_parameters_.at(static_cast<std::size_t>(step.chunk));
-      if (!chunk.empty())
-        deps.insert(deps.end(), chunk.at(piece).begin(), chunk.at(piece).end());
+      if (set < chunk.size() && chunk[set].at(piece) != no_gather)
+        deps.push_back(chunk[set].at(piece));
     }
     return deps;
   }
@@ -293,7 +295,8 @@ private:
           alloc(layer_name(step.chunk, l) + ".act" + sfx, MemCategory::activations,
                 layer_recompute(layer_costs(step.chunk, l), segment.policy).kept);
         track(ops_.forward(layer_index(step.chunk, l), layer_name(step.chunk, l) + ".fwd" + sfx,
-                           updated(step, piece++, deps), Phase::forward));
+                           updated(step, piece, deps), Phase::forward, updated(step, piece, {}, 1)));
+        ++piece;
         deps = {last};
       }
     }
@@ -493,7 +496,7 @@ private:
   double optimizer_parameters_ = 0;
   double expert_optimizer_parameters_ = 0;
   std::vector<OpId> sync_ops_;
-  std::vector<std::vector<std::vector<OpId>>> updated_parameters_;  // overlap_param_gather: per chunk, per forward piece
+  std::vector<std::vector<std::vector<OpId>>> updated_parameters_;  // overlap_param_gather: per chunk, set, forward piece
   // Where ZB-V's V turns on the last rank, per micro-batch: the op that ended the pass of the
   // chunk before the turn (chunk 0's forward, then chunk 1's input gradients) on this rank.
   std::vector<OpId> turn_;

@@ -121,7 +121,7 @@ std::vector<std::vector<OpId>> ProgramWriter::parameter_gathers(const std::vecto
   std::size_t pieces = 0;
   for (const ParameterGathers& set : sets)
     pieces = std::max(pieces, set.plan.waits_for.size());
-  std::vector<std::vector<OpId>> gathers(sets.size()), waits(pieces);
+  std::vector<std::vector<OpId>> gathers(sets.size()), waits(sets.size(), std::vector<OpId>(pieces, no_gather));
   for (std::size_t piece = 0; piece < pieces; ++piece)
     for (std::size_t s = 0; s < sets.size(); ++s) {
       const ParameterGathers& set = sets[s];
@@ -131,7 +131,7 @@ std::vector<std::vector<OpId>> ProgramWriter::parameter_gathers(const std::vecto
         gathers[s].push_back(collective(Stream::dp_comm, Collective::all_gather, set.group,
                                         set.plan.bucket_parameters.at(gathers[s].size()) * set.element_bytes,
                                         set.name + ".bucket" + std::to_string(gathers[s].size()), {}));
-      waits[piece].push_back(gathers[s].at(set.plan.waits_for.at(piece)));
+      waits[s][piece] = gathers[s].at(set.plan.waits_for.at(piece));
     }
   return waits;
 }
@@ -441,7 +441,8 @@ OpId LayerOps::attention_block_backward(const std::string& name, std::vector<OpI
 }
 
 OpId LayerOps::experts_round_trip(const std::string& name, const char* first, const Work& before, const Work& experts,
-                                  const char* last, const Work& after, Phase phase, std::vector<OpId> deps) {
+                                  const char* last, const Work& after, Phase phase, std::vector<OpId> deps,
+                                  std::vector<OpId> experts_deps) {
   const MoeParts& moe = layer_->moe;
   // Forward dispatches the tokens (in fp8 with moe.dispatch_precision = fp8); backward sends the
   // outputs' gradients the same way, in the activations' precision.
@@ -455,7 +456,8 @@ OpId LayerOps::experts_round_trip(const std::string& name, const char* first, co
     w_.alloc(buffer, MemCategory::buffers, moe.ep_gathered_bytes);
     const OpId gathered = w_.collective(Stream::ep_comm, Collective::all_gather, groups_.ep, moe.ep_gathered_bytes,
                                         name + "." + first + "-allgather", {sent});
-    const OpId computed = w_.compute(name + ".experts", experts, phase, {gathered});
+    experts_deps.push_back(gathered);
+    const OpId computed = w_.compute(name + ".experts", experts, phase, std::move(experts_deps));
     const OpId scattered = w_.collective(Stream::ep_comm, Collective::reduce_scatter, groups_.ep,
                                          moe.ep_gathered_bytes, name + "." + last + "-reducescatter", {computed});
     const OpId done = w_.compute(name + "." + last, after, phase, {scattered});
@@ -468,7 +470,8 @@ OpId LayerOps::experts_round_trip(const std::string& name, const char* first, co
   if (groups_.expert_tp >= 0)
     arrived = w_.collective(Stream::tp_comm, Collective::all_gather, groups_.expert_tp, moe.gathered_bytes * ratio,
                             name + ".experts-allgather", {arrived});
-  OpId computed = w_.compute(name + ".experts", experts, phase, {arrived});
+  experts_deps.insert(experts_deps.begin(), arrived);
+  OpId computed = w_.compute(name + ".experts", experts, phase, std::move(experts_deps));
   if (groups_.expert_tp >= 0)
     computed = w_.collective(Stream::tp_comm, Collective::reduce_scatter, groups_.expert_tp, moe.gathered_bytes,
                              name + ".experts-reducescatter", {computed});
@@ -487,10 +490,10 @@ OpId LayerOps::shared_expert(const std::string& name, const Work& work, std::vec
   return reduce_output(name, w_.compute(name, work, phase, std::move(deps)));
 }
 
-OpId LayerOps::moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase) {
+OpId LayerOps::moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase, std::vector<OpId> experts_deps) {
   const MoeParts& moe = layer_->moe;
-  const OpId combined =
-      experts_round_trip(name, "dispatch", moe.dispatch, moe.experts, "combine", moe.combine, phase, std::move(deps));
+  const OpId combined = experts_round_trip(name, "dispatch", moe.dispatch, moe.experts, "combine", moe.combine, phase,
+                                           std::move(deps), std::move(experts_deps));
   return moe.shared.kernel_set < 0 ? combined : shared_expert(name + ".shared", moe.shared, {combined}, phase);
 }
 
@@ -505,10 +508,13 @@ OpId LayerOps::moe_backward(const std::string& name, std::vector<OpId> deps, boo
                             input_only ? moe.dispatch_back_input : moe.dispatch_back, Phase::backward, std::move(deps));
 }
 
-OpId LayerOps::forward(long long index, const std::string& name, std::vector<OpId> deps, Phase phase) {
+OpId LayerOps::forward(long long index, const std::string& name, std::vector<OpId> deps, Phase phase,
+                       std::vector<OpId> experts_deps) {
   const LayerCosts& layer = at(index);
   if (expert_parallel())
-    return moe_forward(name + ".moe", {attention_block_forward(name + ".attn", std::move(deps), phase)}, phase);
+    return moe_forward(name + ".moe", {attention_block_forward(name + ".attn", std::move(deps), phase)}, phase,
+                       std::move(experts_deps));
+  deps.insert(deps.end(), experts_deps.begin(), experts_deps.end());  // none: no expert states here
   if (groups_.tp < 0 && groups_.cp < 0)
     return w_.compute(name, layer.forward, phase, std::move(deps));
   if (groups_.tp_comm_overlap) {

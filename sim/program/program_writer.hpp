@@ -51,9 +51,10 @@ public:
   std::vector<OpId> bucketed_collective(Stream stream, Collective kind, int group, double bytes, double bucket,
                                         const std::string& name, const std::vector<OpId>& deps);
   // The all-gathers of `sets` (plans of the same pieces), on the dp-comm stream with no deps (the
-  // step's first comm), in the order the pieces need them; returns, per piece, the all-gathers it
-  // waits for (one per set that has buckets).
+  // step's first comm), in the order the pieces need them; returns, per set and piece, the
+  // all-gather the piece waits for (none: no_gather).
   std::vector<std::vector<OpId>> parameter_gathers(const std::vector<ParameterGathers>& sets);
+  static constexpr OpId no_gather = static_cast<OpId>(-1);
   OpId send(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
   OpId recv(Stream stream, int peer, int tag, double bytes, const std::string& name, std::vector<OpId> deps);
   // Host memory to this GPU (inbound, on the copy stream) or back (on copy-out).
@@ -220,8 +221,10 @@ public:
   LayerOps(ProgramWriter& writer, const ModelCosts& costs, const ModelParallelGroups& groups)
       : w_(writer), costs_(costs), groups_(groups) {}
 
-  // Layer `index` of the model (its kind's costs).
-  OpId forward(long long index, const std::string& name, std::vector<OpId> deps, Phase phase);
+  // Layer `index` of the model (its kind's costs); its routed experts' GEMMs also wait for
+  // `experts_deps` (their parameters' all-gathers under comm.overlap_param_gather).
+  OpId forward(long long index, const std::string& name, std::vector<OpId> deps, Phase phase,
+               std::vector<OpId> experts_deps = {});
   OpId backward(long long index, const std::string& name, std::vector<OpId> deps);
   OpId embedding_forward(const std::string& name, std::vector<OpId> deps);
   OpId embedding_backward(const std::string& name, std::vector<OpId> deps);
@@ -254,15 +257,16 @@ private:
   // A mixture's MLP under expert parallelism: its tokens to the experts' ranks and back by
   // all-to-all over the ep group (under tensor parallelism gathered over tp for the experts and
   // reduce-scattered after them), in forward and, reversed, in backward.
-  OpId moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase);
+  OpId moe_forward(const std::string& name, std::vector<OpId> deps, Phase phase, std::vector<OpId> experts_deps);
   // `input_only`: a backward split in two, its weight gradients left for backward_weight.
   OpId moe_backward(const std::string& name, std::vector<OpId> deps, bool input_only);
   // A mixture's shared expert after `deps`: its tokens gathered over tp, reduce-scattered after.
   OpId shared_expert(const std::string& name, const Work& work, std::vector<OpId> deps, Phase phase);
-  // `before` (named `first`), the all-to-all to the experts' ranks, `experts`, the all-to-all
-  // back, `after` (named `last`).
+  // `before` (named `first`), the all-to-all to the experts' ranks, `experts` (also after
+  // `experts_deps`), the all-to-all back, `after` (named `last`).
   OpId experts_round_trip(const std::string& name, const char* first, const Work& before, const Work& experts,
-                          const char* last, const Work& after, Phase phase, std::vector<OpId> deps);
+                          const char* last, const Work& after, Phase phase, std::vector<OpId> deps,
+                          std::vector<OpId> experts_deps = {});
   // comm.tp_comm_overlap: a sub-block's forward from its BlockParts.
   OpId overlapped_forward(const std::string& name, const BlockParts& parts, std::vector<OpId> deps, Phase phase);
   // A tensor-parallel sub-block's backward from its BlockParts (without context parallelism).

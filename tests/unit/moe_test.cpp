@@ -266,8 +266,8 @@ TEST_CASE("overlapped parameter all-gathers under expert parallelism gather the 
   // 2 x 3 x 4096 x 14336 / 2 = 176,160,768 parameters per layer, 32 layers. Buckets of
   // 704,643,072 bytes of fp32 gradients hold 176,160,768 parameters: one layer's experts each,
   // 32 expert buckets over the expert-data-parallel pair, in bf16 (2 bytes each), all at the step's
-  // start, each layer's first forward waiting for its own (the forward needs the last layer's
-  // bucket, cut first in backward order, last), none after the optimizer.
+  // start, each layer's experts in the first forward waiting for their own (the forward needs the
+  // last layer's bucket, cut first in backward order, last), none after the optimizer.
   const double layer_experts = 2 * 3 * h * f / 2;
   const Scenario scenario =
       mixtral_scenario({"parallel.ep=4", "comm.overlap_grad_reduce=true", "comm.overlap_param_gather=true",
@@ -295,17 +295,22 @@ TEST_CASE("overlapped parameter all-gathers under expert parallelism gather the 
   }
   CHECK(expert_gathers.size() == 32);
   CHECK(expert_gathers.front() < last_dense_gather);  // issued as the layers need them, not after every dense bucket
-  // The first op named `prefix` (a layer's forward starts with its sequence-parallel all-gather).
-  const auto waits = [&](const std::string& prefix, OpId gather) {
+  // The op named `name`, or with a name ending in '.', the first op whose name starts with it (a
+  // layer's forward starts with its sequence-parallel all-gather).
+  const auto waits = [&](const std::string& name, OpId gather) {
+    const bool prefix = name.back() == '.';
     for (const Op& op : program.ops)
-      if (op.name.rfind(prefix, 0) == 0)
+      if (prefix ? op.name.rfind(name, 0) == 0 : op.name == name)
         return std::find(op.deps.begin(), op.deps.end(), gather) != op.deps.end();
-    FAIL("no op " << prefix);
+    FAIL("no op " << name);
     return false;
   };
-  CHECK(waits("L0.fwd.mb0.", expert_gathers.front()));
-  CHECK(waits("L31.fwd.mb0.", expert_gathers.back()));
-  CHECK_FALSE(waits("L31.fwd.mb1.", expert_gathers.back()));
+  // The experts' grouped GEMMs wait for them, as Megatron's forward pre-hook of the experts
+  // module does; the attention before them waits for its dense bucket only.
+  CHECK(waits("L0.fwd.mb0.moe.experts", expert_gathers.front()));
+  CHECK_FALSE(waits("L0.fwd.mb0.", expert_gathers.front()));
+  CHECK(waits("L31.fwd.mb0.moe.experts", expert_gathers.back()));
+  CHECK_FALSE(waits("L31.fwd.mb1.moe.experts", expert_gathers.back()));
   // The embedding holds no experts and waits for none.
   for (const OpId gather : expert_gathers)
     CHECK_FALSE(waits("embedding.fwd.mb0", gather));
