@@ -100,7 +100,10 @@ const std::vector<OptionSpec>& option_specs() {
       {"moe.dispatcher", "alltoall",
        "how tokens reach the experts under expert parallelism (Megatron-Core's --moe-token-dispatcher-type): alltoall "
        "(each rank sends each token's copies to the ranks of their experts, and back) | allgather (each rank gathers "
-       "the ep group's tokens, computes its experts' share and reduce-scatters the outputs; with parallel.tp = 1)"},
+       "the ep group's tokens, computes its experts' share and reduce-scatters the outputs; with parallel.tp = 1) | deepep "
+       "(DeepEP, Megatron-Core's flex dispatcher: each token crosses the network once per node of its experts, to the "
+       "GPU of the same index there, which forwards it over NVLink once per GPU of its experts, both legs at once; the "
+       "combine sums on the way back; with whole experts, parallel.etp = 1, and uniform routing)"},
       {"memory.zero", "0", "ZeRO stage: 0 (DDP) | 1 (optimizer sharded) | 2 (+ gradients) | 3 or fsdp (+ parameters) "
                            "(default 3 with training.framework = fsdp2)"},
       {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
@@ -1035,16 +1038,28 @@ void read_moe_keys(const ValueReader& values, const fs::path& scenario_dir, Scen
   if (dispatch != "activations" && dispatch != "fp8")
     values.fail("moe.dispatch_precision", "accepted: activations or fp8");
   scenario.routing.fp8_dispatch = dispatch == "fp8";
-  const std::string dispatcher = values.text("moe.dispatcher");
-  if (dispatcher != "alltoall" && dispatcher != "allgather")
-    values.fail("moe.dispatcher", "accepted: alltoall or allgather");
-  scenario.routing.all_gather_dispatch = dispatcher == "allgather";
-  if (scenario.routing.all_gather_dispatch && scenario.routing.fp8_dispatch)
-    values.fail("moe.dispatcher", "allgather gathers the tokens in the activations' precision; fp8 quantizes the "
-                                  "all-to-all's copies; accepted with moe.dispatch_precision = fp8: alltoall");
-  if (scenario.routing.all_gather_dispatch && (scenario.tp > 1 || scenario.etp > 1))
-    values.fail("moe.dispatcher", "allgather is simulated over the ep group without tensor parallelism (Megatron "
-                                  "gathers over tp x ep); accepted with parallel.tp or parallel.etp > 1: alltoall");
+  scenario.routing.dispatcher = values.choice<TokenDispatcher>(
+      "moe.dispatcher", {{"alltoall", TokenDispatcher::all_to_all},
+                         {"allgather", TokenDispatcher::all_gather},
+                         {"deepep", TokenDispatcher::deepep}});
+  if (scenario.routing.dispatcher == TokenDispatcher::all_gather) {
+    if (scenario.routing.fp8_dispatch)
+      values.fail("moe.dispatcher", "allgather gathers the tokens in the activations' precision; fp8 quantizes the "
+                                    "all-to-all's copies; accepted with moe.dispatch_precision = fp8: alltoall or deepep");
+    if (scenario.tp > 1 || scenario.etp > 1)
+      values.fail("moe.dispatcher", "allgather is simulated over the ep group without tensor parallelism (Megatron "
+                                    "gathers over tp x ep); accepted with parallel.tp or parallel.etp > 1: alltoall");
+  }
+  if (scenario.routing.dispatcher == TokenDispatcher::deepep) {
+    if (scenario.etp > 1)
+      values.fail("moe.dispatcher", "deepep is simulated with whole experts (each token once per GPU of its experts); "
+                                    "accepted with it: parallel.etp = 1");
+    // Which GPUs a token reaches is known in expectation for even routing only.
+    if (!scenario.routing.uniform())
+      values.fail("moe.dispatcher", "deepep's exchange is simulated under uniform routing (the GPUs and nodes a token "
+                                    "reaches are expected counts of an even draw); accepted with moe.routing = " +
+                                        values.text("moe.routing") + ": alltoall");
+  }
 }
 
 void read_compute_keys(const ValueReader& values, Scenario& scenario) {

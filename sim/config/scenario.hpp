@@ -3,6 +3,7 @@
 // Read from an INI file (sections and keys listed by scenario_options()) plus
 // "--set section.key=value" overrides, validated here so that later stages only
 // see sensible values. Every problem is an InputError naming the file, line or key.
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -56,15 +57,20 @@ struct AllocatorReserve {
   double allocatable(double free_bytes) const { return (free_bytes - bytes) * (1 - fragmentation); }
 };
 
+// How tokens reach the experts under expert parallelism (moe.dispatcher): Megatron-Core's
+// all-to-all dispatcher (each token's copies to their experts' ranks), its allgather dispatcher
+// (every rank gathers the ep group's tokens and reduce-scatters the outputs), or DeepEP's
+// (each token once to each node of its experts, to the GPU of the same index there, then once
+// over NVLink to each GPU of its experts; the combine sums on the way back).
+enum class TokenDispatcher : std::uint8_t { all_to_all, all_gather, deepep };
+
 // How a mixture's router spreads the token copies over the experts (moe.routing,
 // moe.capacity_factor).
 struct ExpertRouting {
   double zipf = 0;             // 0: uniform; s > 0: expert e (from 0) draws a share proportional to 1 / (e + 1)^s
   double capacity_factor = 0;  // 0: dropless; else an expert takes at most this x the uniform share, the rest is dropped
   bool fp8_dispatch = false;   // the tokens go to the experts in fp8 (DeepSeek-V3), the rest in the activations' precision
-  // Megatron-Core's allgather token dispatcher: every rank gathers the ep group's tokens and
-  // reduce-scatters the outputs, in place of the two all-to-alls (moe.dispatcher).
-  bool all_gather_dispatch = false;
+  TokenDispatcher dispatcher = TokenDispatcher::all_to_all;
   // moe.routing = file:PATH: the tokens each expert received, per expert layer in order (or one
   // row for every layer), as a real run's router statistics count them
   std::vector<std::vector<double>> layer_loads;

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 #include <string>
 
+#include "common/error.hpp"
 #include "common/text.hpp"
 
 namespace trainsim {
@@ -182,6 +184,58 @@ LayoutGroups groups_of(const Layout& layout) {
                     result.groups, known, result.expert_tp);
   }
   return result;
+}
+
+int add_expert_node_groups(LayoutGroups& groups, const std::vector<int>& node_of_rank) {
+  const std::size_t world = groups.ep.size();
+  groups.ep_node.assign(world, -1);
+  groups.ep_rail.assign(world, -1);
+  std::map<GroupKey, int> known;
+  int spanned = 0;
+  for (std::size_t rank = 0; rank < world; ++rank) {
+    if (groups.ep[rank] < 0)
+      continue;
+    const std::vector<int> members = groups.groups[static_cast<std::size_t>(groups.ep[rank])].ranks;
+    const auto node_of = [&](std::size_t i) { return node_of_rank.at(static_cast<std::size_t>(members[i])); };
+    // Runs of members on one node, in group order.
+    std::size_t per_node = 1;
+    while (per_node < members.size() && node_of(per_node) == node_of(0))
+      ++per_node;
+    const auto refuse = [&](const std::string& why) {
+      throw InputError("expert-parallel group " + groups.groups[static_cast<std::size_t>(groups.ep[rank])].name +
+                       " (ranks " + format_rank_list(members) + ") " + why +
+                       "; accepted: ep groups with as many consecutive members on each of their nodes, or "
+                       "moe.dispatcher = alltoall");
+    };
+    std::set<int> nodes;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (node_of(i) != node_of(i - i % per_node) || (i % per_node == 0 && !nodes.insert(node_of(i)).second))
+        refuse("does not hold " + std::to_string(per_node) + " consecutive members on each of its nodes");
+    }
+    if (members.size() % per_node != 0)
+      refuse("holds a part of " + std::to_string(per_node) + " members on a node");
+    const int span = static_cast<int>(members.size() / per_node);
+    if (spanned > 0 && span != spanned)
+      refuse("spans " + std::to_string(span) + " nodes where another spans " + std::to_string(spanned));
+    spanned = span;
+    const auto place = static_cast<std::size_t>(std::find(members.begin(), members.end(), static_cast<int>(rank)) -
+                                                members.begin());
+    std::vector<int> node, rail;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (i / per_node == place / per_node)
+        node.push_back(members[i]);
+      if (i % per_node == place % per_node)
+        rail.push_back(members[i]);
+    }
+    const int r = static_cast<int>(rank);
+    if (node.size() > 1)
+      node.size() == members.size() ? void(groups.ep_node[rank] = groups.ep[rank])
+                                    : add_members(r, node, "ep", "epn", groups.groups, known, groups.ep_node);
+    if (rail.size() > 1)
+      rail.size() == members.size() ? void(groups.ep_rail[rank] = groups.ep[rank])
+                                    : add_members(r, rail, "ep", "epr", groups.groups, known, groups.ep_rail);
+  }
+  return std::max(spanned, 1);
 }
 
 } // namespace trainsim

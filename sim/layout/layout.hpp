@@ -54,6 +54,10 @@ struct LayoutGroups {
   std::vector<int> ep;        // per rank: its expert-parallel group (tokens are exchanged), -1 when ep == 1
   std::vector<int> expert_gradient;  // per rank: the group its experts' gradients are reduced over, -1 when ep == 1
   std::vector<int> expert_tp;  // per rank: the group splitting its experts' GEMMs (the tp group when etp == tp), -1 when etp == 1 or ep == 1
+  // Under DeepEP's dispatch (add_expert_node_groups): per rank, the members of its ep group on its
+  // node, and those with its index on the group's other nodes; -1 where that is the rank alone.
+  std::vector<int> ep_node;
+  std::vector<int> ep_rail;
 };
 
 // The parallel sizes as every report names them: "dp=8 tp=8+sp pp=2x2 cp=1".
@@ -67,5 +71,11 @@ struct ParallelSizes {
 
 Layout layout_of(const Scenario& scenario);
 LayoutGroups groups_of(const Layout& layout);
+// Splits each ep group of `groups` by the node of each rank (`node_of_rank`) into the members on
+// one node and the members with the same index on the others (LayoutGroups::ep_node, ep_rail);
+// returns how many nodes a group spans. Refuses (InputError, naming a group) groups that hold
+// different numbers of members on their nodes, or whose members on a node are not consecutive in
+// the group's order (the experts' order), or that span different numbers of nodes.
+int add_expert_node_groups(LayoutGroups& groups, const std::vector<int>& node_of_rank);
 
 } // namespace trainsim

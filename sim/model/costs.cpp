@@ -361,8 +361,21 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
     parts.forward_dispatch_ratio = k.sharding.fp8_dispatch ? fp8_bytes / e : 1.0;
     parts.from_experts_bytes = e * assigned / et * h;
     parts.gathered_bytes = e * assigned * h;
-    if (k.sharding.all_gather_dispatch)
+    if (k.sharding.dispatcher == TokenDispatcher::all_gather)
       parts.ep_gathered_bytes = e * normed * h * static_cast<double>(k.sharding.ep);
+    if (k.sharding.dispatcher == TokenDispatcher::deepep) {
+      // Each token goes once to each node its copies reach (over the rail, to the GPU of this
+      // rank's index there) and from there once to each GPU they reach: every node's rail rank
+      // forwards the tokens of the group's nodes to each GPU of its node, its own included.
+      const long long nodes = k.sharding.ep_nodes, per_node = k.sharding.ep / nodes;
+      const auto reached = [&](long long units) {
+        return expected_units_reached(m.experts, m.experts_per_token, m.expert_groups, m.groups_per_token, units);
+      };
+      if (nodes > 1)
+        parts.rail_bytes = e * normed * h * reached(nodes);
+      if (per_node > 1)
+        parts.node_bytes = e * normed * h * reached(k.sharding.ep);
+    }
     if (!k.sharding.expert_shares.empty()) {
       // Every sender's copies divide over the ep group as the ranks' experts' shares.
       std::vector<double> split = place_shares(k.sharding.expert_shares, k.sharding.ep);

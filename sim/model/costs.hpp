@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/precision.hpp"
+#include "config/scenario.hpp"
 #include "model/kernels.hpp"
 #include "model/model.hpp"
 #include "cluster/gpu.hpp"
@@ -85,6 +86,13 @@ struct MoeParts {
   // Under the allgather dispatcher: the ep group's tokens x hidden, gathered by each rank (and
   // its experts' outputs, reduce-scattered back); 0 under the all-to-alls.
   double ep_gathered_bytes = 0;
+  // Under DeepEP's dispatcher, what one rank's all-to-alls carry each way in the activations'
+  // precision (as an all-to-all's bytes: an even share to each member, its own kept): over the ep
+  // members of other nodes with its index in the node (the rail: its tokens x the nodes they
+  // reach), and over those of its node (the tokens forwarded to the GPUs they reach); 0 where
+  // the group has one member.
+  double rail_bytes = 0;
+  double node_bytes = 0;
 };
 
 // Each Work also names its kernels in ModelCosts::kernel_sets.
@@ -127,7 +135,8 @@ struct Sharding {
   long long ep_rank = 0;               // this rank's place in its ep group: which experts it holds
   std::vector<double> expert_shares;   // the copies each expert computes (model/routing); empty: uniform
   bool fp8_dispatch = false;           // the forward dispatch carries fp8 tokens (moe.dispatch_precision)
-  bool all_gather_dispatch = false;    // the ep group's tokens gathered, the outputs reduce-scattered (moe.dispatcher)
+  TokenDispatcher dispatcher = TokenDispatcher::all_to_all;  // moe.dispatcher
+  long long ep_nodes = 1;              // under deepep: the nodes an ep group spans, as many members on each
   long long etp = 0;  // expert tensor parallelism: each expert's GEMMs split over etp ranks; 0: tp
   // Per expert layer (the layers with routed experts, in order), its experts' shares when they
   // differ between layers (a routing file's rows): each such layer is a kind of its own.

@@ -224,6 +224,11 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
         model.dense_layers.push_back(l);
     model.shared_expert_ffn = reader.count("n_shared_experts", v3 ? 1 : 0) * model.expert_ffn;
     model.router_bias = v3 || reader.text("topk_method") == "noaux_tc";
+    // V3's router always limits the groups (DeepseekV3TopkRouter); V2's when topk_method says so.
+    if (v3 || reader.text("topk_method") == "group_limited_greedy") {
+      model.expert_groups = reader.count("n_group", v3 ? 8 : 1);
+      model.groups_per_token = reader.count("topk_group", v3 ? 4 : 1);
+    }
     if (static_cast<long long>(model.dense_layers.size()) == model.layers)
       throw InputError(reader.where() + ": first_k_dense_replace = " + std::to_string(first_dense) +
                        " and moe_layer_freq = " + std::to_string(frequency) +
@@ -257,6 +262,16 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
     throw InputError(reader.where() + ": field 'num_experts_per_tok' = " + std::to_string(model.experts_per_token) +
                      " is more than the " + std::to_string(model.experts) + " experts; accepted: 1 to " +
                      std::to_string(model.experts));
+  if (model.expert_groups < 1 || model.experts % model.expert_groups != 0)
+    throw InputError(reader.where() + ": field 'n_group' = " + std::to_string(model.expert_groups) +
+                     " does not divide the " + std::to_string(model.experts) +
+                     " experts into equal groups; accepted: a divisor of n_routed_experts");
+  if (model.groups_per_token < 1 || model.groups_per_token > model.expert_groups ||
+      model.experts_per_token > model.groups_per_token * (model.experts / model.expert_groups))
+    throw InputError(reader.where() + ": field 'topk_group' = " + std::to_string(model.groups_per_token) +
+                     " is not 1 to n_group = " + std::to_string(model.expert_groups) +
+                     " groups holding the top-k = " + std::to_string(model.experts_per_token) +
+                     " experts; accepted: groups enough for num_experts_per_tok, at most n_group");
 }
 
 // DeepSeek's multi-head latent attention: queries through a latent of q_lora_rank (none: one

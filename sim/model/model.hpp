@@ -44,6 +44,11 @@ struct ModelSpec {
   // mlp_only_layers and decoder_sparse_step. Empty: every layer has the experts.
   std::vector<long long> dense_layers;
   bool router_bias = false;       // DeepSeek-V3: a learned bias per expert added to the routing scores
+  // Group-limited routing (DeepSeek's n_group, topk_group): the experts in expert_groups equal
+  // runs, each token routed to its top-k experts within the groups_per_token groups it scores
+  // highest. 1 and 1: over all experts.
+  long long expert_groups = 1;
+  long long groups_per_token = 1;
   // Multi-head latent attention (DeepSeek-V2/V3, kv_lora_rank > 0): queries through a latent of
   // q_lora_rank (0: one projection), keys and values up-projected from a latent of kv_lora_rank,
   // a rotary key of qk_rope_head_dim shared by the heads; head_dim is a query's and key's size

@@ -54,4 +54,47 @@ std::vector<double> place_shares(const std::vector<double>& shares, long long pl
   return per_place;
 }
 
+namespace {
+
+// The chance that `top_k` experts drawn without replacement from `eligible` miss `held` of them:
+// C(eligible - held, top_k) / C(eligible, top_k).
+double all_missed(double eligible, double held, long long top_k) {
+  double chance = 1;
+  for (long long i = 0; i < top_k; ++i)
+    chance *= std::max(0.0, (eligible - held - static_cast<double>(i)) / (eligible - static_cast<double>(i)));
+  return chance;
+}
+
+double binomial(long long n, long long k) {
+  if (k < 0 || k > n)
+    return 0;
+  double value = 1;
+  for (long long i = 1; i <= k; ++i)
+    value *= static_cast<double>(n - k + i) / static_cast<double>(i);
+  return value;
+}
+
+} // namespace
+
+bool units_nest_with_groups(long long units, long long groups) { return units % groups == 0 || groups % units == 0; }
+
+double expected_units_reached(long long experts, long long top_k, long long groups, long long groups_per_token,
+                              long long units) {
+  const double per_group = static_cast<double>(experts / groups);
+  const double eligible = static_cast<double>(groups_per_token) * per_group;
+  if (units % groups == 0) {
+    // A unit lies in one group, picked with chance groups_per_token / groups.
+    const double held = static_cast<double>(experts / units);
+    return static_cast<double>(units) * static_cast<double>(groups_per_token) / static_cast<double>(groups) *
+           (1 - all_missed(eligible, held, top_k));
+  }
+  // A unit holds g groups, j of them picked with the hypergeometric chance C(g, j) C(G - g, M - j) / C(G, M).
+  const long long g = groups / units;
+  double reached = 0;
+  for (long long j = 1; j <= std::min(g, groups_per_token); ++j)
+    reached += binomial(g, j) * binomial(groups - g, groups_per_token - j) / binomial(groups, groups_per_token) *
+               (1 - all_missed(eligible, static_cast<double>(j) * per_group, top_k));
+  return static_cast<double>(units) * reached;
+}
+
 } // namespace trainsim

@@ -24,4 +24,14 @@ bool routing_per_layer(const ExpertRouting& routing);
 // run of experts, in order): what each place's experts compute.
 std::vector<double> place_shares(const std::vector<double>& shares, long long places);
 
+// Where a token's `top_k` copies land under uniform routing: the expected number of distinct
+// `units` (equal runs of the experts in order: the ranks or the nodes of an ep group) they reach,
+// the copies going to top_k different experts drawn evenly from the `groups_per_token` of
+// `groups` equal runs of experts the router picks, themselves drawn evenly (group-limited routing;
+// 1 of 1: from all experts). Units and groups nest: `units` a multiple of `groups` or a divisor.
+double expected_units_reached(long long experts, long long top_k, long long groups, long long groups_per_token,
+                              long long units);
+// Whether `units` nest with `groups` as expected_units_reached needs.
+bool units_nest_with_groups(long long units, long long groups);
+
 } // namespace trainsim

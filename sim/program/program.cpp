@@ -52,6 +52,8 @@ const char* to_string(Stream stream) {
   case Stream::compute_2: return "compute-2";
   case Stream::tp_comm_2: return "tp-comm-2";
   case Stream::ep_comm_2: return "ep-comm-2";
+  case Stream::ep_rail: return "ep-rail";
+  case Stream::ep_rail_2: return "ep-rail-2";
   }
   return "?";
 }

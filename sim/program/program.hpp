@@ -30,11 +30,14 @@ enum class Stream : std::uint8_t {
   compute, tp_comm, dp_comm, pp_comm, copy, io_read, cp_comm, pp_bwd, copy_out, cpu, io_write, ep_comm,
   // The second pass of a pair running at once with the first (parallel.overlap_pairs): its kernels
   // and its tensor- and expert-parallel collectives, beside the first pass's.
-  compute_2, tp_comm_2, ep_comm_2
+  compute_2, tp_comm_2, ep_comm_2,
+  // DeepEP's inter-node leg, beside the NVLink leg on ep_comm (and the second pass's).
+  ep_rail, ep_rail_2
 };
 // A stream of the second pass of an overlapped pair.
 inline bool second_pass_stream(Stream stream) {
-  return stream == Stream::compute_2 || stream == Stream::tp_comm_2 || stream == Stream::ep_comm_2;
+  return stream == Stream::compute_2 || stream == Stream::tp_comm_2 || stream == Stream::ep_comm_2 ||
+         stream == Stream::ep_rail_2;
 }
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast };
 // cuda_context and nccl_buffers are held outside PyTorch's caching allocator (the driver's context
@@ -48,7 +51,7 @@ enum class Device : std::uint8_t { gpu, host, nvme };
 enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer, weight_gradient };
 
 constexpr int op_kind_count = 9;
-constexpr int stream_count = 15;
+constexpr int stream_count = 17;
 constexpr int collective_count = 5;
 constexpr int category_count = 7;
 constexpr int device_count = 3;

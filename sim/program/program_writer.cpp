@@ -78,6 +78,7 @@ Stream ProgramWriter::on(Stream stream) const {
   case Stream::compute: return Stream::compute_2;
   case Stream::tp_comm: return Stream::tp_comm_2;
   case Stream::ep_comm: return Stream::ep_comm_2;
+  case Stream::ep_rail: return Stream::ep_rail_2;
   default: return stream;
   }
 }
@@ -282,6 +283,10 @@ ModelParallelGroups model_parallel_groups(const Scenario& scenario, const ModelS
     groups.expert_gradient = expert_gradient_slot;
     groups.expert_tp = scenario.etp == 1 ? -1 : scenario.etp == scenario.tp ? tp_slot : expert_tp_slot;
     groups.experts = experts;
+    if (scenario.routing.dispatcher == TokenDispatcher::deepep) {
+      groups.ep_node = ep_node_slot;
+      groups.ep_rail = ep_rail_slot;
+    }
   }
   return groups;
 }
@@ -464,20 +469,32 @@ OpId LayerOps::experts_round_trip(const std::string& name, const char* first, co
     w_.release(buffer);
     return done;
   }
-  OpId arrived = w_.all_to_all(Stream::ep_comm, groups_.ep, moe.to_experts_bytes * ratio, moe.to_experts_split,
-                               name + "." + first + "-alltoall", {sent});
+  std::vector<OpId> arrived = exchange(name + "." + first, moe.to_experts_bytes, ratio, moe.to_experts_split, {sent});
   // The ranks splitting the same experts' GEMMs (etp) gather the copies each received.
   if (groups_.expert_tp >= 0)
-    arrived = w_.collective(Stream::tp_comm, Collective::all_gather, groups_.expert_tp, moe.gathered_bytes * ratio,
-                            name + ".experts-allgather", {arrived});
-  experts_deps.insert(experts_deps.begin(), arrived);
+    arrived = {w_.collective(Stream::tp_comm, Collective::all_gather, groups_.expert_tp, moe.gathered_bytes * ratio,
+                             name + ".experts-allgather", arrived)};
+  experts_deps.insert(experts_deps.begin(), arrived.begin(), arrived.end());
   OpId computed = w_.compute(name + ".experts", experts, phase, std::move(experts_deps));
   if (groups_.expert_tp >= 0)
     computed = w_.collective(Stream::tp_comm, Collective::reduce_scatter, groups_.expert_tp, moe.gathered_bytes,
                              name + ".experts-reducescatter", {computed});
-  const OpId returned = w_.all_to_all(Stream::ep_comm, groups_.ep, moe.from_experts_bytes, -1,
-                                      name + "." + last + "-alltoall", {computed});
-  return w_.compute(name + "." + last, after, phase, {returned});
+  return w_.compute(name + "." + last, after, phase, exchange(name + "." + last, moe.from_experts_bytes, 1, -1, {computed}));
+}
+
+std::vector<OpId> LayerOps::exchange(const std::string& name, double bytes, double scale, int split,
+                                     const std::vector<OpId>& deps) {
+  if (groups_.ep_node < 0)
+    return {w_.all_to_all(Stream::ep_comm, groups_.ep, bytes * scale, split, name + "-alltoall", deps)};
+  // DeepEP: the inter-node leg and the NVLink leg at once, as its forwarders pipeline them
+  // (tokens forwarded as they arrive).
+  const MoeParts& moe = layer_->moe;
+  std::vector<OpId> legs;
+  if (moe.rail_bytes > 0)
+    legs.push_back(w_.all_to_all(Stream::ep_rail, groups_.ep_rail, moe.rail_bytes * scale, -1, name + "-rail", deps));
+  if (moe.node_bytes > 0)
+    legs.push_back(w_.all_to_all(Stream::ep_comm, groups_.ep_node, moe.node_bytes * scale, -1, name + "-node", deps));
+  return legs;
 }
 
 OpId LayerOps::shared_expert(const std::string& name, const Work& work, std::vector<OpId> deps, Phase phase) {

@@ -150,12 +150,18 @@ struct ModelParallelGroups {
   int ep = -1;
   int expert_gradient = -1;
   int expert_tp = -1;  // the group splitting the experts' GEMMs (etp > 1; tp's slot when etp = tp), gathering the tokens they receive
+  // DeepEP's dispatch: the ep group's members on this rank's node, and those of its index on the
+  // other nodes (the legs are issued where their costs carry bytes).
+  int ep_node = -1;
+  int ep_rail = -1;
   const ModelStatePlan* experts = nullptr;
 };
 
 // The slots of the programs trainsim builds: each rank binds them to its own groups and pipeline
 // neighbours (Workload::bindings), so that ranks doing the same work share one program.
-enum GroupSlot : int { gradient_slot, tp_slot, cp_slot, embedding_slot, ep_slot, expert_gradient_slot, expert_tp_slot };
+enum GroupSlot : int {
+  gradient_slot, tp_slot, cp_slot, embedding_slot, ep_slot, expert_gradient_slot, expert_tp_slot, ep_node_slot, ep_rail_slot
+};
 
 // The slots of a rank's model-parallel groups (the same on every rank); `experts`: the expert
 // states' plan under expert parallelism.
@@ -264,6 +270,11 @@ private:
   OpId shared_expert(const std::string& name, const Work& work, std::vector<OpId> deps, Phase phase);
   // `before` (named `first`), the all-to-all to the experts' ranks, `experts` (also after
   // `experts_deps`), the all-to-all back, `after` (named `last`).
+  // The tokens' way to or from the experts over the ep group: an all-to-all, or DeepEP's two legs
+  // at once (`scale`: the forward dispatch's fp8 share of the bytes); what comes after waits for
+  // all the returned ops.
+  std::vector<OpId> exchange(const std::string& name, double bytes, double scale, int split,
+                             const std::vector<OpId>& deps);
   OpId experts_round_trip(const std::string& name, const char* first, const Work& before, const Work& experts,
                           const char* last, const Work& after, Phase phase, std::vector<OpId> deps,
                           std::vector<OpId> experts_deps = {});

@@ -1,5 +1,7 @@
 #include "program/runtime_memory.hpp"
 
+#include <set>
+
 namespace trainsim {
 
 RuntimeMemory runtime_memory(const Scenario& scenario, int communicators, double activation_bytes) {
@@ -14,10 +16,12 @@ RuntimeMemory runtime_memory(const Scenario& scenario, int communicators, double
 
 int runtime_communicators(const Workload& workload, int rank, const RankCoords& coords, const Scenario& scenario) {
   const Binding& binding = workload.bindings[static_cast<std::size_t>(rank)];
-  int count = 0;
+  // A group bound in two slots (DeepEP's node leg over an ep group on one node) is one communicator.
+  std::set<int> communicators;
   for (int group : binding.groups)
     if (group >= 0 && workload.groups[static_cast<std::size_t>(group)].ranks.size() > 1)
-      ++count;
+      communicators.insert(group);
+  const auto count = static_cast<int>(communicators.size());
   if (scenario.pp == 1)
     return count;
   // Interleaved, the last stage's chunk feeds the first stage's next chunk; ZB-V's V turns on

@@ -4,6 +4,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -60,9 +61,11 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
   if (s.routing.fp8_dispatch && s.ep == 1)
     throw InputError(where + "moe.dispatch_precision = fp8 sets what the expert-parallel all-to-all carries, and " +
                      "parallel.ep = 1 has none; accepted: moe.dispatch_precision = activations, or parallel.ep > 1");
-  if (s.routing.all_gather_dispatch && s.ep == 1)
-    throw InputError(where + "moe.dispatcher = allgather gathers the tokens of the expert-parallel group, and " +
-                     "parallel.ep = 1 has none; accepted: moe.dispatcher = alltoall, or parallel.ep > 1");
+  if (s.routing.dispatcher != TokenDispatcher::all_to_all && s.ep == 1)
+    throw InputError(where + "moe.dispatcher = " +
+                     (s.routing.dispatcher == TokenDispatcher::all_gather ? "allgather" : "deepep") +
+                     " sends the tokens over the expert-parallel group, and parallel.ep = 1 has none; accepted: "
+                     "moe.dispatcher = alltoall, or parallel.ep > 1");
   if (!model.moe())
     return;
   check_routing_file(s.routing, model);
@@ -171,8 +174,13 @@ Binding binding_of(const Layout& layout, const LayoutGroups& groups, const std::
   if (layout.ep > 1) {
     binding.groups.push_back(groups.ep[rank]);
     binding.groups.push_back(groups.expert_gradient[rank]);
-    if (layout.expert_tp() != layout.tp)  // else the tp slot
+    const bool deepep = !groups.ep_node.empty();
+    if (layout.expert_tp() != layout.tp || deepep)  // else the tp slot
       binding.groups.push_back(groups.expert_tp[rank]);
+    if (deepep) {
+      binding.groups.push_back(groups.ep_node[rank]);
+      binding.groups.push_back(groups.ep_rail[rank]);
+    }
   }
   const RankCoords coords = layout.coords(rank);
   // The ranks before and after this one along one dimension, cyclically.
@@ -192,14 +200,40 @@ Binding binding_of(const Layout& layout, const LayoutGroups& groups, const std::
   return binding;
 }
 
+// Under DeepEP's dispatch: each ep group's members on a node and along its rails; returns the
+// nodes a group spans, which must nest with the model's routing groups (model/routing).
+long long expert_node_groups(const Scenario& scenario, const ModelSpec& model, const std::vector<int>& node_of_rank,
+                             LayoutGroups& groups) {
+  if (scenario.routing.dispatcher != TokenDispatcher::deepep)
+    return 1;
+  if (node_of_rank.size() < groups.ep.size())
+    throw std::logic_error("deepep dispatch needs the node of every rank");
+  long long nodes = 1;
+  try {
+    nodes = add_expert_node_groups(groups, node_of_rank);
+  } catch (const InputError& error) {
+    throw InputError(scenario.file.string() + ": moe.dispatcher = deepep: on the platform's nodes, " + error.what());
+  }
+  for (const long long units : {nodes, static_cast<long long>(scenario.ep)})
+    if (!units_nest_with_groups(units, model.expert_groups))
+      throw InputError(scenario.file.string() + ": moe.dispatcher = deepep: model " + model.name + " routes within " +
+                       std::to_string(model.expert_groups) + " expert groups (n_group), which the " +
+                       std::to_string(units) + (units == nodes ? " nodes" : " ranks") + " of an ep group of " +
+                       std::to_string(scenario.ep) + " split unevenly; accepted: ep groups whose nodes and ranks " +
+                       "each hold whole groups or a part of one");
+  return nodes;
+}
+
 } // namespace
 
-WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, double gpu_capacity) {
+WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, double gpu_capacity,
+                             const std::vector<int>& node_of_rank) {
   check_layout(scenario, model);
   WorkloadBuild build;
   build.layout = layout_of(scenario);
   const Layout& layout = build.layout;
   LayoutGroups groups = groups_of(layout);
+  const long long ep_nodes = expert_node_groups(scenario, model, node_of_rank, groups);
   const std::vector<int> tied = embedding_groups(scenario, model, layout, groups);
   // Under uneven routing the ranks of an ep group hold experts of different loads: costs (and
   // programs) per place in the group, their kernel sets in one list. The first place's costs
@@ -214,7 +248,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                             place,
                             uneven ? expert_shares(scenario.routing, model.experts, model.experts_per_token) : std::vector<double>{},
                             scenario.routing.fp8_dispatch,
-                            scenario.routing.all_gather_dispatch,
+                            scenario.routing.dispatcher,
+                            ep_nodes,
                             scenario.etp};
     if (routing_per_layer(scenario.routing))
       for (long long layer = 0; layer < model.layers - static_cast<long long>(model.dense_layers.size()); ++layer)

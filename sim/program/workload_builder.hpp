@@ -26,7 +26,9 @@ struct WorkloadBuild {
 };
 
 // `gpu_capacity` (bytes, 0 when unknown) sets the default activation budget of the optimal
-// recompute plan. Throws InputError naming the numbers that clash.
-WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, double gpu_capacity);
+// recompute plan; `node_of_rank` numbers the node of each rank, which DeepEP's dispatch needs
+// (moe.dispatcher = deepep; unused otherwise). Throws InputError naming the numbers that clash.
+WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, double gpu_capacity,
+                             const std::vector<int>& node_of_rank = {});
 
 } // namespace trainsim

@@ -90,7 +90,9 @@ const char* point_to_point_kind(Stream stream) {
   case Stream::dp_comm: return "dp";
   case Stream::cp_comm: return "cp";
   case Stream::ep_comm:
-  case Stream::ep_comm_2: return "ep";
+  case Stream::ep_comm_2:
+  case Stream::ep_rail:
+  case Stream::ep_rail_2: return "ep";
   case Stream::compute:
   case Stream::compute_2:
   case Stream::copy:

@@ -249,7 +249,7 @@ TEST_CASE("Megatron's allgather dispatcher gathers the ep group's tokens and red
       {"--set moe.dispatcher=allgather", "moe.dispatcher = 'allgather': allgather is simulated over the ep group without tensor parallelism"},
       {layout + "--set moe.dispatcher=allgather --set moe.dispatch_precision=fp8", "fp8 quantizes the all-to-all's copies"},
       {layout + "--set moe.dispatcher=allgather --set parallel.ep=1", "parallel.ep = 1 has none"},
-      {"--set moe.dispatcher=broadcast", "moe.dispatcher = 'broadcast': accepted: alltoall or allgather"}};
+      {"--set moe.dispatcher=broadcast", "moe.dispatcher = 'broadcast': unknown value; accepted: alltoall, allgather, deepep"}};
   for (const auto& [settings, message] : refusals) {
     CAPTURE(settings);
     const CliResult refused = run_trainsim("allgather_refused", "memory " + scenario + " " + settings);
@@ -347,6 +347,31 @@ TEST_CASE("fp8 dispatch sends the tokens to the experts in a byte and a 128th of
                                                                  " --set moe.dispatch_precision=fp4");
   CHECK(unknown.status == 2);
   CHECK(unknown.err.find("accepted: activations or fp8") != std::string::npos);
+}
+
+TEST_CASE("DeepEP's dispatch sends each token once per node and GPU it reaches, over the rail and NVLink at once") {
+  // Mixtral with whole experts (etp 1) on 4 nodes of 4 H100s: an ep group of 8 (the two tp ranks
+  // of four places) spans two nodes, 4 members on each. Each rank's 2048 tokens (SP over tp 2) of
+  // 4096 bf16 values, 16 MiB: to the other node's rail member 16 MiB x 44/28 / 2 (a token's 2
+  // copies reach 44/28 nodes of 2 in expectation, each an even share), to each of its node's 3
+  // others 16 MiB x 2 / 4 (the 2 GPUs reached, forwarded for both nodes): 16 MiB x (22/28 + 3/2)
+  // per exchange, 6 per layer and micro-batch (forward, full recompute, backward), 32 layers, 8
+  // micro-batches.
+  const std::string cluster = " --set parallel.etp=1 --set platform.file= --set platform.gpu=h100-sxm "
+                              "--set platform.nodes=4 --set platform.gpus_per_node=4";
+  const json deepep = run("mixtral_deepep", project_file("scenarios/mixtral-8x7b-ep8.ini"),
+                          cluster + " --set moe.dispatcher=deepep");
+  const double mib = 1024.0 * 1024;
+  CHECK(deepep["time"]["comm"]["ep"]["bytes"].get<double>() ==
+        doctest::Approx(16 * mib * (22.0 / 28 + 1.5) * 6 * 32 * 8));
+  // The all-to-all sends each copy: half of them over the network, where DeepEP sends 22/28 of
+  // a token per token; its ep time is the shorter.
+  const json alltoall = run("mixtral_alltoall", project_file("scenarios/mixtral-8x7b-ep8.ini"), cluster);
+  CHECK(deepep["time"]["comm"]["ep"]["total_s"].get<double>() < alltoall["time"]["comm"]["ep"]["total_s"].get<double>());
+  const CliResult refused = run_trainsim("deepep_etp", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini") +
+                                                           " --set moe.dispatcher=deepep");
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("deepep is simulated with whole experts") != std::string::npos);
 }
 
 TEST_CASE("the memory summary says which experts a rank holds and what their states take") {

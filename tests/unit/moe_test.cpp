@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -714,4 +715,180 @@ TEST_CASE("the zero-bubble schedules run a mixture under expert parallelism") {
   }
   CHECK(all_to_alls == 4 * 16 * scenario.grad_accum);
   CHECK(weight_passes == 16 * scenario.grad_accum);
+}
+
+// DeepEP's dispatch (moe.dispatcher = deepep) and group-limited routing: the GPUs and nodes a
+// token reaches, what its two legs carry, the groups they run over, and the refusals.
+namespace {
+
+// The Mixtral scenario with whole experts (etp 1) and DeepEP's dispatch.
+Scenario deepep_scenario(std::vector<std::string> overrides = {}) {
+  overrides.insert(overrides.begin(), {"parallel.etp=1", "moe.dispatcher=deepep"});
+  return mixtral_scenario(overrides);
+}
+
+// Ranks 4 to a node: the ep group of ranks 0-7 (the tp ranks of a node's places first) spans two.
+std::vector<int> four_per_node(int ranks) {
+  std::vector<int> nodes;
+  for (int rank = 0; rank < ranks; ++rank)
+    nodes.push_back(rank / 4);
+  return nodes;
+}
+
+std::string deepep_refusal(const std::vector<std::string>& overrides, const std::vector<int>& nodes = four_per_node(16)) {
+  try {
+    const Scenario scenario = deepep_scenario(overrides);
+    build_workload(scenario, mixtral(), 0, nodes);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  FAIL("accepted");
+  return "";
+}
+
+const Op& op_named(const Program& program, const std::string& name) {
+  for (const Op& op : program.ops)
+    if (op.name == name)
+      return op;
+  FAIL("no op " << name);
+  return program.ops.front();
+}
+
+} // namespace
+
+TEST_CASE("the GPUs and nodes a token's copies reach under uniform and group-limited routing") {
+  // A token's copies go to top-k different experts drawn evenly.
+  // Mixtral, 8 experts, top-2, over 8 ranks of one expert each: always 2 ranks. Over 2 nodes of 4
+  // experts: both copies on one node with chance 2 x C(4,2) / C(8,2) = 12/28, else 2 nodes:
+  // 12/28 + 2 x 16/28 = 44/28.
+  CHECK(expected_units_reached(8, 2, 1, 1, 8) == doctest::Approx(2));
+  CHECK(expected_units_reached(8, 2, 1, 1, 2) == doctest::Approx(44.0 / 28));
+  // The same through groups of one expert, 2 of 8 picked: the copies are those two experts, so
+  // the same 44/28 (the branch where nodes hold several groups).
+  CHECK(expected_units_reached(8, 2, 8, 2, 2) == doctest::Approx(44.0 / 28));
+  // One copy reaches one unit, whatever the groups.
+  CHECK(expected_units_reached(256, 1, 8, 4, 64) == doctest::Approx(1));
+  // Four groups of one expert, 2 picked, top-2: the copies fill both picked groups: 2 units of 4.
+  CHECK(expected_units_reached(4, 2, 4, 2, 4) == doctest::Approx(2));
+  // DeepSeek-V3: 256 experts in 8 groups of 32, 4 groups picked, top-8 among their 128. A node of
+  // an ep group of 64 over 8 nodes holds one group: picked with chance 4/8, then missed by all 8
+  // copies with chance C(96,8) / C(128,8); a rank holds 4 experts: missed with C(124,8) / C(128,8).
+  const double node_missed = 96.0 * 95 * 94 * 93 * 92 * 91 * 90 * 89 / (128.0 * 127 * 126 * 125 * 124 * 123 * 122 * 121);
+  const double rank_missed = 124.0 * 123 * 122 * 121 * 120 * 119 * 118 * 117 /
+                             (128.0 * 127 * 126 * 125 * 124 * 123 * 122 * 121);
+  CHECK(expected_units_reached(256, 8, 8, 4, 8) == doctest::Approx(8 * 0.5 * (1 - node_missed)));
+  CHECK(expected_units_reached(256, 8, 8, 4, 64) == doctest::Approx(64 * 0.5 * (1 - rank_missed)));
+  CHECK(expected_units_reached(256, 8, 8, 4, 8) == doctest::Approx(3.629).epsilon(1e-3));  // at most 4 nodes
+  CHECK(units_nest_with_groups(64, 8));
+  CHECK(units_nest_with_groups(2, 8));
+  CHECK_FALSE(units_nest_with_groups(3, 8));
+}
+
+TEST_CASE("DeepSeek-V3's config routes each token within 4 of 8 expert groups") {
+  const ModelSpec model = load_model(test::source_dir() / "models" / "deepseek-v3.json", 128);
+  CHECK(model.expert_groups == 8);
+  CHECK(model.groups_per_token == 4);
+  CHECK(mixtral().expert_groups == 1);
+  CHECK(mixtral().groups_per_token == 1);
+}
+
+TEST_CASE("routing groups that do not divide the experts or hold the top-k are refused") {
+  std::ifstream in(test::source_dir() / "models" / "deepseek-v3.json");
+  const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto refusal_of = [&](const std::string& from, const std::string& to) {
+    std::string changed = config;
+    REQUIRE(changed.find(from) != std::string::npos);
+    changed.replace(changed.find(from), from.size(), to);
+    try {
+      load_model(test::write_temp_file("deepseek-groups.json", changed), 128);
+    } catch (const InputError& error) {
+      return std::string(error.what());
+    }
+    FAIL("accepted " << to);
+    return std::string();
+  };
+  CHECK(refusal_of("\"n_group\": 8", "\"n_group\": 3").find("field 'n_group' = 3") != std::string::npos);
+  CHECK(refusal_of("\"topk_group\": 4", "\"topk_group\": 9").find("field 'topk_group' = 9") != std::string::npos);
+  // 4 groups of 32 experts hold the top-8; 4 of 256 groups of one expert would not.
+  CHECK(refusal_of("\"n_group\": 8", "\"n_group\": 256").find("field 'topk_group' = 4") != std::string::npos);
+}
+
+TEST_CASE("DeepEP's legs carry each token once per node and once per GPU its copies reach") {
+  // Rank 0 sends its 2,048 tokens of the sequence (SP over tp 2) of 4,096 bf16 values: over the
+  // rail (ranks 0 and 4) 2 x 4096 x 2048 x 44/28 bytes (the nodes reached), over its node (ranks
+  // 0-3) 2 x 4096 x 2048 x 2 (the GPUs reached: each node's rail rank forwards the tokens of both
+  // nodes, N x T x 2/8 to each of the 4, 2 T in all); the all-to-all would send 2 x 2048 copies.
+  const double token_bytes = 2.0 * 4096 * 2048;
+  const Scenario scenario = deepep_scenario();
+  const WorkloadBuild build = build_workload(scenario, mixtral(), 0, four_per_node(16));
+  const Workload& workload = build.workload;
+  const Program& program = workload.program(0);
+  const Op& rail = op_named(program, "L0.fwd.mb0.moe.dispatch-rail");
+  const Op& node = op_named(program, "L0.fwd.mb0.moe.dispatch-node");
+  CHECK(rail.kind == OpKind::collective);
+  CHECK(rail.collective == Collective::all_to_all);
+  CHECK(rail.stream == Stream::ep_rail);
+  CHECK(node.stream == Stream::ep_comm);
+  CHECK(rail.bytes == doctest::Approx(token_bytes * 44 / 28));
+  CHECK(node.bytes == doctest::Approx(token_bytes * 2));
+  const Group& rail_group = workload.groups.at(static_cast<std::size_t>(workload.group_of(0, rail.group)));
+  const Group& node_group = workload.groups.at(static_cast<std::size_t>(workload.group_of(0, node.group)));
+  CHECK(rail_group.ranks == std::vector<int>{0, 4});
+  CHECK(node_group.ranks == std::vector<int>{0, 1, 2, 3});
+  CHECK(rail_group.kind == "ep");
+  CHECK(node_group.kind == "ep");
+  // Rank 5 runs the same program over its own legs.
+  CHECK(workload.groups.at(static_cast<std::size_t>(workload.group_of(5, rail.group))).ranks == std::vector<int>{1, 5});
+  CHECK(workload.groups.at(static_cast<std::size_t>(workload.group_of(5, node.group))).ranks ==
+        std::vector<int>{4, 5, 6, 7});
+  // The experts wait for both legs, the combine's legs carry the same back, and the combine waits for both.
+  const Op& experts = op_named(program, "L0.fwd.mb0.moe.experts");
+  const auto id_of = [&](const Op& op) { return static_cast<OpId>(&op - program.ops.data()); };
+  for (const Op* leg : {&rail, &node})
+    CHECK(std::find(experts.deps.begin(), experts.deps.end(), id_of(*leg)) != experts.deps.end());
+  CHECK(op_named(program, "L0.fwd.mb0.moe.combine-rail").bytes == doctest::Approx(token_bytes * 44 / 28));
+  CHECK(op_named(program, "L0.fwd.mb0.moe.combine-node").bytes == doctest::Approx(token_bytes * 2));
+  const Op& combine = op_named(program, "L0.fwd.mb0.moe.combine");
+  CHECK(combine.deps.size() == 2);
+  // fp8 dispatch: the forward legs carry a byte and 4/128 of a scale per value.
+  const WorkloadBuild fp8_build =
+      build_workload(deepep_scenario({"moe.dispatch_precision=fp8"}), mixtral(), 0, four_per_node(16));
+  const Program& fp8 = fp8_build.workload.program(0);
+  CHECK(op_named(fp8, "L0.fwd.mb0.moe.dispatch-rail").bytes == doctest::Approx(token_bytes * 44 / 28 * (1 + 4.0 / 128) / 2));
+  CHECK(op_named(fp8, "L0.fwd.mb0.moe.combine-rail").bytes == doctest::Approx(token_bytes * 44 / 28));
+}
+
+TEST_CASE("an ep group on one node needs no rail, one spread over nodes of one member no NVLink leg") {
+  // 8 GPUs per node: the ep group of ranks 0-7 is one node; forwarded to the 2 GPUs each token reaches.
+  std::vector<int> eight(16);
+  for (int rank = 0; rank < 16; ++rank)
+    eight[static_cast<std::size_t>(rank)] = rank / 8;
+  const WorkloadBuild one_node_build = build_workload(deepep_scenario(), mixtral(), 0, eight);
+  const Program& one_node = one_node_build.workload.program(0);
+  CHECK(op_named(one_node, "L0.fwd.mb0.moe.dispatch-node").bytes == doctest::Approx(2.0 * 4096 * 2048 * 2));
+  CHECK(std::none_of(one_node.ops.begin(), one_node.ops.end(),
+                     [](const Op& op) { return op.name.find("-rail") != std::string::npos; }));
+  // A GPU per node: every member on its own node, the tokens sent once per node (= GPU) reached.
+  std::vector<int> alone(16);
+  for (int rank = 0; rank < 16; ++rank)
+    alone[static_cast<std::size_t>(rank)] = rank;
+  const WorkloadBuild spread_build = build_workload(deepep_scenario(), mixtral(), 0, alone);
+  const Program& spread = spread_build.workload.program(0);
+  CHECK(op_named(spread, "L0.fwd.mb0.moe.dispatch-rail").bytes == doctest::Approx(2.0 * 4096 * 2048 * 2));
+  CHECK(std::none_of(spread.ops.begin(), spread.ops.end(),
+                     [](const Op& op) { return op.name.find("-node") != std::string::npos; }));
+}
+
+TEST_CASE("DeepEP's dispatch is refused where it is not simulated") {
+  CHECK(deepep_refusal({"parallel.etp=2"}).find("moe.dispatcher") != std::string::npos);
+  CHECK(deepep_refusal({"parallel.etp=2"}).find("parallel.etp = 1") != std::string::npos);
+  CHECK(deepep_refusal({"moe.routing=zipf:1.2"}).find("uniform routing") != std::string::npos);
+  CHECK(deepep_refusal({"parallel.ep=1", "parallel.etp=auto", "parallel.tp=1", "parallel.sp=false", "parallel.dp=16"})
+            .find("moe.dispatcher = deepep sends the tokens over the expert-parallel group") != std::string::npos);
+  // 3 of the ep group on the first node, 5 on the second.
+  std::vector<int> uneven(16, 1);
+  std::fill(uneven.begin(), uneven.begin() + 3, 0);
+  const std::string split = deepep_refusal({}, uneven);
+  CHECK(split.find("moe.dispatcher = deepep: on the platform's nodes, expert-parallel group") != std::string::npos);
+  CHECK(split.find("ranks 0-7") != std::string::npos);
 }
