@@ -66,7 +66,43 @@ struct PlanOptions {
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int simulate = 24;
   std::map<std::string, std::string> cluster_values;
+  std::vector<std::string> settings;  // --set
 };
+
+// What plan --set may not fix: what the planner searches, and what its own options set.
+std::string planned_elsewhere(const std::string& key) {
+  for (const char* searched : {"parallel.", "memory.zero", "memory.recompute", "memory.offload", "training.micro_batch"})
+    if (key.rfind(searched, 0) == 0)
+      return "the planner searches it";
+  static const std::map<std::string, std::string> options = {
+      {"memory.precision", "--precision"},        {"memory.reserve", "--reserve"},
+      {"training.global_batch", "--global-batch"}, {"training.seq_len", "--seq-len"},
+      {"training.tokens", "--tokens"},             {"comm.fidelity", "--fidelity"},
+      {"platform.calibration", "--calibration"}};
+  if (const auto option = options.find(key); option != options.end())
+    return "plan sets it from " + option->second;
+  if (key.rfind("platform.", 0) == 0)
+    return "plan sets the cluster from --platform or --gpu and its options";
+  if (key.rfind("model.", 0) == 0)
+    return "plan sets the model from --model";
+  return "";
+}
+
+// --set KEY=VALUE, each checked against what plan sets itself.
+Settings fixed_settings(const std::vector<std::string>& settings) {
+  Settings fixed;
+  for (const std::string& setting : settings) {
+    const auto equals = setting.find('=');
+    if (equals == std::string::npos || equals == 0)
+      throw InputError("--set " + setting + ": expected section.key=value, e.g. --set moe.dispatcher=deepep");
+    const std::string key = trim(setting.substr(0, equals));
+    if (const std::string why = planned_elsewhere(key); !why.empty())
+      throw InputError("--set " + setting + ": " + why + "; accepted: keys the planner does not vary, e.g. "
+                       "comm.overlap_grad_reduce, moe.dispatcher, compute.model, training.framework");
+    fixed.emplace_back(key, trim(setting.substr(equals + 1)));
+  }
+  return fixed;
+}
 
 // The plan's options, checked; nothing when --help answered.
 std::optional<PlanOptions> parse_plan_options(const std::vector<std::string>& arguments) {
@@ -87,7 +123,10 @@ std::optional<PlanOptions> parse_plan_options(const std::vector<std::string>& ar
                                         "fragmentation (0 to 0.5) or a size such as 4GiB (default: memory.reserve's)")(
       "jobs,j", po::value(&o.jobs)->default_value(o.jobs), "simulations at a time")(
       "timeout", po::value(&o.timeout)->default_value(0), "seconds a simulation may take; 0: no limit")(
-      "out,o", po::value(&o.out), "directory for plan.csv and plan.json (default: results/plan-<model>)");
+      "out,o", po::value(&o.out), "directory for plan.csv and plan.json (default: results/plan-<model>)")(
+      "set", po::value(&o.settings)->composing(),
+      "a setting every candidate takes, section.key=value (repeatable): a key the planner does not search, e.g. "
+      "moe.dispatcher=deepep or comm.overlap_grad_reduce=true");
   visible.add(cluster_options(o.cluster_values));
   visible.add(common_options(o.common));
   if (!parse_arguments("plan", arguments, visible, visible, po::positional_options_description(),
@@ -188,7 +227,11 @@ PlanRequest plan_request(const PlanOptions& o, PlanCluster& cluster) {
                      "[training]\nseq_len = " + std::to_string(o.seq_len) +
                      "\nglobal_batch = " + std::to_string(o.global_batch) + "\ntokens = " + format_double(o.tokens) +
                      "\n[comm]\nfidelity = " + o.fidelity + "\n";
-  require_calibration_for(parse_scenario(request.base_ini, request.base_name + ".ini", {}), cluster.gpu_model);
+  request.fixed = fixed_settings(o.settings);
+  std::vector<std::string> fixed;
+  for (const auto& [key, value] : request.fixed)
+    fixed.push_back(key + "=" + value);
+  require_calibration_for(parse_scenario(request.base_ini, request.base_name + ".ini", fixed), cluster.gpu_model);
   return request;
 }
 
@@ -266,7 +309,10 @@ std::string plan_table(const std::vector<PlanEntry>& entries, const std::vector<
                        const PlanRequest& request, const fs::path& out_dir) {
   std::ostringstream shown;
   shown << "trainsim plan: " << request.model.name << ", global batch " << o.global_batch << " x " << o.seq_len
-        << " tokens, " << format_count(o.tokens) << " tokens to train; " << phase.candidates.size() << " candidates, "
+        << " tokens, " << format_count(o.tokens) << " tokens to train";
+  for (const std::string& setting : o.settings)
+    shown << ", " << setting;
+  shown << "; " << phase.candidates.size() << " candidates, "
         << phase.choices.size() << " layouts fit, " << rows.size() << " simulated (" << o.fidelity << ")\n\n";
   std::vector<std::vector<std::string>> table = {
       {"rank", "GPUs", "layout", "memory", "tokens/s", "step", "MFU", "peak + reserve (headroom)", "to train", "GPU-h"}};

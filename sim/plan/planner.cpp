@@ -131,6 +131,7 @@ Settings Candidate::settings(const PlanRequest& request) const {
     out.emplace_back("memory.offload_params", "cpu");
   if (request.described_cluster)
     out.emplace_back("platform.nodes", std::to_string((gpus + request.gpus_per_node - 1) / request.gpus_per_node));
+  out.insert(out.end(), request.fixed.begin(), request.fixed.end());
   return out;
 }
 

@@ -27,6 +27,7 @@ struct PlanRequest {
   double matmul_efficiency = 0.55;
   long long global_batch = 0;
   long long seq_len = 0;
+  Settings fixed;                  // plan --set: what every candidate takes beside its own settings
 };
 
 // One strategy: a layout (GPUs, dp/tp/pp/vpp/cp, micro-batch) and memory techniques.

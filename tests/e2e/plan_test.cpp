@@ -2,6 +2,9 @@
 // simulated one, and a direct run of it agrees; a model that fits nowhere gets a clear answer.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "cli.hpp"
 
 using namespace trainsim::test;
@@ -96,4 +99,31 @@ TEST_CASE("a plan whose results cannot all be written leaves none of them") {
   for (const auto& entry : fs::directory_iterator(out))
     left.push_back(entry.path().filename().string());
   CHECK(left == std::vector<std::string>{"plan-scenario.ini"});
+}
+
+TEST_CASE("plan --set fixes a setting on every candidate, and refuses what the planner searches or sets itself") {
+  const std::string plan = "plan --model tiny-gpt --gpu a100-80gb --gpus 2 --global-batch 8 --seq-len 512 -o out ";
+  // Half the default matmul efficiency under the roofline: every candidate's GEMMs take twice
+  // as long (most of tiny GPT's step on two A100s), so the fastest plan is slower by far.
+  const CliResult plain = run_trainsim("plan_set_plain", plan + "--set compute.model=roofline");
+  const CliResult slow =
+      run_trainsim("plan_set_slow", plan + "--set compute.model=roofline --set compute.matmul_efficiency=0.275");
+  REQUIRE_MESSAGE(plain.status == 0, plain.err);
+  REQUIRE_MESSAGE(slow.status == 0, slow.err);
+  const auto fastest = [](const CliResult& result) {
+    double best = std::numeric_limits<double>::infinity();
+    for (const json& row : read_json(result.dir / "out" / "plan.json"))
+      best = std::min(best, row["step_time_s"].get<double>());
+    return best;
+  };
+  CHECK(fastest(slow) > 1.5 * fastest(plain));
+  CHECK(slow.out.find("tokens to train, compute.model=roofline, compute.matmul_efficiency=0.275;") != std::string::npos);
+  const auto refused = [&](const std::string& name, const std::string& setting, const std::string& why) {
+    const CliResult result = run_trainsim(name, plan + "--set " + setting);
+    CHECK(result.status == 2);
+    CHECK_MESSAGE(result.err.find("--set " + setting + ": " + why) != std::string::npos, result.err);
+  };
+  refused("plan_set_searched", "parallel.tp=2", "the planner searches it");
+  refused("plan_set_option", "memory.precision=fp16", "plan sets it from --precision");
+  refused("plan_set_unknown", "comm.bogus=1", "unknown key 'comm.bogus'");
 }
