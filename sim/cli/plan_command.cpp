@@ -192,6 +192,7 @@ PlanCluster read_platform_file(const PlanOptions& o, PlanRequest& request) {
   std::map<std::string, int> per_node;
   for (const GpuInfo& gpu : gpus)
     ++per_node[gpu.node];
+  request.node_of_gpu = node_numbers(gpus);
   request.gpus_per_node = per_node.begin()->second;
   request.gpu_capacity = gpus.front().hbm_capacity;
   request.host_capacity = gpus.front().cpu_host.empty() ? 0.0 : gpus.front().host_memory_capacity;

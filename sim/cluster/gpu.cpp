@@ -1,6 +1,7 @@
 #include "cluster/gpu.hpp"
 
 #include <cmath>
+#include <map>
 
 #include "cluster/cluster.hpp"
 
@@ -85,6 +86,14 @@ GpuInfo gpu_from_properties(const std::string& file, const std::string& host, co
       throw InputError(file + ": GPU host " + host + " property 'architecture' = '" + name + "'; accepted: " + accepted);
   }
   return gpu;
+}
+
+std::vector<int> node_numbers(const std::vector<GpuInfo>& gpus) {
+  std::map<std::string, int> ids;
+  std::vector<int> numbers;
+  for (const GpuInfo& gpu : gpus)
+    numbers.push_back(ids.emplace(gpu.node, static_cast<int>(ids.size())).first->second);
+  return numbers;
 }
 
 } // namespace trainsim

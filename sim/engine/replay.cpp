@@ -132,7 +132,7 @@ struct SharedState {
   double bandwidth_efficiency = 1;  // ReplaySettings::bandwidth_efficiency
   CommTuning tuning;                // ReplaySettings::tuning
   // Per group, then the second communicators: the groups the second streams' collectives use
-  // (Stream::tp_comm_2, ep_comm_2), each its own NCCL communicator, so that the two passes of an
+  // (Stream::tp_comm_2, ep_comm_2, ep_rail_2), each its own NCCL communicator, so that the two passes of an
   // overlapped pair neither queue behind each other nor match each other's calls.
   std::vector<GroupPlan> groups;
   std::vector<int> second_communicator;  // per group: its second communicator's index in `groups`; -1: none

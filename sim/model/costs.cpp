@@ -368,9 +368,7 @@ std::pair<std::vector<Kernel>, std::vector<Kernel>> moe_kernels(ModelCosts& cost
       // rank's index there) and from there once to each GPU they reach: every node's rail rank
       // forwards the tokens of the group's nodes to each GPU of its node, its own included.
       const long long nodes = k.sharding.ep_nodes, per_node = k.sharding.ep / nodes;
-      const auto reached = [&](long long units) {
-        return expected_units_reached(m.experts, m.experts_per_token, m.expert_groups, m.groups_per_token, units);
-      };
+      const auto reached = [&](long long units) { return expected_units_reached(router_of(m), units); };
       if (nodes > 1)
         parts.rail_bytes = e * normed * h * reached(nodes);
       if (per_node > 1)

@@ -228,6 +228,8 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
     if (v3 || reader.text("topk_method") == "group_limited_greedy") {
       model.expert_groups = reader.count("n_group", v3 ? 8 : 1);
       model.groups_per_token = reader.count("topk_group", v3 ? 4 : 1);
+      // DeepseekV3TopkRouter ranks a group by its top two scores, V2's group_limited_greedy by its best.
+      model.group_score_experts = v3 ? 2 : 1;
     }
     if (static_cast<long long>(model.dense_layers.size()) == model.layers)
       throw InputError(reader.where() + ": first_k_dense_replace = " + std::to_string(first_dense) +

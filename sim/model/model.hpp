@@ -49,6 +49,7 @@ struct ModelSpec {
   // highest. 1 and 1: over all experts.
   long long expert_groups = 1;
   long long groups_per_token = 1;
+  long long group_score_experts = 1;  // a group's rank: the sum of its best this many scores (V3: 2, V2: 1)
   // Multi-head latent attention (DeepSeek-V2/V3, kv_lora_rank > 0): queries through a latent of
   // q_lora_rank (0: one projection), keys and values up-projected from a latent of kv_lora_rank,
   // a rotary key of qk_rope_head_dim shared by the heads; head_dim is a query's and key's size

@@ -1,7 +1,13 @@
 #include "model/routing.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <random>
 
 namespace trainsim {
 
@@ -65,36 +71,76 @@ double all_missed(double eligible, double held, long long top_k) {
   return chance;
 }
 
-double binomial(long long n, long long k) {
-  if (k < 0 || k > n)
-    return 0;
-  double value = 1;
-  for (long long i = 1; i <= k; ++i)
-    value *= static_cast<double>(n - k + i) / static_cast<double>(i);
-  return value;
+// Group-limited routing has no closed form worth trusting (the groups are picked by their best
+// experts' scores, so a picked group is nearly always reached): the router is run on tokens
+// whose experts' scores are independent standard normals (every expert equally loaded, as
+// uniform routing means), from a fixed seed, so the same model gives the same answer.
+double simulated_units_reached(const RouterChoice& router, long long units) {
+  constexpr int tokens = 8192;
+  const auto experts = static_cast<std::size_t>(router.experts);
+  const std::size_t per_group = experts / static_cast<std::size_t>(router.groups);
+  const std::size_t per_unit = experts / static_cast<std::size_t>(units);
+  std::mt19937_64 random(20240501);
+  const auto uniform = [&] { return (static_cast<double>(random() >> 11) + 0.5) / 9007199254740992.0; };
+  std::vector<double> score(experts);
+  std::vector<std::pair<double, std::size_t>> groups(static_cast<std::size_t>(router.groups));
+  std::vector<std::pair<double, std::size_t>> eligible;
+  std::vector<char> reached(static_cast<std::size_t>(units));
+  long long total = 0;
+  for (int token = 0; token < tokens; ++token) {
+    for (std::size_t e = 0; e < experts; e += 2) {  // Box-Muller, two scores a draw
+      const double radius = std::sqrt(-2 * std::log(uniform())), angle = 6.283185307179586 * uniform();
+      score[e] = radius * std::cos(angle);
+      if (e + 1 < experts)
+        score[e + 1] = radius * std::sin(angle);
+    }
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      std::vector<double> members(score.begin() + static_cast<std::ptrdiff_t>(g * per_group),
+                                  score.begin() + static_cast<std::ptrdiff_t>((g + 1) * per_group));
+      const auto best = static_cast<std::ptrdiff_t>(router.group_score_experts);
+      std::partial_sort(members.begin(), members.begin() + best, members.end(), std::greater<>());
+      groups[g] = {std::accumulate(members.begin(), members.begin() + best, 0.0), g};
+    }
+    const auto picked = static_cast<std::ptrdiff_t>(router.groups_per_token);
+    std::partial_sort(groups.begin(), groups.begin() + picked, groups.end(), std::greater<>());
+    eligible.clear();
+    for (std::ptrdiff_t i = 0; i < picked; ++i)
+      for (std::size_t e = groups[static_cast<std::size_t>(i)].second * per_group; e < (groups[static_cast<std::size_t>(i)].second + 1) * per_group; ++e)
+        eligible.emplace_back(score[e], e);
+    std::partial_sort(eligible.begin(), eligible.begin() + router.top_k, eligible.end(), std::greater<>());
+    std::fill(reached.begin(), reached.end(), 0);
+    for (long long i = 0; i < router.top_k; ++i) {
+      char& unit = reached[eligible[static_cast<std::size_t>(i)].second / per_unit];
+      total += unit == 0;
+      unit = 1;
+    }
+  }
+  return static_cast<double>(total) / tokens;
 }
 
 } // namespace
 
-bool units_nest_with_groups(long long units, long long groups) { return units % groups == 0 || groups % units == 0; }
+RouterChoice router_of(const ModelSpec& model) {
+  return {model.experts, model.experts_per_token, model.expert_groups, model.groups_per_token,
+          model.group_score_experts};
+}
 
-double expected_units_reached(long long experts, long long top_k, long long groups, long long groups_per_token,
-                              long long units) {
-  const double per_group = static_cast<double>(experts / groups);
-  const double eligible = static_cast<double>(groups_per_token) * per_group;
-  if (units % groups == 0) {
-    // A unit lies in one group, picked with chance groups_per_token / groups.
-    const double held = static_cast<double>(experts / units);
-    return static_cast<double>(units) * static_cast<double>(groups_per_token) / static_cast<double>(groups) *
-           (1 - all_missed(eligible, held, top_k));
+double expected_units_reached(const RouterChoice& router, long long units) {
+  if (router.groups_per_token >= router.groups) {
+    // The top-k experts an even draw of all: a unit of E / units experts is missed by all of
+    // them with chance C(E - E/units, k) / C(E, k).
+    const double experts = static_cast<double>(router.experts);
+    return static_cast<double>(units) * (1 - all_missed(experts, experts / static_cast<double>(units), router.top_k));
   }
-  // A unit holds g groups, j of them picked with the hypergeometric chance C(g, j) C(G - g, M - j) / C(G, M).
-  const long long g = groups / units;
-  double reached = 0;
-  for (long long j = 1; j <= std::min(g, groups_per_token); ++j)
-    reached += binomial(g, j) * binomial(groups - g, groups_per_token - j) / binomial(groups, groups_per_token) *
-               (1 - all_missed(eligible, static_cast<double>(j) * per_group, top_k));
-  return static_cast<double>(units) * reached;
+  static std::mutex lock;
+  static std::map<std::array<long long, 6>, double> known;
+  const std::array<long long, 6> key = {router.experts, router.top_k, router.groups, router.groups_per_token,
+                                        router.group_score_experts, units};
+  const std::lock_guard<std::mutex> guard(lock);
+  const auto found = known.find(key);
+  if (found != known.end())
+    return found->second;
+  return known[key] = simulated_units_reached(router, units);
 }
 
 } // namespace trainsim

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/scenario.hpp"
+#include "model/model.hpp"
 
 namespace trainsim {
 
@@ -24,14 +25,19 @@ bool routing_per_layer(const ExpertRouting& routing);
 // run of experts, in order): what each place's experts compute.
 std::vector<double> place_shares(const std::vector<double>& shares, long long places);
 
-// Where a token's `top_k` copies land under uniform routing: the expected number of distinct
-// `units` (equal runs of the experts in order: the ranks or the nodes of an ep group) they reach,
-// the copies going to top_k different experts drawn evenly from the `groups_per_token` of
-// `groups` equal runs of experts the router picks, themselves drawn evenly (group-limited routing;
-// 1 of 1: from all experts). Units and groups nest: `units` a multiple of `groups` or a divisor.
-double expected_units_reached(long long experts, long long top_k, long long groups, long long groups_per_token,
-                              long long units);
-// Whether `units` nest with `groups` as expected_units_reached needs.
-bool units_nest_with_groups(long long units, long long groups);
+// How a router picks a token's experts: its top_k of `experts` by score, within the
+// groups_per_token of `groups` equal runs of experts whose best group_score_experts scores sum
+// highest (DeepSeek's group-limited routing: V3 ranks groups by their top two, V2 by their top
+// one; 1 of 1 group: from all experts).
+struct RouterChoice {
+  long long experts = 0, top_k = 0;
+  long long groups = 1, groups_per_token = 1, group_score_experts = 1;
+};
+RouterChoice router_of(const ModelSpec& model);
+
+// Under uniform routing (every expert's scores alike), the expected number of distinct `units`
+// (equal runs of the experts in order: the ranks or the nodes of an ep group) a token's copies
+// reach: exact without group limits, else from the router run on simulated tokens.
+double expected_units_reached(const RouterChoice& router, long long units);
 
 } // namespace trainsim

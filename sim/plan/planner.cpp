@@ -243,10 +243,11 @@ MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate)
     const long long kept = candidate.pp > 1 ? std::min(accumulation, 4LL * candidate.pp) : std::min(accumulation, 2LL);
     overrides.push_back("training.global_batch=" + std::to_string(kept * candidate.micro_batch * candidate.dp));
     Scenario scenario = parse_scenario(request.base_ini, request.base_name + ".ini", overrides);
-    // Ranks fill nodes in order, as the described cluster's platform binds them.
+    // Rank r runs on the platform's GPU r: a described cluster's fill nodes in order.
     std::vector<int> node_of_rank(static_cast<std::size_t>(layout_of(scenario).world()));
     for (std::size_t rank = 0; rank < node_of_rank.size(); ++rank)
-      node_of_rank[rank] = static_cast<int>(rank) / request.gpus_per_node;
+      node_of_rank[rank] = rank < request.node_of_gpu.size() ? request.node_of_gpu[rank]
+                                                             : static_cast<int>(rank) / request.gpus_per_node;
     const WorkloadBuild build = build_workload(scenario, request.model, request.gpu_capacity, node_of_rank);
     const Workload& workload = build.workload;
     const std::vector<RankMemory> memory =

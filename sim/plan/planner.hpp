@@ -20,6 +20,7 @@ struct PlanRequest {
   ModelSpec model;
   std::vector<int> gpu_counts;     // world sizes to consider
   int gpus_per_node = 8;
+  std::vector<int> node_of_gpu;    // a platform file's node of each GPU, in order; empty: GPUs fill nodes of gpus_per_node
   bool described_cluster = false;  // candidates set platform.nodes to fit their GPUs
   double gpu_capacity = 0;         // bytes of HBM per GPU
   double host_capacity = 0;        // bytes of DRAM per node; 0: no CPU host, so no offload

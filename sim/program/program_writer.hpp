@@ -65,9 +65,9 @@ public:
   OpId compute_on(const std::string& host, const std::string& name, const Work& work, Phase phase,
                   std::vector<OpId> deps);
 
-  // Ops written next go on the second streams (compute-2, tp-comm-2, ep-comm-2 for compute,
-  // tp-comm and ep-comm, memory ops with the kernels): the second pass of a pair running at once
-  // with the first (parallel.overlap_pairs).
+  // Ops written next go on the second streams (compute-2, tp-comm-2, ep-comm-2, ep-rail-2 for
+  // compute, tp-comm, ep-comm and ep-rail, memory ops with the kernels): the second pass of a pair
+  // running at once with the first (parallel.overlap_pairs).
   void use_second_streams(bool second) { second_streams_ = second; }
 
   // Where the ops written next sit in the step: every op but alloc and free gets this place.
@@ -268,13 +268,13 @@ private:
   OpId moe_backward(const std::string& name, std::vector<OpId> deps, bool input_only);
   // A mixture's shared expert after `deps`: its tokens gathered over tp, reduce-scattered after.
   OpId shared_expert(const std::string& name, const Work& work, std::vector<OpId> deps, Phase phase);
-  // `before` (named `first`), the all-to-all to the experts' ranks, `experts` (also after
-  // `experts_deps`), the all-to-all back, `after` (named `last`).
-  // The tokens' way to or from the experts over the ep group: an all-to-all, or DeepEP's two legs
-  // at once (`scale`: the forward dispatch's fp8 share of the bytes); what comes after waits for
-  // all the returned ops.
+  // The tokens' way to or from the experts over the ep group: an all-to-all of `bytes` (divided
+  // as `split`), or DeepEP's two legs at once (their bytes from the layer's MoeParts); `scale`:
+  // the forward dispatch's fp8 share of the bytes. What comes after waits for all the returned ops.
   std::vector<OpId> exchange(const std::string& name, double bytes, double scale, int split,
                              const std::vector<OpId>& deps);
+  // `before` (named `first`), the all-to-all to the experts' ranks, `experts` (also after
+  // `experts_deps`), the all-to-all back, `after` (named `last`).
   OpId experts_round_trip(const std::string& name, const char* first, const Work& before, const Work& experts,
                           const char* last, const Work& after, Phase phase, std::vector<OpId> deps,
                           std::vector<OpId> experts_deps = {});

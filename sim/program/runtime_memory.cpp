@@ -1,7 +1,5 @@
 #include "program/runtime_memory.hpp"
 
-#include <set>
-
 namespace trainsim {
 
 RuntimeMemory runtime_memory(const Scenario& scenario, int communicators, double activation_bytes) {
@@ -16,12 +14,16 @@ RuntimeMemory runtime_memory(const Scenario& scenario, int communicators, double
 
 int runtime_communicators(const Workload& workload, int rank, const RankCoords& coords, const Scenario& scenario) {
   const Binding& binding = workload.bindings[static_cast<std::size_t>(rank)];
-  // A group bound in two slots (DeepEP's node leg over an ep group on one node) is one communicator.
-  std::set<int> communicators;
-  for (int group : binding.groups)
-    if (group >= 0 && workload.groups[static_cast<std::size_t>(group)].ranks.size() > 1)
-      communicators.insert(group);
-  const auto count = static_cast<int>(communicators.size());
+  int count = 0;
+  for (std::size_t slot = 0; slot < binding.groups.size(); ++slot) {
+    const int group = binding.groups[slot];
+    // A DeepEP leg over the whole ep group (on one node, or one member per node) goes through
+    // the ep group's buffers; other groups of the same members are communicators of their own.
+    const bool ep_leg = slot == ep_node_slot || slot == ep_rail_slot;
+    if (group >= 0 && workload.groups[static_cast<std::size_t>(group)].ranks.size() > 1 &&
+        !(ep_leg && group == binding.groups[ep_slot]))
+      ++count;
+  }
   if (scenario.pp == 1)
     return count;
   // Interleaved, the last stage's chunk feeds the first stage's next chunk; ZB-V's V turns on

@@ -13,7 +13,8 @@
 // bytes = 512 KiB; LL128 120 elements per thread x 640 threads x 8 steps x 8 bytes = 4,915,200
 // bytes. Channels: 16, as NCCL reports for 8 Hopper GPUs on NVLink ("16 coll channels",
 // NVIDIA/nccl issue #892). Each communicator of the rank with more than one member counts once
-// (data parallel, tensor, context, tied embedding), and so does each pipeline neighbour it
+// (data parallel, tensor, context, tied embedding, expert parallel; DeepEP's legs, as stand-ins
+// for its own NVLink and RDMA buffers), and so does each pipeline neighbour it
 // exchanges activations with. Tree,
 // NVLS and extra point-to-point channels, which NCCL connects only when it uses them, are left
 // out: this is the least NCCL holds.

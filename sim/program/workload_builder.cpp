@@ -201,8 +201,8 @@ Binding binding_of(const Layout& layout, const LayoutGroups& groups, const std::
 }
 
 // Under DeepEP's dispatch: each ep group's members on a node and along its rails; returns the
-// nodes a group spans, which must nest with the model's routing groups (model/routing).
-long long expert_node_groups(const Scenario& scenario, const ModelSpec& model, const std::vector<int>& node_of_rank,
+// nodes a group spans.
+long long expert_node_groups(const Scenario& scenario, const std::vector<int>& node_of_rank,
                              LayoutGroups& groups) {
   if (scenario.routing.dispatcher != TokenDispatcher::deepep)
     return 1;
@@ -214,13 +214,6 @@ long long expert_node_groups(const Scenario& scenario, const ModelSpec& model, c
   } catch (const InputError& error) {
     throw InputError(scenario.file.string() + ": moe.dispatcher = deepep: on the platform's nodes, " + error.what());
   }
-  for (const long long units : {nodes, static_cast<long long>(scenario.ep)})
-    if (!units_nest_with_groups(units, model.expert_groups))
-      throw InputError(scenario.file.string() + ": moe.dispatcher = deepep: model " + model.name + " routes within " +
-                       std::to_string(model.expert_groups) + " expert groups (n_group), which the " +
-                       std::to_string(units) + (units == nodes ? " nodes" : " ranks") + " of an ep group of " +
-                       std::to_string(scenario.ep) + " split unevenly; accepted: ep groups whose nodes and ranks " +
-                       "each hold whole groups or a part of one");
   return nodes;
 }
 
@@ -233,7 +226,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   build.layout = layout_of(scenario);
   const Layout& layout = build.layout;
   LayoutGroups groups = groups_of(layout);
-  const long long ep_nodes = expert_node_groups(scenario, model, node_of_rank, groups);
+  const long long ep_nodes = expert_node_groups(scenario, node_of_rank, groups);
   const std::vector<int> tied = embedding_groups(scenario, model, layout, groups);
   // Under uneven routing the ranks of an ep group hold experts of different loads: costs (and
   // programs) per place in the group, their kernel sets in one list. The first place's costs

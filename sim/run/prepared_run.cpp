@@ -211,11 +211,7 @@ void build_programs(PreparedRun& prepared, std::vector<GpuInfo> platform_gpus) {
   double capacity = prepared.gpus.front().hbm_capacity;
   for (const GpuInfo& gpu : prepared.gpus)
     capacity = std::min(capacity, gpu.hbm_capacity);
-  std::map<std::string, int> node_ids;
-  std::vector<int> node_of_rank;
-  for (const GpuInfo& gpu : prepared.gpus)
-    node_of_rank.push_back(node_ids.emplace(gpu.node, static_cast<int>(node_ids.size())).first->second);
-  WorkloadBuild build = build_workload(scenario, prepared.model, capacity, node_of_rank);
+  WorkloadBuild build = build_workload(scenario, prepared.model, capacity, node_numbers(prepared.gpus));
   prepared.workload = std::move(build.workload);
   validate_workload(prepared.workload, scenario.file.string());
   try {

@@ -368,6 +368,14 @@ TEST_CASE("DeepEP's dispatch sends each token once per node and GPU it reaches, 
   // a token per token; its ep time is the shorter.
   const json alltoall = run("mixtral_alltoall", project_file("scenarios/mixtral-8x7b-ep8.ini"), cluster);
   CHECK(deepep["time"]["comm"]["ep"]["total_s"].get<double>() < alltoall["time"]["comm"]["ep"]["total_s"].get<double>());
+  // Under DualPipeV with overlapped pairs (the backward's legs on the second streams, ep-rail-2
+  // among them) over 2 stages: each rank holds 2 chunks of 8 layers and runs 64 / 4 = 16
+  // micro-batches, 16 x 16 = 32 x 8 layer passes as above: the same bytes.
+  const json paired = run("mixtral_deepep_dualpipev", project_file("scenarios/mixtral-8x7b-ep8.ini"),
+                          cluster + " --set moe.dispatcher=deepep --set parallel.pp=2 --set parallel.dp=4 "
+                                    "--set parallel.schedule=dualpipev --set parallel.overlap_pairs=true");
+  CHECK(paired["time"]["comm"]["ep"]["bytes"].get<double>() ==
+        doctest::Approx(16 * mib * (22.0 / 28 + 1.5) * 6 * 16 * 16));
   const CliResult refused = run_trainsim("deepep_etp", "memory " + project_file("scenarios/mixtral-8x7b-ep8.ini") +
                                                            " --set moe.dispatcher=deepep");
   CHECK(refused.status == 2);

@@ -13,6 +13,7 @@
 #include "layout/layout.hpp"
 #include "model/costs.hpp"
 #include "model/routing.hpp"
+#include "program/runtime_memory.hpp"
 #include "program/trace_io.hpp"
 #include "program/workload_builder.hpp"
 #include "test_support.hpp"
@@ -757,37 +758,46 @@ const Op& op_named(const Program& program, const std::string& name) {
 } // namespace
 
 TEST_CASE("the GPUs and nodes a token's copies reach under uniform and group-limited routing") {
-  // A token's copies go to top-k different experts drawn evenly.
+  // Without group limits a token's copies go to top-k different experts drawn evenly.
   // Mixtral, 8 experts, top-2, over 8 ranks of one expert each: always 2 ranks. Over 2 nodes of 4
   // experts: both copies on one node with chance 2 x C(4,2) / C(8,2) = 12/28, else 2 nodes:
   // 12/28 + 2 x 16/28 = 44/28.
-  CHECK(expected_units_reached(8, 2, 1, 1, 8) == doctest::Approx(2));
-  CHECK(expected_units_reached(8, 2, 1, 1, 2) == doctest::Approx(44.0 / 28));
-  // The same through groups of one expert, 2 of 8 picked: the copies are those two experts, so
-  // the same 44/28 (the branch where nodes hold several groups).
-  CHECK(expected_units_reached(8, 2, 8, 2, 2) == doctest::Approx(44.0 / 28));
+  const RouterChoice mixtral_router{8, 2};
+  CHECK(expected_units_reached(mixtral_router, 8) == doctest::Approx(2));
+  CHECK(expected_units_reached(mixtral_router, 2) == doctest::Approx(44.0 / 28));
+  // Group-limited routing runs the router on simulated tokens. Groups of one expert, the 2 best
+  // picked, top-2: the copies are the token's two best experts, an even pair, so 44/28 again
+  // (to the sampling's 1 %).
+  CHECK(expected_units_reached({8, 2, 8, 2, 1}, 2) == doctest::Approx(44.0 / 28).epsilon(0.01));
   // One copy reaches one unit, whatever the groups.
-  CHECK(expected_units_reached(256, 1, 8, 4, 64) == doctest::Approx(1));
-  // Four groups of one expert, 2 picked, top-2: the copies fill both picked groups: 2 units of 4.
-  CHECK(expected_units_reached(4, 2, 4, 2, 4) == doctest::Approx(2));
-  // DeepSeek-V3: 256 experts in 8 groups of 32, 4 groups picked, top-8 among their 128. A node of
-  // an ep group of 64 over 8 nodes holds one group: picked with chance 4/8, then missed by all 8
-  // copies with chance C(96,8) / C(128,8); a rank holds 4 experts: missed with C(124,8) / C(128,8).
+  CHECK(expected_units_reached({256, 1, 8, 4, 2}, 64) == doctest::Approx(1));
+  // DeepSeek-V3: 256 experts in 8 groups of 32, the 4 groups with the best top-two sums picked,
+  // top-8 among their 128 experts; a node of an ep group of 64 over 8 nodes holds one group. At
+  // most the 4 picked nodes are reached, and more than if the copies were drawn evenly from the
+  // picked groups (8 x 4/8 x (1 - C(96,8) / C(128,8)) = 3.63, a picked group missed by all 8),
+  // since a group is picked for holding two of the token's best experts: at least 3.9 of 4.
+  const RouterChoice deepseek{256, 8, 8, 4, 2};
   const double node_missed = 96.0 * 95 * 94 * 93 * 92 * 91 * 90 * 89 / (128.0 * 127 * 126 * 125 * 124 * 123 * 122 * 121);
+  const double nodes = expected_units_reached(deepseek, 8);
+  CHECK(nodes <= 4);
+  CHECK(nodes > 4 * (1 - node_missed));
+  CHECK(nodes > 3.9);
+  // A rank holds 4 experts: at most 8 ranks reached, more than an even draw from the picked
+  // groups would reach (64 x 4/8 x (1 - C(124,8) / C(128,8)) = 7.36).
   const double rank_missed = 124.0 * 123 * 122 * 121 * 120 * 119 * 118 * 117 /
                              (128.0 * 127 * 126 * 125 * 124 * 123 * 122 * 121);
-  CHECK(expected_units_reached(256, 8, 8, 4, 8) == doctest::Approx(8 * 0.5 * (1 - node_missed)));
-  CHECK(expected_units_reached(256, 8, 8, 4, 64) == doctest::Approx(64 * 0.5 * (1 - rank_missed)));
-  CHECK(expected_units_reached(256, 8, 8, 4, 8) == doctest::Approx(3.629).epsilon(1e-3));  // at most 4 nodes
-  CHECK(units_nest_with_groups(64, 8));
-  CHECK(units_nest_with_groups(2, 8));
-  CHECK_FALSE(units_nest_with_groups(3, 8));
+  const double ranks = expected_units_reached(deepseek, 64);
+  CHECK(ranks <= 8);
+  CHECK(ranks > 32 * (1 - rank_missed));
+  // The same model, the same answer (a fixed seed).
+  CHECK(expected_units_reached(deepseek, 8) == nodes);
 }
 
 TEST_CASE("DeepSeek-V3's config routes each token within 4 of 8 expert groups") {
   const ModelSpec model = load_model(test::source_dir() / "models" / "deepseek-v3.json", 128);
   CHECK(model.expert_groups == 8);
   CHECK(model.groups_per_token == 4);
+  CHECK(model.group_score_experts == 2);
   CHECK(mixtral().expert_groups == 1);
   CHECK(mixtral().groups_per_token == 1);
 }
@@ -891,4 +901,21 @@ TEST_CASE("DeepEP's dispatch is refused where it is not simulated") {
   const std::string split = deepep_refusal({}, uneven);
   CHECK(split.find("moe.dispatcher = deepep: on the platform's nodes, expert-parallel group") != std::string::npos);
   CHECK(split.find("ranks 0-7") != std::string::npos);
+}
+
+TEST_CASE("DeepEP's legs count as communicators unless they run over the ep group itself") {
+  // Whole experts over ep 8 of the 16 ranks; the all-to-all's communicators are the baseline.
+  const Scenario alltoall = mixtral_scenario({"parallel.etp=1"});
+  const WorkloadBuild plain = build_workload(alltoall, mixtral(), 0);
+  const int base = runtime_communicators(plain.workload, 0, plain.coords[0], alltoall);
+  const Scenario deepep = deepep_scenario();
+  // 8 GPUs a node: the NVLink leg is the ep group, no rail leg: no communicator more.
+  std::vector<int> eight(16);
+  for (int rank = 0; rank < 16; ++rank)
+    eight[static_cast<std::size_t>(rank)] = rank / 8;
+  const WorkloadBuild one_node = build_workload(deepep, mixtral(), 0, eight);
+  CHECK(runtime_communicators(one_node.workload, 0, one_node.coords[0], deepep) == base);
+  // 4 a node: a node leg of 4 and a rail leg of 2, groups of their own: two more.
+  const WorkloadBuild two_nodes = build_workload(deepep, mixtral(), 0, four_per_node(16));
+  CHECK(runtime_communicators(two_nodes.workload, 0, two_nodes.coords[0], deepep) == base + 2);
 }
