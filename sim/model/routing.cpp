@@ -97,7 +97,8 @@ double simulated_units_reached(const RouterChoice& router, long long units) {
     for (std::size_t g = 0; g < groups.size(); ++g) {
       std::vector<double> members(score.begin() + static_cast<std::ptrdiff_t>(g * per_group),
                                   score.begin() + static_cast<std::ptrdiff_t>((g + 1) * per_group));
-      const auto best = static_cast<std::ptrdiff_t>(router.group_score_experts);
+      // A group smaller than the scores that rank it is ranked by all of them.
+      const auto best = static_cast<std::ptrdiff_t>(std::min(router.group_score_experts, static_cast<long long>(per_group)));
       std::partial_sort(members.begin(), members.begin() + best, members.end(), std::greater<>());
       groups[g] = {std::accumulate(members.begin(), members.begin() + best, 0.0), g};
     }

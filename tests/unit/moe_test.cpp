@@ -771,6 +771,9 @@ TEST_CASE("the GPUs and nodes a token's copies reach under uniform and group-lim
   CHECK(expected_units_reached({8, 2, 8, 2, 1}, 2) == doctest::Approx(44.0 / 28).epsilon(0.01));
   // One copy reaches one unit, whatever the groups.
   CHECK(expected_units_reached({256, 1, 8, 4, 2}, 64) == doctest::Approx(1));
+  // Groups of one expert ranked by their "top two" (DeepSeek-V3's rule, n_group = experts): each
+  // by its one score, the 2 best picked and both taken: 44/28 over 2 nodes again.
+  CHECK(expected_units_reached({8, 2, 8, 2, 2}, 2) == doctest::Approx(44.0 / 28).epsilon(0.01));
   // DeepSeek-V3: 256 experts in 8 groups of 32, the 4 groups with the best top-two sums picked,
   // top-8 among their 128 experts; a node of an ep group of 64 over 8 nodes holds one group. At
   // most the 4 picked nodes are reached, and more than if the copies were drawn evenly from the
