@@ -22,6 +22,7 @@
 #include "common/text.hpp"
 #include "common/units.hpp"
 #include "config/scenario.hpp"
+#include "config/scenario_options.hpp"
 #include "plan/planner.hpp"
 #include "program/model_states.hpp"
 #include "report/metrics.hpp"
@@ -69,11 +70,17 @@ struct PlanOptions {
   std::vector<std::string> settings;  // --set
 };
 
-// What plan --set may not fix: what the planner searches, and what its own options set.
+// What plan --set may not fix: what the planner searches (and what has an effect only with a
+// value it does not try), and what its own options set.
 std::string planned_elsewhere(const std::string& key) {
-  for (const char* searched : {"parallel.", "memory.zero", "memory.recompute", "memory.offload", "training.micro_batch"})
-    if (key.rfind(searched, 0) == 0)
+  for (const char* searched : {"parallel.dp", "parallel.tp", "parallel.pp", "parallel.vpp", "parallel.cp", "parallel.sp",
+                               "parallel.ep", "parallel.etp", "parallel.schedule", "parallel.last_stage_layers",
+                               "parallel.first_stage_layers", "memory.zero", "memory.recompute",
+                               "memory.offload_optimizer", "memory.offload_params", "training.micro_batch"})
+    if (key == searched)
       return "the planner searches it";
+  if (key == "memory.activation_budget")
+    return "it applies to memory.recompute = optimal, which the planner does not try";
   static const std::map<std::string, std::string> options = {
       {"memory.precision", "--precision"},        {"memory.reserve", "--reserve"},
       {"training.global_batch", "--global-batch"}, {"training.seq_len", "--seq-len"},
@@ -88,18 +95,28 @@ std::string planned_elsewhere(const std::string& key) {
   return "";
 }
 
-// --set KEY=VALUE, each checked against what plan sets itself.
+// The --set settings as plan.csv and plan.json record them: "key=value key=value".
+std::string fixed_label(const PlanRequest& request) {
+  std::string label;
+  for (const auto& [key, value] : request.fixed)
+    label += (label.empty() ? "" : " ") + key + "=" + value;
+  return label;
+}
+
+// --set KEY=VALUE, each a scenario key that plan does not set itself, once. Their values are
+// checked with each candidate (a setting some layouts cannot take leaves those out).
 Settings fixed_settings(const std::vector<std::string>& settings) {
   Settings fixed;
   for (const std::string& setting : settings) {
-    const auto equals = setting.find('=');
-    if (equals == std::string::npos || equals == 0)
-      throw InputError("--set " + setting + ": expected section.key=value, e.g. --set moe.dispatcher=deepep");
-    const std::string key = trim(setting.substr(0, equals));
+    const auto [key, value] = parse_setting(setting);
     if (const std::string why = planned_elsewhere(key); !why.empty())
       throw InputError("--set " + setting + ": " + why + "; accepted: keys the planner does not vary, e.g. "
                        "comm.overlap_grad_reduce, moe.dispatcher, compute.model, training.framework");
-    fixed.emplace_back(key, trim(setting.substr(equals + 1)));
+    for (const auto& given : fixed)
+      if (given.first == key)
+        throw InputError("--set " + setting + ": " + key + " is already set to " + given.second +
+                         "; accepted: each key once");
+    fixed.emplace_back(key, value);
   }
   return fixed;
 }
@@ -229,10 +246,7 @@ PlanRequest plan_request(const PlanOptions& o, PlanCluster& cluster) {
                      "\nglobal_batch = " + std::to_string(o.global_batch) + "\ntokens = " + format_double(o.tokens) +
                      "\n[comm]\nfidelity = " + o.fidelity + "\n";
   request.fixed = fixed_settings(o.settings);
-  std::vector<std::string> fixed;
-  for (const auto& [key, value] : request.fixed)
-    fixed.push_back(key + "=" + value);
-  require_calibration_for(parse_scenario(request.base_ini, request.base_name + ".ini", fixed), cluster.gpu_model);
+  require_calibration_for(parse_scenario(request.base_ini, request.base_name + ".ini", {}), cluster.gpu_model);
   return request;
 }
 
@@ -254,6 +268,17 @@ MemoryPhase check_memory_of_candidates(const PlanRequest& request, int available
   phase.checks = check_candidates(request, phase.candidates);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   phase.choices = choose_per_layout(phase.candidates, phase.checks);
+  // What --set leaves out is said: some layouts cannot take a fixed setting.
+  if (!request.fixed.empty()) {
+    std::size_t refused = 0;
+    const MemoryCheck* first = nullptr;
+    for (const MemoryCheck& check : phase.checks)
+      if (!check.valid && check.reason.rfind("skipped", 0) != 0 && ++refused == 1)
+        first = &check;
+    if (first)
+      std::cerr << "trainsim: " << refused << " candidates refused with " << fixed_label(request)
+                << " (the first: " << first->reason << ")\n";
+  }
   std::cerr << "trainsim: memory check of " << phase.candidates.size() << " candidates in "
             << format_double(std::round(seconds * 100) / 100) << " s ("
             << format_double(std::round(static_cast<double>(phase.candidates.size()) / std::max(seconds, 1e-9)))
@@ -302,7 +327,7 @@ PlanEntry plan_entry(const LayoutChoice& choice, const SweepRow& row, const Plan
   const double to_train = time_to_train(o.tokens, static_cast<double>(o.global_batch * o.seq_len), row.step_time_s);
   return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch, c.zero, c.recompute, c.offload, c.schedule, row,
           to_train, to_train * c.gpus / 3600.0, decision_chain(choice, request), c.sizes_label(), c.ep,
-          c.expert_tp()};
+          c.expert_tp(), fixed_label(request)};
 }
 
 // The printed plan: the ranking's first 15 rows, how the best three got there, what did not run.
@@ -311,8 +336,8 @@ std::string plan_table(const std::vector<PlanEntry>& entries, const std::vector<
   std::ostringstream shown;
   shown << "trainsim plan: " << request.model.name << ", global batch " << o.global_batch << " x " << o.seq_len
         << " tokens, " << format_count(o.tokens) << " tokens to train";
-  for (const std::string& setting : o.settings)
-    shown << ", " << setting;
+  for (const auto& [key, value] : request.fixed)
+    shown << ", " << key << "=" << value;
   shown << "; " << phase.candidates.size() << " candidates, "
         << phase.choices.size() << " layouts fit, " << rows.size() << " simulated (" << o.fidelity << ")\n\n";
   std::vector<std::vector<std::string>> table = {

@@ -45,10 +45,10 @@ struct GpuInfo {
 GpuInfo gpu_from_properties(const std::string& file, const std::string& host, const std::string& node, double speed,
                             const std::function<const char*(const char*)>& property);
 
-// The dense peak a matmul in this precision reaches on this GPU.
 // The node of each GPU of `gpus`, numbered in order of first appearance.
 std::vector<int> node_numbers(const std::vector<GpuInfo>& gpus);
 
+// The dense peak a matmul in this precision reaches on this GPU.
 inline double matmul_peak(const GpuInfo& gpu, Precision precision, bool allow_tf32) {
   switch (precision) {
   case Precision::fp32: return allow_tf32 && gpu.peak_tf32 > 0 ? gpu.peak_tf32 : gpu.peak_fp32;

@@ -87,6 +87,7 @@ struct PlanEntry {
   std::string sizes;           // its parallel sizes as reports name them: "dp=2 tp=2+sp pp=1 cp=1"
   int ep = 1;                  // a mixture's expert parallelism
   int etp = 1;                 // and its expert tensor parallelism (tp unless chosen otherwise)
+  std::string fixed;           // plan --set: the settings every candidate took, "key=value key=value"
 };
 // plan.csv and plan.json: one row per entry, ranked from 1 in the order given.
 std::string plan_csv(const std::vector<PlanEntry>& entries);

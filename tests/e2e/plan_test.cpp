@@ -118,6 +118,17 @@ TEST_CASE("plan --set fixes a setting on every candidate, and refuses what the p
   };
   CHECK(fastest(slow) > 1.5 * fastest(plain));
   CHECK(slow.out.find("tokens to train, compute.model=roofline, compute.matmul_efficiency=0.275;") != std::string::npos);
+  for (const json& row : read_json(slow.dir / "out" / "plan.json"))
+    CHECK(row["settings"] == "compute.model=roofline compute.matmul_efficiency=0.275");
+  // A setting only some layouts take: tensor-parallel overlap needs tp > 1 (with sequence
+  // parallelism, which the planner sets with every tp), so of two GPUs only tp = 2 layouts remain.
+  const CliResult overlap = run_trainsim("plan_set_overlap", plan + "--set comm.tp_comm_overlap=true");
+  REQUIRE_MESSAGE(overlap.status == 0, overlap.err);
+  const json overlapped = read_json(overlap.dir / "out" / "plan.json");
+  CHECK(!overlapped.empty());
+  for (const json& row : overlapped)
+    CHECK(row["tp"] == 2);
+  CHECK(overlap.err.find("candidates refused with comm.tp_comm_overlap=true (the first: ") != std::string::npos);
   const auto refused = [&](const std::string& name, const std::string& setting, const std::string& why) {
     const CliResult result = run_trainsim(name, plan + "--set " + setting);
     CHECK(result.status == 2);
@@ -126,4 +137,9 @@ TEST_CASE("plan --set fixes a setting on every candidate, and refuses what the p
   refused("plan_set_searched", "parallel.tp=2", "the planner searches it");
   refused("plan_set_option", "memory.precision=fp16", "plan sets it from --precision");
   refused("plan_set_unknown", "comm.bogus=1", "unknown key 'comm.bogus'");
+  refused("plan_set_budget", "memory.activation_budget=10GiB",
+          "it applies to memory.recompute = optimal, which the planner does not try");
+  const CliResult twice = run_trainsim("plan_set_twice", plan + "--set compute.model=roofline --set compute.model=kernels");
+  CHECK(twice.status == 2);
+  CHECK(twice.err.find("compute.model is already set to roofline; accepted: each key once") != std::string::npos);
 }

@@ -792,8 +792,6 @@ TEST_CASE("the GPUs and nodes a token's copies reach under uniform and group-lim
   const double ranks = expected_units_reached(deepseek, 64);
   CHECK(ranks <= 8);
   CHECK(ranks > 32 * (1 - rank_missed));
-  // The same model, the same answer (a fixed seed).
-  CHECK(expected_units_reached(deepseek, 8) == nodes);
 }
 
 TEST_CASE("DeepSeek-V3's config routes each token within 4 of 8 expert groups") {
