@@ -747,14 +747,6 @@ std::string deepep_refusal(const std::vector<std::string>& overrides, const std:
   return "";
 }
 
-const Op& op_named(const Program& program, const std::string& name) {
-  for (const Op& op : program.ops)
-    if (op.name == name)
-      return op;
-  FAIL("no op " << name);
-  return program.ops.front();
-}
-
 } // namespace
 
 TEST_CASE("the GPUs and nodes a token's copies reach under uniform and group-limited routing") {
@@ -834,8 +826,8 @@ TEST_CASE("DeepEP's legs carry each token once per node and once per GPU its cop
   const WorkloadBuild build = build_workload(scenario, mixtral(), 0, four_per_node(16));
   const Workload& workload = build.workload;
   const Program& program = workload.program(0);
-  const Op& rail = op_named(program, "L0.fwd.mb0.moe.dispatch-rail");
-  const Op& node = op_named(program, "L0.fwd.mb0.moe.dispatch-node");
+  const Op& rail = test::op_named(program, "L0.fwd.mb0.moe.dispatch-rail");
+  const Op& node = test::op_named(program, "L0.fwd.mb0.moe.dispatch-node");
   CHECK(rail.kind == OpKind::collective);
   CHECK(rail.collective == Collective::all_to_all);
   CHECK(rail.stream == Stream::ep_rail);
@@ -853,20 +845,20 @@ TEST_CASE("DeepEP's legs carry each token once per node and once per GPU its cop
   CHECK(workload.groups.at(static_cast<std::size_t>(workload.group_of(5, node.group))).ranks ==
         std::vector<int>{4, 5, 6, 7});
   // The experts wait for both legs, the combine's legs carry the same back, and the combine waits for both.
-  const Op& experts = op_named(program, "L0.fwd.mb0.moe.experts");
+  const Op& experts = test::op_named(program, "L0.fwd.mb0.moe.experts");
   const auto id_of = [&](const Op& op) { return static_cast<OpId>(&op - program.ops.data()); };
   for (const Op* leg : {&rail, &node})
     CHECK(std::find(experts.deps.begin(), experts.deps.end(), id_of(*leg)) != experts.deps.end());
-  CHECK(op_named(program, "L0.fwd.mb0.moe.combine-rail").bytes == doctest::Approx(token_bytes * 44 / 28));
-  CHECK(op_named(program, "L0.fwd.mb0.moe.combine-node").bytes == doctest::Approx(token_bytes * 2));
-  const Op& combine = op_named(program, "L0.fwd.mb0.moe.combine");
+  CHECK(test::op_named(program, "L0.fwd.mb0.moe.combine-rail").bytes == doctest::Approx(token_bytes * 44 / 28));
+  CHECK(test::op_named(program, "L0.fwd.mb0.moe.combine-node").bytes == doctest::Approx(token_bytes * 2));
+  const Op& combine = test::op_named(program, "L0.fwd.mb0.moe.combine");
   CHECK(combine.deps.size() == 2);
   // fp8 dispatch: the forward legs carry a byte and 4/128 of a scale per value.
   const WorkloadBuild fp8_build =
       build_workload(deepep_scenario({"moe.dispatch_precision=fp8"}), mixtral(), 0, four_per_node(16));
   const Program& fp8 = fp8_build.workload.program(0);
-  CHECK(op_named(fp8, "L0.fwd.mb0.moe.dispatch-rail").bytes == doctest::Approx(token_bytes * 44 / 28 * (1 + 4.0 / 128) / 2));
-  CHECK(op_named(fp8, "L0.fwd.mb0.moe.combine-rail").bytes == doctest::Approx(token_bytes * 44 / 28));
+  CHECK(test::op_named(fp8, "L0.fwd.mb0.moe.dispatch-rail").bytes == doctest::Approx(token_bytes * 44 / 28 * (1 + 4.0 / 128) / 2));
+  CHECK(test::op_named(fp8, "L0.fwd.mb0.moe.combine-rail").bytes == doctest::Approx(token_bytes * 44 / 28));
 }
 
 TEST_CASE("an ep group on one node needs no rail, one spread over nodes of one member no NVLink leg") {
@@ -876,7 +868,7 @@ TEST_CASE("an ep group on one node needs no rail, one spread over nodes of one m
     eight[static_cast<std::size_t>(rank)] = rank / 8;
   const WorkloadBuild one_node_build = build_workload(deepep_scenario(), mixtral(), 0, eight);
   const Program& one_node = one_node_build.workload.program(0);
-  CHECK(op_named(one_node, "L0.fwd.mb0.moe.dispatch-node").bytes == doctest::Approx(2.0 * 4096 * 2048 * 2));
+  CHECK(test::op_named(one_node, "L0.fwd.mb0.moe.dispatch-node").bytes == doctest::Approx(2.0 * 4096 * 2048 * 2));
   CHECK(std::none_of(one_node.ops.begin(), one_node.ops.end(),
                      [](const Op& op) { return op.name.find("-rail") != std::string::npos; }));
   // A GPU per node: every member on its own node, the tokens sent once per node (= GPU) reached.
@@ -885,7 +877,7 @@ TEST_CASE("an ep group on one node needs no rail, one spread over nodes of one m
     alone[static_cast<std::size_t>(rank)] = rank;
   const WorkloadBuild spread_build = build_workload(deepep_scenario(), mixtral(), 0, alone);
   const Program& spread = spread_build.workload.program(0);
-  CHECK(op_named(spread, "L0.fwd.mb0.moe.dispatch-rail").bytes == doctest::Approx(2.0 * 4096 * 2048 * 2));
+  CHECK(test::op_named(spread, "L0.fwd.mb0.moe.dispatch-rail").bytes == doctest::Approx(2.0 * 4096 * 2048 * 2));
   CHECK(std::none_of(spread.ops.begin(), spread.ops.end(),
                      [](const Op& op) { return op.name.find("-node") != std::string::npos; }));
 }

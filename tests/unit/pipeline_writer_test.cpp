@@ -22,6 +22,7 @@
 #include "program/pipeline_writer.hpp"
 #include "program/program_writer.hpp"
 #include "program/recompute_plan.hpp"
+#include "test_support.hpp"
 
 using namespace trainsim;
 
@@ -391,15 +392,8 @@ TEST_CASE("overlapped parameter all-gathers are cut per chunk and waited for by 
   }
   CHECK(bytes["c0"] == std::vector<double>{2 * 49'968, 2 * 50'000});
   CHECK(bytes["c1"] == std::vector<double>{2 * 8'288, 2 * 50'000, 2 * 50'000});
-  const auto deps_of = [&](const std::string& name) {
-    for (const Op& op : program.ops)
-      if (op.name == name)
-        return op.deps;
-    FAIL("no op " << name);
-    return std::vector<OpId>{};
-  };
   const auto waits = [&](const std::string& name, OpId gather) {
-    const std::vector<OpId> deps = deps_of(name);
+    const std::vector<OpId> deps = test::op_named(program, name).deps;
     return std::find(deps.begin(), deps.end(), gather) != deps.end();
   };
   CHECK(waits("L2.fwd.mb0.c0", gathers["c0"][1]));
@@ -480,13 +474,7 @@ TEST_CASE("where ZB-V's V turns, a chunk waits for the other chunk's pass on the
   Scenario scenario = pipeline_scenario(Schedule::zb_v, 2, 2, 4);
   scenario.tp = 2;
   const Program program = stage_program(scenario, 1);
-  const auto id_of = [&](const std::string& name) {
-    for (OpId id = 0; id < program.ops.size(); ++id)
-      if (program.ops[id].name == name)
-        return id;
-    FAIL("no op " << name);
-    return OpId{0};
-  };
+  const auto id_of = [&](const std::string& name) { return test::op_id_named(program, name); };
   const Op& chunk1_forward = program.ops[id_of("L4.fwd.mb0.c1.attn")];
   CHECK(chunk1_forward.deps == std::vector<OpId>{id_of("L3.fwd.mb0.c0.mlp.tp-allreduce")});
   // Chunk 1's input gradients end with layer 4's attention block; chunk 0's begin with layer 3.

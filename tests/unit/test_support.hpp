@@ -1,11 +1,13 @@
 #pragma once
-// Helpers shared by the unit tests: temporary files and the project's data.
+// Helpers shared by the unit tests: temporary files, the project's data, ops by name.
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
+
+#include "program/program.hpp"
 
 namespace trainsim::test {
 
@@ -49,5 +51,18 @@ seq_len = 512
 micro_batch = 2
 global_batch = 32
 )";
+
+// The id of the op called `name` in a program; a failed check when there is none.
+inline OpId op_id_named(const Program& program, const std::string& name) {
+  for (OpId id = 0; id < program.ops.size(); ++id)
+    if (program.ops[id].name == name)
+      return id;
+  FAIL("no op " << name);
+  return 0;
+}
+
+inline const Op& op_named(const Program& program, const std::string& name) {
+  return program.ops[op_id_named(program, name)];
+}
 
 } // namespace trainsim::test

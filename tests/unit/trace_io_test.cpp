@@ -303,13 +303,6 @@ std::string misplaced(const Workload& workload) {
   return found;
 }
 
-const Op* op_named(const Program& program, const std::string& name) {
-  for (const Op& op : program.ops)
-    if (op.name == name)
-      return &op;
-  return nullptr;
-}
-
 Workload built(const std::vector<std::string>& overrides) {
   const Scenario scenario = load_scenario(test::write_temp_file("places.ini", test::tiny_scenario_ini), overrides);
   return build_workload(scenario, load_model(scenario.model_file, scenario.vocab_multiple), 0).workload;
@@ -329,15 +322,12 @@ TEST_CASE("data-parallel ops are placed where their names say, prefetched gather
   const Program& program = workload.program(0);
   // Layer 1's attention of micro-batch 1, and the gather of layer 0 for micro-batch 1, written
   // during micro-batch 0's backward (prefetch depth 1).
-  const Op* attention = op_named(program, "L1.fwd.mb1.attn.local");
-  REQUIRE(attention);
-  CHECK(attention->place == place(1, 1, none));
-  const Op* gather = op_named(program, "gather.embedding.params.fwd.mb1");
-  REQUIRE(gather);
-  CHECK(gather->place == place(none, 1, none));
-  const Op* step = op_named(program, "optimizer.step");
-  REQUIRE(step);
-  CHECK(step->place == place(none, none, none));
+  const Op& attention = test::op_named(program, "L1.fwd.mb1.attn.local");
+  CHECK(attention.place == place(1, 1, none));
+  const Op& gather = test::op_named(program, "gather.embedding.params.fwd.mb1");
+  CHECK(gather.place == place(none, 1, none));
+  const Op& step = test::op_named(program, "optimizer.step");
+  CHECK(step.place == place(none, none, none));
 }
 
 TEST_CASE("interleaved pipeline ops are placed in their layer, micro-batch and chunk") {
@@ -348,15 +338,12 @@ TEST_CASE("interleaved pipeline ops are placed in their layer, micro-batch and c
                                    "memory.offload_optimizer=cpu"});
   CHECK(misplaced(workload) == "");
   const Program& first_stage = workload.program(0);
-  const Op* forward = op_named(first_stage, "L2.fwd.mb1.c1.mlp");
-  REQUIRE(forward);
-  CHECK(forward->place == place(2, 1, 1));
-  const Op* send = op_named(first_stage, "send.act.mb0.c0");
-  REQUIRE(send);
-  CHECK(send->place == place(none, 0, 0));
-  const Op* reduction = op_named(first_stage, "grad-allreduce.c1.bucket0");
-  REQUIRE(reduction);
-  CHECK(reduction->place == place(none, none, 1));
+  const Op& forward = test::op_named(first_stage, "L2.fwd.mb1.c1.mlp");
+  CHECK(forward.place == place(2, 1, 1));
+  const Op& send = test::op_named(first_stage, "send.act.mb0.c0");
+  CHECK(send.place == place(none, 0, 0));
+  const Op& reduction = test::op_named(first_stage, "grad-allreduce.c1.bucket0");
+  CHECK(reduction.place == place(none, none, 1));
 }
 
 namespace {
