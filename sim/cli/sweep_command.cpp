@@ -29,6 +29,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cli/progress.hpp"
 #include "cli/workers.hpp"
 #include "common/error.hpp"
 #include "common/files.hpp"
@@ -242,43 +243,6 @@ SweepRow finish(const Worker& worker, int status) {
   return row;
 }
 
-class Progress {
-public:
-  Progress(std::size_t total) : total_(total), terminal_(::isatty(STDERR_FILENO) != 0), start_(Clock::now()) {}
-
-  void update(std::size_t done, std::size_t failed) {
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
-    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : INFINITY;
-    const std::string numbers = std::to_string(done) + "/" + std::to_string(total_) + " (" +
-                                std::to_string(failed) + " invalid or failed), " + format_double(std::round(rate * 100) / 100) +
-                                "/s, ETA " + format_duration(eta);
-    if (terminal_) {
-      constexpr int width = 30;
-      const int filled = total_ ? static_cast<int>(width * done / total_) : width;
-      std::cerr << "\r[" << std::string(static_cast<std::size_t>(filled), '#')
-                << std::string(static_cast<std::size_t>(width - filled), '.') << "] " << numbers << "   " << std::flush;
-      if (done == total_)
-        std::cerr << '\n';
-      return;
-    }
-    // Plain lines: every 10 % and at least every 30 s.
-    const auto decile = total_ ? done * 10 / total_ : 10;
-    if (done == total_ || decile != last_decile_ || elapsed - last_line_ >= 30) {
-      std::cerr << "sweep: " << numbers << '\n';
-      last_decile_ = decile;
-      last_line_ = elapsed;
-    }
-  }
-
-private:
-  std::size_t total_;
-  bool terminal_;
-  Clock::time_point start_;
-  std::size_t last_decile_ = 0;
-  double last_line_ = 0;
-};
-
 int merge(const std::vector<std::string>& arguments) {
   CommonOptions options;
   std::vector<std::string> inputs;
@@ -460,7 +424,7 @@ int sweep_command(const std::vector<std::string>& arguments) {
   std::cerr << "trainsim: sweep of " << in_shard << " configurations" << (shard.count > 1 ? " (shard " + shard_text + ")" : "")
             << ", " << todo.size() << " to run, " << jobs << " at a time\n";
 
-  Progress progress(todo.size());
+  Progress progress("sweep", todo.size(), "invalid or failed");
   std::size_t finished = 0, unsuccessful = 0;
   run_workers(scenario, options.overrides, todo, jobs, timeout, options.simulation, [&](SweepRow row) {
     append_row(csv_out, csv, jsonl_out, jsonl, row);
