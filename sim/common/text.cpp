@@ -31,6 +31,13 @@ std::vector<std::string> split(std::string_view text, char separator) {
   }
 }
 
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string joined;
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    joined += (i ? std::string(separator) : std::string()) + parts[i];
+  return joined;
+}
+
 bool natural_less(std::string_view a, std::string_view b) {
   std::size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {

@@ -18,6 +18,8 @@ const char* name_of(const std::vector<std::pair<std::string, Enum>>& names, Enum
   return "";
 }
 std::vector<std::string> split(std::string_view text, char separator);
+// The parts with `separator` between them: join({"a", "b"}, ", ") is "a, b".
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
 // Orders "gpu2" before "gpu10": platform hosts are ranked in this order.
 bool natural_less(std::string_view a, std::string_view b);
 // Parses a whole decimal integer; false when the text is anything else.

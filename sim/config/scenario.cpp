@@ -211,12 +211,6 @@ std::string unknown_key(const std::string& key) {
   return "unknown key '" + key + "'; closest accepted: " + closest + " (every key: trainsim run --help)";
 }
 
-std::string default_of(const std::string& key) {
-  for (const auto& spec : option_specs())
-    if (key == spec.key)
-      return spec.default_value;
-  return "";
-}
 
 bool is_known_key(const std::string& key) {
   for (const auto& spec : option_specs())
@@ -230,6 +224,13 @@ bool is_known_key(const std::string& key) {
 void require_scenario_key(const std::string& key, const std::string& where) {
   if (!is_known_key(key))
     throw InputError(where + ": " + unknown_key(key));
+}
+
+std::string default_of(const std::string& key) {
+  for (const auto& spec : option_specs())
+    if (key == spec.key)
+      return spec.default_value;
+  return "";
 }
 
 std::pair<std::string, std::string> parse_setting(const std::string& assignment) {
@@ -605,7 +606,7 @@ fs::path resolve_catalog_name(const std::string& value, const std::string& folde
 
 } // namespace
 
-Scenario load_scenario(const fs::path& file, const std::vector<std::string>& overrides) {
+std::string read_scenario_file(const fs::path& file) {
   std::error_code error;
   if (fs::is_directory(file, error))
     throw InputError(file.string() + ": is a directory; expected a scenario INI file such as scenarios/default.ini");
@@ -616,7 +617,20 @@ Scenario load_scenario(const fs::path& file, const std::vector<std::string>& ove
     throw InputError(file.string() + ": cannot read the scenario file");
   std::stringstream buffer;
   buffer << stream.rdbuf();
-  return parse_scenario(buffer.str(), file, overrides);
+  return buffer.str();
+}
+
+Scenario load_scenario(const fs::path& file, const std::vector<std::string>& overrides) {
+  return parse_scenario(read_scenario_file(file), file, overrides);
+}
+
+std::vector<std::pair<std::string, std::string>> settings_in(const std::string& text, const fs::path& file) {
+  std::vector<std::pair<std::string, std::string>> settings;
+  for (const IniLine& line : read_ini(text, file)) {
+    require_scenario_key(line.key, file.string() + ":" + std::to_string(line.line));
+    settings.emplace_back(line.key, line.value);
+  }
+  return settings;
 }
 
 namespace {

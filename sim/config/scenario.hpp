@@ -172,6 +172,10 @@ struct Scenario {
 constexpr int max_pipeline_zero_stage = 1;
 
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides);
+// A scenario file's text; InputError for a folder or a file that is missing or unreadable.
+std::string read_scenario_file(const std::filesystem::path& file);
+// The section.key = value settings of a scenario's text, in order; InputError for an unknown key.
+std::vector<std::pair<std::string, std::string>> settings_in(const std::string& text, const std::filesystem::path& file);
 // The same from the file's text; `file` names it in errors and anchors relative paths.
 Scenario parse_scenario(const std::string& text, const std::filesystem::path& file,
                         const std::vector<std::string>& overrides);

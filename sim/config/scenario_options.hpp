@@ -17,6 +17,8 @@ void print_scenario_keys(std::ostream& out);
 
 // InputError "WHERE: unknown key 'KEY'; accepted: ..." unless `key` is a scenario key.
 void require_scenario_key(const std::string& key, const std::string& where);
+// A key's default as a scenario would write it ("" for a key without one or an unknown key).
+std::string default_of(const std::string& key);
 // A --set section.key=value as (key, value); InputError for a malformed one or an unknown key.
 std::pair<std::string, std::string> parse_setting(const std::string& assignment);
 

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "common/units.hpp"
 #include "config/scenario.hpp"
 #include "memory/memory_tracker.hpp"
@@ -109,7 +110,140 @@ double busiest_program_flops(const Workload& workload) {
   return flops;
 }
 
+// What a constrainable key's values are: whole numbers (ranges allowed), or one of some names.
+std::vector<std::string> names_of(const std::string& key) {
+  if (key == "parallel.schedule") {
+    std::vector<std::string> names;
+    for (const auto& [name, schedule] : schedule_names())
+      names.push_back(name);
+    return names;
+  }
+  if (key == "memory.recompute")
+    return {"none", "selective", "full"};  // what the planner tries
+  if (key == "memory.offload_optimizer" || key == "memory.offload_params")
+    return {"none", "cpu"};
+  return {};  // a whole number
+}
+
+// "4..16": 4 and 16; a plain number: itself twice; false when neither.
+bool integer_range(const std::string& text, long long& low, long long& high) {
+  const auto dots = text.find("..");
+  if (dots == std::string::npos)
+    return parse_integer(text, low) && (high = low, true);
+  return parse_integer(text.substr(0, dots), low) && parse_integer(text.substr(dots + 2), high) && low <= high;
+}
+
 } // namespace
+
+const std::vector<std::string>& planner_keys() {
+  static const std::vector<std::string> keys = {
+      "parallel.dp", "parallel.tp", "parallel.pp", "parallel.vpp", "parallel.cp", "parallel.sp", "parallel.ep",
+      "parallel.etp", "parallel.schedule", "parallel.layers_per_stage", "parallel.first_stage_layers",
+      "parallel.last_stage_layers", "memory.zero", "memory.recompute", "memory.offload_optimizer",
+      "memory.offload_params", "training.micro_batch"};
+  return keys;
+}
+
+const std::vector<std::string>& constrainable_keys() {
+  static const std::vector<std::string> keys = {
+      "parallel.dp", "parallel.tp", "parallel.pp", "parallel.vpp", "parallel.cp", "parallel.ep", "parallel.etp",
+      "parallel.schedule", "memory.zero", "memory.recompute", "memory.offload_optimizer", "memory.offload_params",
+      "training.micro_batch"};
+  return keys;
+}
+
+std::string Candidate::value_of(const std::string& key) const {
+  if (key == "parallel.dp") return std::to_string(dp);
+  if (key == "parallel.tp") return std::to_string(tp);
+  if (key == "parallel.pp") return std::to_string(pp);
+  if (key == "parallel.vpp") return std::to_string(vpp);
+  if (key == "parallel.cp") return std::to_string(cp);
+  if (key == "parallel.ep") return std::to_string(ep);
+  if (key == "parallel.etp") return ep > 1 ? std::to_string(expert_tp()) : "";
+  if (key == "parallel.schedule") return schedule;
+  if (key == "memory.zero") return std::to_string(zero);
+  if (key == "memory.recompute") return recompute;
+  if (key == "memory.offload_optimizer") return offload == "none" ? "none" : "cpu";
+  if (key == "memory.offload_params") return offload == "optimizer+params" ? "cpu" : "none";
+  if (key == "training.micro_batch") return std::to_string(micro_batch);
+  throw std::logic_error("Candidate::value_of: " + key + " is not a constrainable key");
+}
+
+bool SearchConstraint::admits(const Candidate& candidate) const {
+  const std::string value = candidate.value_of(key);
+  if (value.empty())
+    return true;
+  const bool named = !names_of(key).empty();
+  bool listed = false;
+  for (const std::string& allowed : values) {
+    long long low = 0, high = 0, number = 0;
+    if (named ? allowed == value
+              : integer_range(allowed, low, high) && parse_integer(value, number) && low <= number && number <= high)
+      listed = true;
+  }
+  return listed != exclude;
+}
+
+SearchConstraint parse_constraint(const std::string& assignment, bool exclude) {
+  SearchConstraint constraint;
+  constraint.option = std::string(exclude ? "--exclude " : "--fix ") + assignment;
+  constraint.exclude = exclude;
+  const auto equals = assignment.find('=');
+  constraint.key = trim(assignment.substr(0, equals));
+  const std::vector<std::string>& keys = constrainable_keys();
+  if (std::find(keys.begin(), keys.end(), constraint.key) == keys.end())
+    throw InputError(constraint.option + ": accepted keys: " + join(keys, ", ") + " (KEY=V1,V2,...)");
+  const std::vector<std::string> names = names_of(constraint.key);
+  for (const std::string& part : split(equals == std::string::npos ? "" : assignment.substr(equals + 1), ',')) {
+    const std::string value = trim(part);
+    long long low = 0, high = 0;
+    if (names.empty() ? !integer_range(value, low, high) || low < 0
+                      : std::find(names.begin(), names.end(), value) == names.end())
+      throw InputError(constraint.option + ": '" + value + "' is not a value of " + constraint.key + "; accepted: " +
+                       (names.empty() ? std::string("whole numbers and ranges N..M, e.g. 2,4 or 2..8") : join(names, ", ")) +
+                       ", separated by commas");
+    constraint.values.push_back(value);
+  }
+  return constraint;
+}
+
+std::vector<Candidate> constrained(std::vector<Candidate> candidates, const std::vector<SearchConstraint>& constraints) {
+  for (std::size_t c = 0; c < constraints.size(); ++c) {
+    const SearchConstraint& constraint = constraints[c];
+    std::set<long long> numbers;
+    std::set<std::string> names;
+    for (const Candidate& candidate : candidates) {
+      const std::string value = candidate.value_of(constraint.key);
+      long long number = 0;
+      if (parse_integer(value, number))
+        numbers.insert(number);
+      else if (!value.empty())
+        names.insert(value);
+    }
+    std::vector<Candidate> kept;
+    bool valued = false;  // a kept candidate for which the key means something
+    for (Candidate& candidate : candidates)
+      if (constraint.admits(candidate)) {
+        valued = valued || !candidate.value_of(constraint.key).empty();
+        kept.push_back(std::move(candidate));
+      }
+    // --fix parallel.schedule=zb-v would otherwise keep only the layouts without a pipeline.
+    if (kept.empty() || (!constraint.exclude && !valued)) {
+      std::vector<std::string> seen(names.begin(), names.end());
+      for (long long number : numbers)
+        seen.push_back(std::to_string(number));
+      throw InputError(constraint.option + ": " +
+                       (kept.empty() ? std::string("no candidate is left")
+                                     : "no candidate it applies to is left (a schedule applies to pipelines, etp to "
+                                       "expert parallelism)") +
+                       "; the candidates" +
+                       (c > 0 ? std::string(" the options before it left") : std::string("")) + " take " +
+                       constraint.key + " " + (seen.empty() ? std::string("no value") : join(seen, ", ")));
+    }
+    candidates = std::move(kept);
+  }
+  return candidates;
+}
 
 Settings Candidate::settings(const PlanRequest& request) const {
   Settings out = {{"parallel.dp", std::to_string(dp)},      {"parallel.tp", std::to_string(tp)},
@@ -230,19 +364,20 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
       }
     }
   }
-  return out;
+  return constrained(std::move(out), request.constraints);
 }
 
 MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate) {
   MemoryCheck check;
   try {
     std::vector<std::string> overrides;
-    for (const auto& [key, value] : candidate.settings(request))
-      overrides.push_back(key + "=" + value);
+    for (const Settings& settings : {request.base_settings, candidate.settings(request)})
+      for (const auto& [key, value] : settings)
+        overrides.push_back(key + "=" + value);
     const long long accumulation = request.global_batch / (candidate.micro_batch * candidate.dp);
     const long long kept = candidate.pp > 1 ? std::min(accumulation, 4LL * candidate.pp) : std::min(accumulation, 2LL);
     overrides.push_back("training.global_batch=" + std::to_string(kept * candidate.micro_batch * candidate.dp));
-    Scenario scenario = parse_scenario(request.base_ini, request.base_name + ".ini", overrides);
+    Scenario scenario = parse_scenario(request.base_ini, request.base_file, overrides);
     // Rank r runs on the platform's GPU r: a described cluster's fill nodes in order.
     std::vector<int> node_of_rank(static_cast<std::size_t>(layout_of(scenario).world()));
     for (std::size_t rank = 0; rank < node_of_rank.size(); ++rank)
@@ -276,17 +411,22 @@ MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate)
   return check;
 }
 
-std::vector<MemoryCheck> check_candidates(const PlanRequest& request, const std::vector<Candidate>& candidates) {
+std::vector<MemoryCheck> check_candidates(const PlanRequest& request, const std::vector<Candidate>& candidates,
+                                          const std::function<void(std::size_t, std::size_t)>& on_checked) {
   std::vector<MemoryCheck> checks;
   std::map<LayoutKey, bool> fitted;
+  std::size_t fitting = 0;
   for (const Candidate& candidate : candidates) {
     bool& done = fitted[layout_key(candidate)];
     if (done) {
       checks.push_back({false, "skipped: a cheaper variant of this layout fits"});
-      continue;
+    } else {
+      checks.push_back(check_memory(request, candidate));
+      done = checks.back().valid && checks.back().fits;
+      fitting += done;
     }
-    checks.push_back(check_memory(request, candidate));
-    done = checks.back().valid && checks.back().fits;
+    if (on_checked)
+      on_checked(checks.size(), fitting);
   }
   return checks;
 }

@@ -5,6 +5,8 @@
 // decisions that led there. The CLI simulates the survivors and ranks them. Pure: no SimGrid.
 // The roofline estimate that orders the simulations ignores offload traffic: offloaded variants
 // are only chosen for layouts where nothing else fits, and the simulation ranks them.
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,9 +16,25 @@
 
 namespace trainsim {
 
+struct Candidate;
+
+// plan --fix KEY=V1,V2 (or --exclude): the candidates whose value of KEY is (or is not) one of
+// the values; whole-number keys also take ranges, N..M. A key that means nothing for a candidate
+// does not constrain it.
+struct SearchConstraint {
+  std::string option;  // as given, "--fix parallel.tp=2..8": names it in messages
+  std::string key;
+  std::vector<std::string> values;
+  bool exclude = false;
+  bool admits(const Candidate& candidate) const;
+};
+
 struct PlanRequest {
-  std::string base_ini;            // a scenario without a layout: model, platform, training
-  std::string base_name = "plan";  // names it in errors
+  std::string base_ini;            // a scenario: model, platform, training; its layout is replaced
+  std::filesystem::path base_file = "plan.ini";  // names it in errors and anchors its relative paths
+  // Before each candidate's settings: the planner's keys at their defaults (a base scenario's own
+  // layout replaced) and what the plan's options set.
+  Settings base_settings;
   ModelSpec model;
   std::vector<int> gpu_counts;     // world sizes to consider
   int gpus_per_node = 8;
@@ -28,7 +46,9 @@ struct PlanRequest {
   double matmul_efficiency = 0.55;
   long long global_batch = 0;
   long long seq_len = 0;
+  double tokens = 0;               // to train: for the time to train, GPU-hours and cost
   Settings fixed;                  // plan --set: what every candidate takes beside its own settings
+  std::vector<SearchConstraint> constraints;  // plan --fix and --exclude
 };
 
 // One strategy: a layout (GPUs, dp/tp/pp/vpp/cp, micro-batch) and memory techniques.
@@ -53,7 +73,21 @@ struct Candidate {
   std::string sizes_label() const;                        // sizes, and a schedule other than 1F1B's: "... cp=1 zb-h1"
   std::string layout_label() const;                       // "64 GPUs: dp=8 tp=8+sp pp=1 cp=1, micro-batch 1"
   std::string techniques_label() const;                   // "recompute selective, ZeRO-1, optimizer offloaded to the CPU"
+  // Its value of a key plan --fix takes, as the scenario writes it; empty where the key means
+  // nothing for it (the schedule without a pipeline, etp without expert parallelism).
+  std::string value_of(const std::string& key) const;
 };
+
+// The scenario keys a candidate sets: its layout and memory techniques.
+const std::vector<std::string>& planner_keys();
+// Those plan --fix and --exclude take (the rest follow from them: sp from tp, the stages' layers from pp).
+const std::vector<std::string>& constrainable_keys();
+
+// InputError for a key the planner does not search or a value it cannot take.
+SearchConstraint parse_constraint(const std::string& assignment, bool exclude);
+// The candidates every constraint admits; InputError naming the first that leaves none, with the
+// values the candidates before it had.
+std::vector<Candidate> constrained(std::vector<Candidate> candidates, const std::vector<SearchConstraint>& constraints);
 
 // The search space, as data: every layout the model and batch allow, each with its memory
 // variants in order of expected cost (cheapest first). Offload to the CPU comes last, on
@@ -82,7 +116,9 @@ MemoryCheck check_memory(const PlanRequest& request, const Candidate& candidate)
 
 // Checks each candidate in order, skipping the variants of a layout after the first that fits
 // (they are never chosen): those are left invalid with the reason "skipped".
-std::vector<MemoryCheck> check_candidates(const PlanRequest& request, const std::vector<Candidate>& candidates);
+// `on_checked` hears, after each, how many are checked and how many of those fit.
+std::vector<MemoryCheck> check_candidates(const PlanRequest& request, const std::vector<Candidate>& candidates,
+                                          const std::function<void(std::size_t, std::size_t)>& on_checked = {});
 
 struct LayoutChoice {
   Candidate chosen;

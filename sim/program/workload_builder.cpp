@@ -243,7 +243,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                             scenario.routing.fp8_dispatch,
                             scenario.routing.dispatcher,
                             ep_nodes,
-                            scenario.etp};
+                            scenario.etp,
+                            {}};
     if (routing_per_layer(scenario.routing))
       for (long long layer = 0; layer < model.layers - static_cast<long long>(model.dense_layers.size()); ++layer)
         sharding.layer_expert_shares.push_back(

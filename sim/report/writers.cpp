@@ -618,7 +618,7 @@ void print_memory_comparison_table(std::ostream& out, const std::string& key, co
 std::string plan_csv(const std::vector<PlanEntry>& entries) {
   std::string csv = "rank,gpus,dp,tp,pp,vpp,schedule,cp,ep,etp,micro_batch,zero,recompute,offload,tokens_per_s,step_time_s,mfu,"
                     "peak_bytes,"
-                    "headroom_bytes,time_to_train_s,gpu_hours,bottleneck,settings\n";
+                    "headroom_bytes,time_to_train_s,gpu_hours,cost,within_deadline,bottleneck,settings\n";
   for (std::size_t place = 0; place < entries.size(); ++place) {
     const PlanEntry& e = entries[place];
     const SweepRow& row = e.simulated;
@@ -627,7 +627,9 @@ std::string plan_csv(const std::vector<PlanEntry>& entries) {
            "," + std::to_string(e.ep) + "," + std::to_string(e.etp) + "," + std::to_string(e.micro_batch) + "," + std::to_string(e.zero) + "," + e.recompute + "," + e.offload + "," +
            format_double(row.tokens_per_s) + "," + format_double(row.step_time_s) + "," + format_double(row.mfu) + "," +
            csv_byte_count(row.peak_bytes) + "," + csv_byte_count(row.headroom_bytes()) + "," +
-           format_double(e.time_to_train_s) + "," + format_double(e.gpu_hours) + "," + csv_field(row.bottleneck) + "," +
+           format_double(e.time_to_train_s) + "," + format_double(e.gpu_hours) + "," +
+           (e.cost >= 0 ? format_double(e.cost) : std::string()) + "," + (e.within_deadline ? "true" : "false") + "," +
+           csv_field(row.bottleneck) + "," +
            csv_field(e.fixed) + "\n";
   }
   return csv;
@@ -644,7 +646,9 @@ json plan_json(const std::vector<PlanEntry>& entries) {
                     {"mfu", row.mfu}, {"peak_bytes", row.peak_bytes}, {"reserve_bytes", row.reserve_bytes},
                     {"headroom_bytes", row.headroom_bytes()}, {"capacity_bytes", row.capacity_bytes},
                     {"time_to_train_s", e.time_to_train_s}, {"gpu_hours", e.gpu_hours}, {"bottleneck", row.bottleneck},
-                    {"decisions", e.decisions}, {"settings", e.fixed}});
+                    {"decisions", e.decisions}, {"settings", e.fixed}, {"within_deadline", e.within_deadline}});
+    if (e.cost >= 0)
+      plan.back()["cost"] = e.cost;
   }
   return plan;
 }

@@ -88,8 +88,11 @@ struct PlanEntry {
   int ep = 1;                  // a mixture's expert parallelism
   int etp = 1;                 // and its expert tensor parallelism (tp unless chosen otherwise)
   std::string fixed;           // plan --set: the settings every candidate took, "key=value key=value"
+  double cost = -1;            // GPU-hours at plan --gpu-hour-price; -1: no price given
+  bool within_deadline = true; // trains the tokens within plan --deadline (true without one)
 };
-// plan.csv and plan.json: one row per entry, ranked from 1 in the order given.
+// plan.csv and plan.json: one row per entry, ranked from 1 in the order given (those past the
+// deadline last).
 std::string plan_csv(const std::vector<PlanEntry>& entries);
 nlohmann::json plan_json(const std::vector<PlanEntry>& entries);
 

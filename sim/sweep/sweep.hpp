@@ -56,6 +56,9 @@ struct SweepRow {
   // (recompute and optimizer included), every kind's transfer time summed, the platform's GPU.
   double compute_s = 0, comm_s = 0;
   std::string gpu;
+  // The step of its last rank by part, summing to the step time (summary time.breakdown):
+  // compute, recompute, optimizer, exposed communication by kind, waiting for other ranks, bubble.
+  std::vector<std::pair<std::string, double>> step_parts;
 
   std::string label() const;
   // What the GPU has left at the peak with the reserve (negative: short by that much).

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <limits>
 
 #include "cli.hpp"
@@ -10,6 +11,18 @@
 using namespace trainsim::test;
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+namespace {
+
+// The shortest step among a plan's simulated candidates (its output folder is out/).
+double fastest_step(const CliResult& result) {
+  double best = std::numeric_limits<double>::infinity();
+  for (const json& row : read_json(result.dir / "out" / "plan.json"))
+    best = std::min(best, row["step_time_s"].get<double>());
+  return best;
+}
+
+} // namespace
 
 TEST_CASE("the plan's best configuration fits, beats the other simulated ones, and a run of it agrees") {
   const CliResult result = run_trainsim(
@@ -110,13 +123,7 @@ TEST_CASE("plan --set fixes a setting on every candidate, and refuses what the p
       run_trainsim("plan_set_slow", plan + "--set compute.model=roofline --set compute.matmul_efficiency=0.275");
   REQUIRE_MESSAGE(plain.status == 0, plain.err);
   REQUIRE_MESSAGE(slow.status == 0, slow.err);
-  const auto fastest = [](const CliResult& result) {
-    double best = std::numeric_limits<double>::infinity();
-    for (const json& row : read_json(result.dir / "out" / "plan.json"))
-      best = std::min(best, row["step_time_s"].get<double>());
-    return best;
-  };
-  CHECK(fastest(slow) > 1.5 * fastest(plain));
+  CHECK(fastest_step(slow) > 1.5 * fastest_step(plain));
   CHECK(slow.out.find("tokens to train, compute.model=roofline, compute.matmul_efficiency=0.275;") != std::string::npos);
   for (const json& row : read_json(slow.dir / "out" / "plan.json"))
     CHECK(row["settings"] == "compute.model=roofline compute.matmul_efficiency=0.275");
@@ -142,4 +149,81 @@ TEST_CASE("plan --set fixes a setting on every candidate, and refuses what the p
   const CliResult twice = run_trainsim("plan_set_twice", plan + "--set compute.model=roofline --set compute.model=kernels");
   CHECK(twice.status == 2);
   CHECK(twice.err.find("compute.model is already set to roofline; accepted: each key once") != std::string::npos);
+}
+
+TEST_CASE("plan ranks by cost within a deadline, lists the late ones last, and says why the first beats the second") {
+  const CliResult result = run_trainsim(
+      "plan_cost", "plan --model tiny-gpt --gpu a100-80gb --gpus 2..4 --global-batch 32 --seq-len 512 --simulate 100 -j 2 "
+                   "--fix memory.recompute=none --exclude training.micro_batch=1 --rank-by cost "
+                   "--gpu-hour-price h100-sxm=9,a100-80gb=2.5 --deadline 100s -o out");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const json plan = read_json(result.dir / "out/plan.json");
+  REQUIRE(plan.size() >= 2);
+  bool late = false;
+  double previous = 0;
+  for (const json& row : plan) {
+    CHECK(row["recompute"] == "none");
+    CHECK(row["micro_batch"] != 1);
+    const double to_train = row["time_to_train_s"].get<double>(), hours = row["gpu_hours"].get<double>();
+    // GPU-hours: the GPUs for the time to train; the cost: those hours at the A100's price.
+    CHECK(hours == doctest::Approx(to_train * row["gpus"].get<int>() / 3600.0));
+    CHECK(row["cost"].get<double>() == doctest::Approx(2.5 * hours));
+    if (!row["within_deadline"].get<bool>()) {
+      late = true;
+      CHECK(to_train > 100);
+      continue;
+    }
+    CHECK(!late);  // those within the deadline come first
+    CHECK(to_train <= 100);
+    CHECK(hours >= previous);  // cheapest first
+    previous = hours;
+  }
+  CHECK(plan[0]["within_deadline"] == true);
+  CHECK(result.out.find("ranked by cost, at most 1.67 min to train") != std::string::npos);
+  CHECK(result.out.find("why 1 ranks above 2: ") != std::string::npos);
+  CHECK(result.out.find(" GPU-hours against ") != std::string::npos);
+  if (late)
+    CHECK(result.out.find("simulated candidates fit but take longer than 1.67 min to train") != std::string::npos);
+
+  const auto refused = [](const std::string& name, const std::string& options, const std::string& why) {
+    const CliResult refusal =
+        run_trainsim(name, "plan --model tiny-gpt --gpu a100-80gb --gpus 2 --global-batch 8 --seq-len 512 -o out " + options);
+    CHECK(refusal.status == 2);
+    CHECK_MESSAGE(refusal.err.find(why) != std::string::npos, refusal.err);
+  };
+  refused("plan_cost_no_price", "--rank-by cost", "--rank-by cost: needs --gpu-hour-price");
+  refused("plan_cost_other_gpu", "--gpu-hour-price h100-sxm=2", "no price for the cluster's GPU, a100-80gb");
+  refused("plan_deadline_unit", "--deadline 30", "--deadline 30: needs a unit");
+  refused("plan_rank_unknown", "--rank-by speed", "accepted: tokens_per_s, time_to_train, gpu_hours, cost");
+  refused("plan_fix_unknown", "--fix parallel.sp=true", "--fix parallel.sp=true: accepted keys:");
+  refused("plan_fix_nothing", "--fix parallel.tp=4", "--fix parallel.tp=4: no candidate is left; the candidates take parallel.tp 1, 2");
+}
+
+TEST_CASE("plan SCENARIO starts from the scenario: its settings hold for every candidate, its layout is searched") {
+  // A slower compute model in the scenario, as plan --set would fix it (see the --set case: the
+  // GEMMs of tiny GPT's step on two A100s take twice as long at half the efficiency), and a
+  // layout the planner replaces.
+  const fs::path dir = fresh_dir("plan_scenario_files");
+  std::ofstream(dir / "slow.ini") << "[model]\nname = tiny-gpt\n[platform]\ngpu = a100-80gb\n[parallel]\ntp = 2\n"
+                                     "[compute]\nmodel = roofline\nmatmul_efficiency = 0.275\n"
+                                     "[training]\nseq_len = 512\nglobal_batch = 8\n";
+  const CliResult slow = run_trainsim("plan_scenario", "plan " + (dir / "slow.ini").string() + " --gpus 2 -o out");
+  const CliResult plain = run_trainsim("plan_scenario_plain", "plan --model tiny-gpt --gpu a100-80gb --gpus 2 "
+                                                              "--global-batch 8 --seq-len 512 --set compute.model=roofline -o out");
+  REQUIRE_MESSAGE(slow.status == 0, slow.err);
+  REQUIRE_MESSAGE(plain.status == 0, plain.err);
+  CHECK(slow.err.find("the planner chooses parallel.tp (set in ") != std::string::npos);
+  CHECK(fastest_step(slow) > 1.5 * fastest_step(plain));
+  bool untensored = false;
+  for (const json& row : read_json(slow.dir / "out" / "plan.json"))
+    untensored = untensored || row["tp"] == 1;
+  CHECK(untensored);
+  // The plan's options replace the scenario's values.
+  const CliResult batch = run_trainsim("plan_scenario_batch", "plan " + (dir / "slow.ini").string() +
+                                                                  " --gpus 2 --global-batch 16 --simulate 1 -o out");
+  REQUIRE_MESSAGE(batch.status == 0, batch.err);
+  CHECK(batch.out.find("tiny-gpt, global batch 16 x 512 tokens") != std::string::npos);
+  const CliResult none = run_trainsim("plan_no_model", "plan --gpu a100-80gb --gpus 2");
+  CHECK(none.status == 2);
+  CHECK(none.err.find("give a SCENARIO or --model") != std::string::npos);
 }

@@ -9,6 +9,7 @@
 
 #include <map>
 
+#include "common/error.hpp"
 #include "config/scenario.hpp"
 #include "memory/memory_tracker.hpp"
 #include "plan/planner.hpp"
@@ -318,4 +319,71 @@ TEST_CASE("a layer count the pipeline does not divide gives the last stage the r
   CHECK(four.sizes_label().find("(last stage: 1 layer)") != std::string::npos);
   const MemoryCheck check = check_memory(request, four);
   CHECK_MESSAGE(check.valid, check.reason);
+}
+
+TEST_CASE("--fix and --exclude keep the candidates with the values asked for, ranges included") {
+  PlanRequest request = tiny_request({8}, 64);
+  const std::vector<Candidate> all = enumerate_candidates(request);
+  request.constraints = {parse_constraint("parallel.tp=2..4", false), parse_constraint("memory.zero=0,3", true),
+                         parse_constraint("memory.recompute=none", false)};
+  const std::vector<Candidate> kept = enumerate_candidates(request);
+  REQUIRE(!kept.empty());
+  // The same candidates, picked by their fields.
+  std::size_t expected = 0;
+  for (const Candidate& c : all)
+    expected += (c.tp == 2 || c.tp == 4) && c.zero != 0 && c.zero != 3 && c.recompute == "none";
+  CHECK(kept.size() == expected);
+  for (const Candidate& c : kept) {
+    CHECK((c.tp == 2 || c.tp == 4));
+    CHECK((c.zero == 1 || c.zero == 2));
+    CHECK(c.recompute == "none");
+  }
+  // Offload as the scenario writes it: the optimizer on the CPU, the parameters too with ZeRO-3.
+  Candidate offloaded;
+  offloaded.offload = "optimizer+params";
+  CHECK(offloaded.value_of("memory.offload_optimizer") == "cpu");
+  CHECK(offloaded.value_of("memory.offload_params") == "cpu");
+  offloaded.offload = "optimizer";
+  CHECK(offloaded.value_of("memory.offload_params") == "none");
+}
+
+TEST_CASE("a schedule constrains only pipelines, and a constraint that leaves nothing is refused with the values there were") {
+  PlanRequest request = tiny_request({8}, 64);
+  request.constraints = {parse_constraint("parallel.schedule=zb-h1", false)};
+  bool pipelined = false, unpipelined = false;
+  for (const Candidate& c : enumerate_candidates(request)) {
+    CHECK((c.pp == 1 || c.schedule == "zb-h1"));
+    pipelined = pipelined || c.pp > 1;
+    unpipelined = unpipelined || c.pp == 1;
+  }
+  CHECK(pipelined);
+  CHECK(unpipelined);
+  // tiny-gpt's 8 heads and 1024-wide MLP divide by every tp the planner tries on a node.
+  request.constraints = {parse_constraint("parallel.tp=3", false)};
+  CHECK_THROWS_WITH_AS(enumerate_candidates(request),
+                       "--fix parallel.tp=3: no candidate is left; the candidates take parallel.tp 1, 2, 4, 8", InputError);
+  // After pp = 1 only, no candidate has a schedule to fix.
+  request.constraints = {parse_constraint("parallel.pp=1", false), parse_constraint("parallel.schedule=zb-v", false)};
+  CHECK_THROWS_WITH_AS(enumerate_candidates(request),
+                       doctest::Contains("--fix parallel.schedule=zb-v: no candidate it applies to is left"), InputError);
+  // A dense model has no expert tensor parallelism to fix.
+  request.constraints = {parse_constraint("parallel.etp=1", false)};
+  CHECK_THROWS_AS(enumerate_candidates(request), InputError);
+  request.constraints = {parse_constraint("parallel.tp=1,2,4,8", true)};
+  CHECK_THROWS_WITH_AS(enumerate_candidates(request), doctest::Contains("no candidate is left"), InputError);
+}
+
+TEST_CASE("--fix and --exclude refuse keys the planner does not search and values it cannot take") {
+  CHECK_THROWS_WITH_AS(parse_constraint("parallel.sp=true", false), doctest::Contains("--fix parallel.sp=true: accepted keys: parallel.dp"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(parse_constraint("memory.recompute=optimal", true),
+                       "--exclude memory.recompute=optimal: 'optimal' is not a value of memory.recompute; accepted: none, "
+                       "selective, full, separated by commas",
+                       InputError);
+  CHECK_THROWS_WITH_AS(parse_constraint("parallel.tp=x", false), doctest::Contains("accepted: whole numbers and ranges N..M"),
+                       InputError);
+  CHECK_THROWS_AS(parse_constraint("parallel.pp=4..2", false), InputError);
+  CHECK_THROWS_AS(parse_constraint("parallel.pp", false), InputError);
+  CHECK_THROWS_AS(parse_constraint("memory.offload_optimizer=nvme", false), InputError);
+  CHECK(parse_constraint("parallel.schedule=1f1b, zb-h1", false).values == std::vector<std::string>{"1f1b", "zb-h1"});
 }
