@@ -108,7 +108,9 @@ const std::vector<OptionSpec>& option_specs() {
                            "(default 3 with training.framework = fsdp2)"},
       {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
       {"memory.recompute", "none", "activation recompute: none | selective (Korthikanti et al.: the attention core) | op "
-                                   "(torchtitan's op-level selective checkpointing) | full | every:N | optimal"},
+                                   "(torchtitan's op-level selective checkpointing) | full | every:N (segments of N layers checkpointed, "
+                                   "the last kept, as torch checkpoint_sequential) | nth:N (every Nth layer checkpointed, the "
+                                   "others kept: torchtitan's selective_ac_option = N) | optimal"},
       {"memory.activation_budget", "auto", "recompute = optimal: bytes for activations (auto: what fits the GPU)"},
       {"memory.precision", "bf16", "training precision: fp32 | fp16 | bf16 | fp8 (GEMMs in fp8, bf16 master)"},
       {"memory.grad_precision", "auto", "gradient precision: auto (fp32 for bf16 and fp8, else as precision) | same | fp32 | fp16 | bf16"},
@@ -526,6 +528,7 @@ const char* to_string(Recompute recompute) {
   case Recompute::op: return "op";
   case Recompute::full: return "full";
   case Recompute::every: return "every";
+  case Recompute::nth: return "nth";
   case Recompute::optimal: return "optimal";
   }
   return "?";
@@ -776,21 +779,25 @@ void read_zero_and_recompute_keys(const ValueReader& values, Scenario& scenario)
     scenario.zero = 3;
   scenario.prefetch_depth = static_cast<int>(values.integer("memory.prefetch_depth", 0, 64));
   const std::string recompute = values.text("memory.recompute");
-  if (recompute.rfind("every:", 0) == 0) {
-    long long every = 0;
-    if (!parse_integer(recompute.substr(6), every) || every < 1 || every > 100'000)
-      values.fail("memory.recompute", "every:N needs a whole number of layers N >= 1, e.g. every:4");
-    scenario.recompute = Recompute::every;
-    scenario.recompute_every = static_cast<int>(every);
+  if (recompute.rfind("every:", 0) == 0 || recompute.rfind("nth:", 0) == 0) {
+    const bool every = recompute[0] == 'e';
+    long long layers = 0;
+    if (!parse_integer(recompute.substr(recompute.find(':') + 1), layers) || layers < 1 || layers > 100'000)
+      values.fail("memory.recompute", every ? "every:N needs a whole number of layers N >= 1, e.g. every:4"
+                                            : "nth:N needs a whole number of layers N >= 1, e.g. nth:2");
+    scenario.recompute = every ? Recompute::every : Recompute::nth;
+    scenario.recompute_every = static_cast<int>(layers);
   } else {
     scenario.recompute = values.choice<Recompute>("memory.recompute", {{"none", Recompute::none},
                                                                       {"selective", Recompute::selective},
                                                                       {"op", Recompute::op},
                                                                       {"full", Recompute::full},
                                                                       {"every:N", Recompute::every},
+                                                                      {"nth:N", Recompute::nth},
                                                                       {"optimal", Recompute::optimal}});
-    if (scenario.recompute == Recompute::every)
-      values.fail("memory.recompute", "give the segment length, e.g. every:4");
+    if (scenario.recompute == Recompute::every || scenario.recompute == Recompute::nth)
+      values.fail("memory.recompute", scenario.recompute == Recompute::every ? "give the segment length, e.g. every:4"
+                                                                             : "give the period, e.g. nth:2");
   }
   if (values.text("memory.activation_budget") != "auto") {
     scenario.activation_budget = values.quantity("memory.activation_budget", parse_bytes);
@@ -886,7 +893,7 @@ void refuse_memory_keys_without_effect(const ValueReader& values, const Scenario
       (scenario.recompute == Recompute::none || scenario.recompute == Recompute::selective ||
        scenario.recompute == Recompute::op))
     values.fail("memory.offload_activations", "offloads activation checkpoints; it needs memory.recompute = full, "
-                                              "every:N or optimal");
+                                              "every:N, nth:N or optimal");
 }
 
 // [training]: the batch and its accumulation, checked against the layout and memory techniques.

@@ -246,6 +246,14 @@ RecomputePlan plan_recompute(const Scenario& scenario, const LayerList& layer_li
     plan.segments.push_back({first, layers - first, LayerPolicy::keep});
     break;
   }
+  case Recompute::nth:
+    plan.strategy = "nth:" + std::to_string(scenario.recompute_every);
+    // torchtitan wraps the blocks it counts 1, 2, ... and checkpoints those whose count is a
+    // multiple of N (apply_ac's selective layer option); the others keep their activations.
+    for (long long l = 0; l < layers; ++l)
+      plan.segments.push_back(
+          {l, 1, (l + 1) % scenario.recompute_every == 0 ? LayerPolicy::checkpoint : LayerPolicy::keep});
+    break;
   case Recompute::optimal:
     plan = optimal_plan(layer_list, budget);
     plan.strategy = "optimal";

@@ -7,7 +7,8 @@
 // plan is chosen by dynamic programming over the layer graph (Boost.Graph): least
 // recompute FLOPs whose kept and transient activations fit a memory budget.
 // `full` is a checkpoint segment per layer; `every:N` segments of N layers, all checkpointed but
-// the last, which keeps its activations (torch checkpoint_sequential; per pipeline chunk).
+// the last, which keeps its activations (torch checkpoint_sequential; per pipeline chunk); `nth:N`
+// checkpoints layers N, 2N, ... of a pipeline chunk (counted from 1) and keeps the others (torchtitan).
 // `optimal` runs the dynamic program in topological order over per-layer keep / selective /
 // checkpoint, with kept bytes within the budget less the largest transient a recompute
 // re-materialises (tried for each family of allowed choices; memory is rounded up to the
@@ -44,7 +45,7 @@ struct RecomputeSegment {
 };
 
 struct RecomputePlan {
-  std::string strategy;                  // none, selective, op, full, every:N, optimal
+  std::string strategy;                  // none, selective, op, full, every:N, nth:N, optimal
   std::vector<RecomputeSegment> segments;
   long long checkpointed_layers = 0;
   long long selective_layers = 0;       // selective or op

@@ -138,6 +138,16 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
             " layers; accepted: " +
             (fewest > 2 ? "every:1 to every:" + std::to_string(fewest - 1) : fewest == 2 ? "every:1" : "full or none"));
   }
+  if (s.recompute == Recompute::nth) {
+    long long most = model.layers / s.pp / s.vpp;
+    if (s.pp > 1)
+      for (long long layers : layers_per_virtual_stage(s, model))
+        most = std::max(most, layers);
+    if (s.recompute_every > most)
+      clash("memory.recompute = nth:" + std::to_string(s.recompute_every) + " checkpoints no layer: " +
+            (s.pp > 1 ? "the largest pipeline stage has " : "the model has ") + std::to_string(most) +
+            " layers; accepted: nth:1 to nth:" + std::to_string(most));
+  }
   const double ops_per_rank = static_cast<double>(s.grad_accum) * static_cast<double>(model.layers) * 20.0 / s.pp;
   if (ops_per_rank > 50e6)
     clash(std::to_string(s.grad_accum) + " micro-batches x " + std::to_string(model.layers) +

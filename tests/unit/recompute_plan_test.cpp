@@ -65,6 +65,25 @@ TEST_CASE("every:N checkpoints every segment of N layers but the last, as torch 
   CHECK(eight.kept_bytes == doctest::Approx(act.input + 4 * act.total));
 }
 
+TEST_CASE("nth:N checkpoints every Nth layer and keeps the others, as torchtitan's selective layer option") {
+  // torchtitan's apply_ac with selective_ac_option = "2": blocks counted from 1, those whose count
+  // is a multiple of 2 wrapped in checkpoint, the others run as they are.
+  const LayerCosts layer = gpt3_layer();
+  const LayerActivations& act = layer.activations;
+  const RecomputePlan plan = plan_recompute(with_recompute("nth:2"), LayerList(5, &layer), 0);
+  REQUIRE(plan.segments.size() == 5);
+  for (long long l = 0; l < 5; ++l)
+    CHECK(plan.segments[l].policy == (l % 2 == 1 ? LayerPolicy::checkpoint : LayerPolicy::keep));
+  CHECK(plan.strategy == "nth:2");
+  // Layers 1 and 3 keep their input only and recompute their forward; layers 0, 2, 4 keep all.
+  CHECK(plan.checkpointed_layers == 2);
+  CHECK(plan.kept_bytes == doctest::Approx(2 * act.input + 3 * act.total));
+  CHECK(plan.extra_flops == doctest::Approx(2 * layer.forward.flops));
+  // nth:1 is full recompute.
+  const RecomputePlan every_layer = plan_recompute(with_recompute("nth:1"), LayerList(5, &layer), 0);
+  CHECK(every_layer.checkpointed_layers == 5);
+}
+
 TEST_CASE("a rank's program recomputes the checkpointed segments of every:N only, and every:N recomputing nothing is refused") {
   // tiny-gpt has 4 layers: every:2 checkpoints layers 0-1; layers 2-3 run as without recompute.
   const Scenario every2 = load_scenario(test::write_temp_file("every2.ini", test::tiny_scenario_ini),
