@@ -214,6 +214,9 @@ void print_usage(std::ostream& out) {
                "  sweep merge FILES  merge the JSON-lines results of sweep shards (-o MERGED.csv)\n"
                "  plan [SCENARIO]    the best strategy that fits (--rank-by tokens_per_s | time_to_train | gpu_hours | cost):\n"
                "                     a scenario, or --model M (--platform FILE | --gpu G ...); [--gpus N..M] [--fix KEY=V,...]\n"
+               "  import FORMAT SRC  a scenario from a DeepSpeed config (deepspeed ds_config.json --model M --seq-len S),\n"
+               "                     a Megatron-LM command line (megatron \"ARGUMENTS\" or SCRIPT) or a torchtitan job\n"
+               "                     (torchtitan job.toml), for a cluster (--platform FILE | --gpu G ...)\n"
                "  validate [TABLE]   simulate published measurements (validation/published.csv), print the errors\n"
                "  calibrate SCENARIO fit the efficiencies to a run measured on your machine (--step-time T | --profile\n"
                "                     TRACE.json) and write a calibration file for platform.calibration\n"
@@ -226,7 +229,8 @@ void print_usage(std::ostream& out) {
                "  trainsim memory scenarios/default.ini --compare memory.zero=0,1,2,3\n"
                "  trainsim sweep scenarios/default.ini --vary memory.zero=0,1,2,3 --vary comm.bucket_size=25MiB,100MiB\n"
                "  trainsim plan --model llama3-8b --gpu h100-sxm --gpus 8..64\n"
-               "  trainsim plan scenarios/default.ini --gpus 4..16 --rank-by gpu_hours --deadline 2h\n\n"
+               "  trainsim plan scenarios/default.ini --gpus 4..16 --rank-by gpu_hours --deadline 2h\n"
+               "  trainsim import deepspeed ds_config.json --model llama2-7b --seq-len 4096 --gpu a100-80gb -o ds.ini\n\n"
                "Every command takes --help, --log-level, --sg-log and --sg-cfg. Exit status: 0 done,\n"
                "2 input error (one line naming the file and key), 3 internal error, 4 out of memory.\n";
 }

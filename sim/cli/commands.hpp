@@ -15,6 +15,7 @@ int replay_command(const std::vector<std::string>& arguments);
 int platform_command(const std::vector<std::string>& arguments);
 int sweep_command(const std::vector<std::string>& arguments);
 int plan_command(const std::vector<std::string>& arguments);
+int import_command(const std::vector<std::string>& arguments);
 int validate_command(const std::vector<std::string>& arguments);
 int calibrate_command(const std::vector<std::string>& arguments);
 int collectives_command(const std::vector<std::string>& arguments);

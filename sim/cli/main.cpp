@@ -66,13 +66,15 @@ int main(int argc, char** argv) {
       return cli::sweep_command(rest);
     if (command == "plan")
       return cli::plan_command(rest);
+    if (command == "import")
+      return cli::import_command(rest);
     if (command == "validate")
       return cli::validate_command(rest);
     if (command == "calibrate")
       return cli::calibrate_command(rest);
     if (command == "collectives")
       return cli::collectives_command(rest);
-    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, validate, calibrate, collectives, help\n";
+    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, import, validate, calibrate, collectives, help\n";
     return 2;
   } catch (const InputError& error) {
     std::cerr << "trainsim: error: " << error.what() << '\n';
