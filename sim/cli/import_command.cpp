@@ -97,7 +97,7 @@ ImportedScenario imported_torchtitan(ImportOptions& o, ImportWorld world) {
     throw InputError("trainsim import torchtitan: --model is missing, and " + name +
                      "'s [model] name and flavor are not among models/ (llama3 8B, 70B, 405B; deepseek_v3 671B); "
                      "accepted: --model with a name in models/ or a Hugging Face config.json");
-  const ModelSpec model = load_model(resolve_data_file(o.model, "models", ".json", ".", "--model"), 1);
+  const ModelSpec model = load_model(resolve_model_file(o.model, ".", "--model"), 1);
   return import_torchtitan(config, name, world, model.layers);
 }
 
@@ -232,7 +232,11 @@ int import_command(const std::vector<std::string>& arguments) {
   if (!o.gpus_text.empty())
     world.requested = count_option("--gpus", o.gpus_text, 1, 1 << 20);
   ImportedScenario scenario = imported(o, world);
-  if (!o.model.empty()) {
+  std::error_code error;
+  if (!o.model.empty() && resolve_model_file(o.model, ".", "--model") != fs::path(o.model).lexically_normal() &&
+      !fs::exists(o.model, error) && o.model.find('/') != std::string::npos) {
+    scenario.set("model.name", o.model, o.model_source);  // a Hugging Face hub name
+  } else if (!o.model.empty()) {
     const std::string model = path_for_scenario(o.model, "models", ".json", scenario_dir, "--model");
     scenario.set(model.find_first_of("/\\") == std::string::npos && fs::path(model).extension() != ".json"
                      ? "model.name"

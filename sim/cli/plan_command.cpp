@@ -331,7 +331,7 @@ void base_scenario(const PlanOptions& o, PlanRequest& request) {
     throw InputError("trainsim plan: give either --platform FILE or a described cluster (--gpu ...), one of them");
   Settings given;  // what the options set
   if (!o.model_name.empty())
-    given.emplace_back("model.path", fs::absolute(resolve_data_file(o.model_name, "models", ".json", ".", "--model")).string());
+    given.emplace_back("model.path", fs::absolute(resolve_model_file(o.model_name, ".", "--model")).string());
   if (!o.platform.empty())
     given.emplace_back("platform.file",
                        fs::absolute(resolve_data_file(o.platform, "platforms", ".xml", ".", "--platform")).string());

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <boost/program_options/value_semantic.hpp>
+#include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -35,7 +36,8 @@ const char* gpu_help() {
 
 const std::vector<OptionSpec>& option_specs() {
   static const std::vector<OptionSpec> specs = {
-      {"model.name", "", "model file in models/ (without .json), e.g. llama2-7b"},
+      {"model.name", "", "model file in models/ (without .json), e.g. llama2-7b, or a Hugging Face hub name a file "
+                         "there gives as its _name_or_path, e.g. meta-llama/Llama-3.1-8B"},
       {"model.path", "", "path to any Hugging Face config.json (instead of name)"},
       {"model.vocab_multiple", "128", "pad the vocabulary to a multiple of this (Megatron: 128)"},
       {"platform.file", "", "SimGrid platform XML, a path or a file in platforms/ (or describe the cluster with gpu, nodes, ...)"},
@@ -607,7 +609,47 @@ fs::path resolve_catalog_name(const std::string& value, const std::string& folde
                    list_folder(data_dir() / folder, extension));
 }
 
+// Whether `value` reads as a Hugging Face hub name ("org/model"): one '/', no path of ours.
+bool is_hub_name(const std::string& value) {
+  return std::count(value.begin(), value.end(), '/') == 1 && value.front() != '/' && value.front() != '.' &&
+         value.back() != '/' && value.find('\\') == std::string::npos && fs::path(value).extension() != ".json";
+}
+
 } // namespace
+
+fs::path resolve_hub_model(const std::string& hub, const std::string& where) {
+  std::vector<fs::path> files;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(data_dir() / "models", error))
+    if (entry.path().extension() == ".json")
+      files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  const auto lower = [](std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+    return text;
+  };
+  std::vector<std::string> known;
+  for (const fs::path& file : files) {
+    std::ifstream stream(file);
+    const nlohmann::json config = nlohmann::json::parse(stream, nullptr, false);
+    if (!config.is_object() || !config.contains("_name_or_path") || !config["_name_or_path"].is_string())
+      continue;
+    const std::string name = config["_name_or_path"].get<std::string>();
+    if (lower(name) == lower(hub))
+      return file.lexically_normal();
+    known.push_back(name);
+  }
+  throw InputError(where + ": no config in models/ is '" + hub + "' (its _name_or_path); accepted: " +
+                   (known.empty() ? std::string("(none)") : join(known, ", ")) +
+                   ", a name in models/, or a config.json's path");
+}
+
+fs::path resolve_model_file(const std::string& value, const fs::path& scenario_dir, const std::string& where) {
+  std::error_code error;
+  if (is_hub_name(value) && !fs::is_regular_file(value, error) && !fs::is_regular_file(scenario_dir / value, error))
+    return resolve_hub_model(value, where);
+  return resolve_data_file(value, "models", ".json", scenario_dir, where);
+}
 
 std::string read_scenario_file(const fs::path& file) {
   std::error_code error;
@@ -645,7 +687,9 @@ void read_model_keys(const ValueReader& values, const fs::path& file, const fs::
   if (has_name == has_path)
     throw InputError(file.string() + ": [model] needs exactly one of name (one of: " +
                      list_folder(data_dir() / "models", ".json") + ") or path (a Hugging Face config.json)");
-  if (has_name)
+  if (has_name && is_hub_name(values.text("model.name")))
+    scenario.model_file = resolve_hub_model(values.text("model.name"), values.raw("model.name").where + ": model.name");
+  else if (has_name)
     scenario.model_file = resolve_catalog_name(values.text("model.name"), "models", ".json", scenario_dir,
                                                values.raw("model.name").where + ": model.name");
   else

@@ -189,6 +189,13 @@ void require_calibration_for(const Scenario& scenario, const std::string& gpu_mo
 // `given` maps keys such as "platform.gpu" to (value, where it was given).
 ClusterSpec parse_cluster(const std::map<std::string, std::pair<std::string, std::string>>& given);
 
+// The config.json in models/ whose _name_or_path is the Hugging Face hub name `hub` (case aside);
+// InputError naming `where` and the hub names there otherwise.
+std::filesystem::path resolve_hub_model(const std::string& hub, const std::string& where);
+// A model given on the command line: a config.json's path, a name in models/ or a hub name.
+std::filesystem::path resolve_model_file(const std::string& value, const std::filesystem::path& scenario_dir,
+                                         const std::string& where);
+
 // Where models/, platforms/ and scenarios/ live: $TRAINSIM_DATA, else the source tree.
 std::filesystem::path data_dir();
 // Resolves a name such as "llama2-7b" or a path to an existing file; InputError otherwise.

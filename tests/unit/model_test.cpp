@@ -26,6 +26,17 @@ TEST_CASE("GQA Llama models match their published checkpoint sizes") {
   CHECK(count_parameters(model("llama3.2-1b")).total == 1'235'814'400LL);
 }
 
+TEST_CASE("the Llama 3.1, Mistral and Qwen2.5 configs match their published checkpoint sizes") {
+  // The Hugging Face checkpoints' sizes (sum of tensor sizes): V*h*2 (untied) + L*(attention +
+  // 3*h*ffn + 2 norms) + final norm, Qwen2.5 with Q, K and V biases.
+  CHECK(count_parameters(model("llama3.1-8b")).total == 8'030'261'248LL);
+  CHECK(count_parameters(model("llama3.1-70b")).total == 70'553'706'496LL);
+  CHECK(count_parameters(model("llama3.1-405b")).total == 405'853'388'800LL);
+  CHECK(count_parameters(model("mistral-7b")).total == 7'248'023'552LL);
+  CHECK(count_parameters(model("qwen2.5-7b")).total == 7'615'616'512LL);
+  CHECK(count_parameters(model("qwen2.5-72b")).total == 72'706'203'648LL);
+}
+
 TEST_CASE("GPT-3 175B follows 12Lh^2(1 + 13/(12h) + (V+s)/(12Lh)) plus the final LayerNorm") {
   // Narayanan et al. 2021 (REFERENCES.md): h=12288, L=96, V=51200, s=2048 -> 174.6B.
   const ModelSpec gpt3 = model("gpt3-175b");

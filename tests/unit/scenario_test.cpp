@@ -216,6 +216,17 @@ TEST_CASE("model.name is a catalog name, never a path") {
             .model_file.filename() == "llama2-7b.json");
 }
 
+TEST_CASE("model.name may be a Hugging Face hub name that a config in models/ gives as its _name_or_path") {
+  const auto file = test::write_temp_file("hub_name.ini", valid);
+  CHECK(load_scenario(file, {"model.name=meta-llama/Llama-3.1-8B"}).model_file.filename() == "llama3.1-8b.json");
+  // As the hub, case aside.
+  CHECK(load_scenario(file, {"model.name=qwen/qwen2.5-72b"}).model_file.filename() == "qwen2.5-72b.json");
+  const std::string message = error_of("hub_unknown.ini", valid, {"model.name=meta-llama/Llama-9"});
+  CHECK(contains(message, "no config in models/ is 'meta-llama/Llama-9'"));
+  CHECK(contains(message, "mistralai/Mistral-7B-v0.3"));
+  CHECK(resolve_model_file("Qwen/Qwen2.5-7B", ".", "--model").filename() == "qwen2.5-7b.json");
+}
+
 TEST_CASE("efficiencies that are not fractions say so, not that a count is expected") {
   for (const char* bad : {"nan", "inf", "55%"}) {
     const std::string message = error_of("efficiency.ini", valid, {std::string("compute.matmul_efficiency=") + bad});
