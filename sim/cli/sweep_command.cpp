@@ -350,13 +350,16 @@ int sweep_command(const std::vector<std::string>& arguments) {
     return merge(std::vector<std::string>(arguments.begin() + 1, arguments.end()));
   CommonOptions options;
   std::string scenario, shard_text = "1/1";
-  std::vector<std::string> varied;
+  std::vector<std::string> varied, zipped;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   double timeout = 0;
   bool resume = false;
   po::options_description visible("Options");
-  visible.add_options()("vary", po::value(&varied)->composing()->required(),
+  visible.add_options()("vary", po::value(&varied)->composing(),
                         "KEY=V1,V2,...: a scenario key and its values (repeatable; the product is swept)")(
+      "zip", po::value(&zipped)->composing(),
+      "KEY=V1,V2,...: keys whose values vary together, the i-th with the i-th (repeatable, as many values each; "
+      "one dimension of the product, e.g. --zip platform.nodes=1,2,4 --zip training.global_batch=64,128,256)")(
       "set", po::value(&options.overrides)->composing(), "a fixed override for every configuration: section.key=value")(
       "jobs,j", po::value(&jobs)->default_value(jobs), "worker processes at a time (default: the number of cores)")(
       "shard", po::value(&shard_text)->default_value("1/1"), "K/N: run the K-th of N deterministic parts of the sweep")(
@@ -369,7 +372,8 @@ int sweep_command(const std::vector<std::string>& arguments) {
   po::positional_options_description positional;
   positional.add("scenario", 1);
   if (!parse_arguments("sweep", arguments, visible, all, positional,
-                       "trainsim sweep SCENARIO --vary KEY=V1,V2 [--vary ...] [-j N] [--shard K/N] [--out FILE.csv] [--resume]\n"
+                       "trainsim sweep SCENARIO --vary KEY=V1,V2 [--vary ...] [--zip KEY=V1,V2 ...] [-j N] [--shard K/N] [--out FILE.csv] "
+                       "[--resume]\n"
                        "       trainsim sweep merge SHARD.jsonl... -o MERGED.csv",
                        options, false))
     return 0;
@@ -379,9 +383,13 @@ int sweep_command(const std::vector<std::string>& arguments) {
     throw InputError("--timeout: accepted: seconds >= 0");
   if (!fs::is_regular_file(scenario))
     throw InputError(scenario + ": no such scenario file");
+  if (varied.empty() && zipped.empty())
+    throw InputError("trainsim sweep: nothing varies; accepted: --vary KEY=V1,V2,... or --zip KEY=V1,V2,...");
   std::vector<Variation> variations;
   for (const std::string& text : varied)
     variations.push_back(parse_variation(text));
+  for (const std::string& text : zipped)
+    variations.push_back(parse_variation(text, "--zip"));
   const Shard shard = parse_shard(shard_text);
   const fs::path csv = options.out.empty() ? fs::path("results") / ("sweep-" + fs::path(scenario).stem().string() + ".csv")
                                            : fs::path(options.out);
@@ -389,8 +397,8 @@ int sweep_command(const std::vector<std::string>& arguments) {
 
   // A key no configuration can have would make every row invalid: refused once, here.
   const std::vector<std::string> keys = keys_of(variations);
-  for (const std::string& key : keys)
-    require_scenario_key(key, "--vary " + key);
+  for (const Variation& variation : variations)
+    require_scenario_key(variation.key, (variation.zipped ? "--zip " : "--vary ") + variation.key);
   for (const std::string& assignment : options.overrides)
     parse_setting(assignment);
   refuse_calibrated_keys(scenario, options.overrides, keys);

@@ -59,7 +59,7 @@ const std::vector<OptionSpec>& option_specs() {
       {"platform.host_memory", "2TiB", "described cluster: host DRAM per node (offloaded states live there)"},
       {"platform.host_memory_bandwidth", "200GBps", "described cluster: host DRAM bandwidth per node (bounds CPU Adam)"},
       {"platform.cpu_speed", "2Tf", "described cluster: FLOP/s of a node's CPUs for offloaded optimizer math"},
-      {"parallel.dp", "1", "data-parallel degree (number of model replicas)"},
+      {"parallel.dp", "1", "data-parallel degree (number of model replicas); auto: the described cluster's GPUs / (tp x pp x cp)"},
       {"parallel.tp", "1", "tensor-parallel degree (Megatron column/row-parallel layers)"},
       {"parallel.pp", "1", "pipeline stages"},
       {"parallel.vpp", "1", "virtual pipeline stages (model chunks) per pipeline rank; > 1 needs the interleaved schedule "
@@ -725,11 +725,25 @@ void read_platform_keys(const ValueReader& values, const fs::path& file, const f
 
 // [parallel]: the layout, its schedule, rank order and stage split.
 void read_layout_keys(const ValueReader& values, Scenario& scenario) {
-  scenario.dp = static_cast<int>(values.integer("parallel.dp", 1, max_ranks));
   scenario.tp = static_cast<int>(values.integer("parallel.tp", 1, 1024));
   scenario.pp = static_cast<int>(values.integer("parallel.pp", 1, 4096));
   scenario.vpp = static_cast<int>(values.integer("parallel.vpp", 1, 1024));
   scenario.cp = static_cast<int>(values.integer("parallel.cp", 1, 4096));
+  if (values.text("parallel.dp") == "auto") {
+    // The GPUs the other degrees leave, so that a sweep over platform.nodes scales the job with
+    // the cluster; a platform file's GPUs are known only once SimGrid loads it.
+    if (!scenario.cluster)
+      values.fail("parallel.dp", "auto fills a described cluster (platform.gpu, platform.nodes, ...); with "
+                                 "platform.file accepted: a number");
+    const long long gpus = static_cast<long long>(scenario.cluster->nodes) * scenario.cluster->gpus_per_node;
+    const long long others = static_cast<long long>(scenario.tp) * scenario.pp * scenario.cp;
+    if (gpus % others != 0)
+      values.fail("parallel.dp", "auto: tp x pp x cp = " + std::to_string(others) + " does not divide the cluster's " +
+                                     std::to_string(gpus) + " GPUs");
+    scenario.dp = static_cast<int>(gpus / others);
+  } else {
+    scenario.dp = static_cast<int>(values.integer("parallel.dp", 1, max_ranks));
+  }
   scenario.sp = values.boolean("parallel.sp");
   if (static_cast<double>(scenario.dp) * scenario.tp * scenario.pp * scenario.cp > static_cast<double>(max_ranks))
     values.fail("parallel.dp", "dp x tp x pp x cp exceeds " + std::to_string(max_ranks) + " ranks");

@@ -57,18 +57,19 @@ std::string csv_field(const std::string& text) {
   return quoted + "\"";
 }
 
-Variation parse_variation(const std::string& text) {
+Variation parse_variation(const std::string& text, const std::string& option) {
   const auto equals = text.find('=');
   const std::string key = trim(text.substr(0, equals == std::string::npos ? text.size() : equals));
   if (equals == std::string::npos || key.find('.') == std::string::npos)
-    throw InputError("--vary " + text + ": expected section.key=value1,value2,..., e.g. --vary parallel.dp=1,2,4");
-  Variation variation{key, {}};
+    throw InputError(option + " " + text + ": expected section.key=value1,value2,..., e.g. " + option +
+                     " parallel.dp=1,2,4");
+  Variation variation{key, {}, option == "--zip"};
   for (const std::string& value : split(text.substr(equals + 1), ',')) {
     const std::string trimmed = trim(value);
     if (trimmed.empty())
-      throw InputError("--vary " + text + ": an empty value; accepted: comma-separated values");
-    if (std::find(variation.values.begin(), variation.values.end(), trimmed) != variation.values.end())
-      throw InputError("--vary " + text + ": value '" + trimmed + "' is listed twice");
+      throw InputError(option + " " + text + ": an empty value; accepted: comma-separated values");
+    if (!variation.zipped && std::find(variation.values.begin(), variation.values.end(), trimmed) != variation.values.end())
+      throw InputError(option + " " + text + ": value '" + trimmed + "' is listed twice");
     variation.values.push_back(trimmed);
   }
   return variation;
@@ -78,12 +79,30 @@ std::string SweepConfig::label() const { return label_of(settings); }
 std::string SweepRow::label() const { return label_of(settings); }
 
 std::vector<SweepConfig> expand(const std::vector<Variation>& variations) {
-  std::size_t total = 1;
+  // Dimensions: each --vary key alone, then the zipped keys together.
+  std::vector<std::vector<std::size_t>> dimensions;
+  std::vector<std::size_t> zipped;
   for (std::size_t v = 0; v < variations.size(); ++v) {
     for (std::size_t w = 0; w < v; ++w)
       if (variations[w].key == variations[v].key)
-        throw InputError("--vary " + variations[v].key + " is given twice; list all its values in one --vary");
-    total *= variations[v].values.size();
+        throw InputError(std::string(variations[v].zipped ? "--zip " : "--vary ") + variations[v].key +
+                         " is given twice; list all its values once, with --vary or --zip");
+    if (!variations[v].zipped) {
+      dimensions.push_back({v});
+      continue;
+    }
+    if (!zipped.empty() && variations[v].values.size() != variations[zipped.front()].values.size())
+      throw InputError("--zip " + variations[v].key + " has " + std::to_string(variations[v].values.size()) +
+                       " values and --zip " + variations[zipped.front()].key + " " +
+                       std::to_string(variations[zipped.front()].values.size()) +
+                       "; zipped keys vary together: accepted: as many values each");
+    zipped.push_back(v);
+  }
+  if (!zipped.empty())
+    dimensions.push_back(zipped);
+  std::size_t total = 1;
+  for (const auto& dimension : dimensions) {
+    total *= variations[dimension.front()].values.size();
     if (total > max_configurations)
       throw InputError("the varied keys make more than " + std::to_string(max_configurations) +
                        " configurations; accepted: at most that many (split the sweep)");
@@ -95,10 +114,11 @@ std::vector<SweepConfig> expand(const std::vector<Variation>& variations) {
     config.index = index;
     std::size_t rest = index;
     config.settings.resize(variations.size());
-    for (std::size_t v = variations.size(); v-- > 0;) {
-      const auto& values = variations[v].values;
-      config.settings[v] = {variations[v].key, values[rest % values.size()]};
-      rest /= values.size();
+    for (std::size_t d = dimensions.size(); d-- > 0;) {
+      const std::size_t count = variations[dimensions[d].front()].values.size();
+      for (std::size_t v : dimensions[d])
+        config.settings[v] = {variations[v].key, variations[v].values[rest % count]};
+      rest /= count;
     }
     configs.push_back(std::move(config));
   }

@@ -15,9 +15,10 @@ namespace trainsim {
 struct Variation {
   std::string key;                  // a scenario key, e.g. parallel.dp
   std::vector<std::string> values;
+  bool zipped = false;              // --zip: varies together with the other zipped keys, value i with value i
 };
-// "parallel.dp=1,2,4" (as given to --vary); InputError naming the option otherwise.
-Variation parse_variation(const std::string& text);
+// "parallel.dp=1,2,4" as given to `option` (--vary or --zip); InputError naming the option otherwise.
+Variation parse_variation(const std::string& text, const std::string& option = "--vary");
 
 using Settings = std::vector<std::pair<std::string, std::string>>;
 // The varied keys, in --vary order: the CSV's setting columns.
@@ -30,7 +31,9 @@ struct SweepConfig {
   std::string label() const;        // "parallel.dp=2 memory.zero=1": identifies it across runs
 };
 
-// The product, the last key varying fastest.
+// The product of the --vary keys and the zipped keys taken together (one dimension, after the
+// others), the last varying fastest. InputError for a key given twice or zipped keys of unequal
+// lengths.
 std::vector<SweepConfig> expand(const std::vector<Variation>& variations);
 
 // --shard K/N: configurations whose index % N == K - 1.

@@ -227,6 +227,29 @@ TEST_CASE("model.name may be a Hugging Face hub name that a config in models/ gi
   CHECK(resolve_model_file("Qwen/Qwen2.5-7B", ".", "--model").filename() == "qwen2.5-7b.json");
 }
 
+TEST_CASE("parallel.dp = auto fills a described cluster with what tp, pp and cp leave") {
+  const std::string described = R"([model]
+name = tiny-gpt
+[platform]
+gpu = a100-80gb
+nodes = 2
+[parallel]
+dp = auto
+tp = 2
+[training]
+seq_len = 512
+global_batch = 64
+)";
+  const auto file = test::write_temp_file("dp_auto.ini", described);
+  // 2 nodes x 8 GPUs / tp 2 = 8; with 4 nodes, 16.
+  CHECK(load_scenario(file, {}).dp == 8);
+  CHECK(load_scenario(file, {"platform.nodes=4"}).dp == 16);
+  CHECK(contains(error_of("dp_auto_indivisible.ini", described, {"parallel.tp=3"}),
+                 "tp x pp x cp = 3 does not divide the cluster's 16 GPUs"));
+  // A platform file's GPUs are known only once SimGrid loads it.
+  CHECK(contains(error_of("dp_auto_file.ini", valid, {"parallel.dp=auto"}), "auto fills a described cluster"));
+}
+
 TEST_CASE("efficiencies that are not fractions say so, not that a count is expected") {
   for (const char* bad : {"nan", "inf", "55%"}) {
     const std::string message = error_of("efficiency.ini", valid, {std::string("compute.matmul_efficiency=") + bad});

@@ -25,6 +25,23 @@ TEST_CASE("the product of the varied keys, the last varying fastest") {
   CHECK(labels.size() == 6);
 }
 
+TEST_CASE("zipped keys vary together, as one dimension after the others") {
+  // --vary parallel.tp=1,2 --zip platform.nodes=1,2,4 --zip training.global_batch=64,128,256:
+  // 2 x 3 configurations, the nodes and the batch taking their i-th values together.
+  const auto configs = expand({parse_variation("parallel.tp=1,2"), parse_variation("platform.nodes=1,2,4", "--zip"),
+                               parse_variation("training.global_batch=64,128,256", "--zip")});
+  REQUIRE(configs.size() == 6);
+  CHECK(configs[0].label() == "parallel.tp=1 platform.nodes=1 training.global_batch=64");
+  CHECK(configs[2].label() == "parallel.tp=1 platform.nodes=4 training.global_batch=256");
+  CHECK(configs[3].label() == "parallel.tp=2 platform.nodes=1 training.global_batch=64");
+  CHECK(configs[5].label() == "parallel.tp=2 platform.nodes=4 training.global_batch=256");
+  CHECK_THROWS_WITH_AS(expand({parse_variation("a.x=1,2", "--zip"), parse_variation("b.y=1,2,3", "--zip")}),
+                       doctest::Contains("--zip b.y has 3 values and --zip a.x 2"), InputError);
+  CHECK_THROWS_WITH_AS(parse_variation("a.x", "--zip"), doctest::Contains("--zip a.x: expected"), InputError);
+  // A zipped key may repeat a value: its partner tells them apart.
+  CHECK(expand({parse_variation("a.x=1,1", "--zip"), parse_variation("b.y=1,2", "--zip")}).size() == 2);
+}
+
 TEST_CASE("shards cover every configuration exactly once") {
   const auto configs = expand({parse_variation("a.x=1,2,3,4,5"), parse_variation("b.y=1,2,3")});
   for (int count : {1, 2, 4, 7, 20}) {
