@@ -9,6 +9,7 @@
 #include <memory>
 #include <sstream>
 
+#include <cstdlib>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -53,7 +54,8 @@ std::string read_text(const fs::path& file, const std::string& what) {
 std::string path_for_scenario(const std::string& given, const std::string& folder, const std::string& extension,
                               const fs::path& scenario_dir, const std::string& option) {
   const fs::path file = resolve_data_file(given, folder, extension, ".", option);
-  if (given.find_first_of("/\\") == std::string::npos && !fs::exists(given))
+  std::error_code error;
+  if (given.find_first_of("/\\") == std::string::npos && !fs::exists(given, error))
     return given;  // found in the catalog (models/, platforms/)
   return fs::relative(fs::absolute(file), fs::absolute(scenario_dir)).generic_string();
 }
@@ -124,10 +126,59 @@ ImportedScenario imported(ImportOptions& o, ImportWorld world) {
       throw InputError("--seq-len: a Megatron command line gives its own (--seq-length)");
     std::error_code error;
     const bool file = fs::is_regular_file(o.source, error);
+    if (!file && o.source.find_first_of(" \t\n") == std::string::npos &&
+        (o.source.find('/') != std::string::npos || fs::path(o.source).extension() == ".sh"))
+      throw InputError(o.source + ": no such launch script; accepted: a script's path, or the arguments in quotes");
     return import_megatron(file ? read_text(o.source, "launch script") : o.source,
                            file ? fs::path(o.source).filename().string() : "the command line", world, !o.model.empty());
   }
   throw InputError("trainsim import " + o.format + ": unknown format; accepted: deepspeed, megatron, torchtitan");
+}
+
+// A private scratch folder under TMPDIR, removed with this object however the check ends.
+class ScratchFolder {
+public:
+  ScratchFolder() {
+    std::string name = (scratch_directory() / "trainsim-import-XXXXXX").string();
+    if (!::mkdtemp(name.data()))
+      throw InputError("trainsim import: cannot make a scratch folder in " + fs::path(name).parent_path().string() +
+                       " (TMPDIR); accepted: a writable TMPDIR");
+    path_ = name;
+  }
+  ~ScratchFolder() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+  const fs::path& path() const { return path_; }
+
+private:
+  fs::path path_;
+};
+
+// A refusal of the checked scenario as the user can act on it: the output's name for the scratch
+// file's, the command line's flags for the fields of the model written from them, and the setting
+// the refused key came from.
+std::string refusal(std::string message, const ImportedScenario& scenario, const fs::path& scratch_file,
+                    const fs::path& scratch_model, const fs::path& out) {
+  for (const auto& [from, to] : {std::pair{scratch_file.string(), out.empty() ? std::string("the imported scenario") : out.string()},
+                                 std::pair{scratch_model.string(), std::string("the model from the command line's dimensions")}})
+    for (auto at = message.find(from); !from.empty() && at != std::string::npos; at = message.find(from))
+      message.replace(at, from.size(), to);
+  static const std::pair<const char*, const char*> model_flags[] = {
+      {"'hidden_size'", "--hidden-size"}, {"'n_embd'", "--hidden-size"}, {"'num_hidden_layers'", "--num-layers"},
+      {"'n_layer'", "--num-layers"}, {"'num_attention_heads'", "--num-attention-heads"}, {"'n_head'", "--num-attention-heads"},
+      {"'num_key_value_heads'", "--num-query-groups"}, {"'intermediate_size'", "--ffn-hidden-size"},
+      {"'n_inner'", "--ffn-hidden-size"}, {"'vocab_size'", "--vocab-size"}, {"'head_dim'", "--kv-channels"}};
+  if (!scenario.model_config.is_null())
+    for (const auto& [field, flag] : model_flags)
+      if (message.find(field) != std::string::npos)
+        return message + " (" + field + " comes from " + flag + ")";
+  for (const auto& line : scenario.lines)
+    if (message.find(line.key) != std::string::npos && !line.source.empty())
+      return message + " (" + line.key + " comes from " + line.source + ")";
+  return message;
 }
 
 // The scenario as run would read it and build its programs on the cluster, checked in a scratch
@@ -136,13 +187,9 @@ ImportedScenario imported(ImportOptions& o, ImportWorld world) {
 void check_scenario(ImportedScenario scenario, const std::string& source, const std::vector<std::string>& header,
                     const fs::path& scenario_dir, const fs::path& out, std::unique_ptr<SimulationContext>& context,
                     const std::vector<GpuInfo>& platform_gpus) {
-  const fs::path scratch = fs::temp_directory_path() / ("trainsim-import-" + std::to_string(::getpid()));
-  fs::create_directories(scratch);
-  const fs::path file = scratch / (out.empty() ? fs::path("imported.ini") : out.filename());
-  const auto cleanup = [&] {
-    std::error_code ignored;
-    fs::remove_all(scratch, ignored);
-  };
+  const ScratchFolder scratch;
+  const fs::path file = scratch.path() / (out.empty() ? fs::path("imported.ini") : out.filename());
+  const fs::path model = scratch.path() / "model.json";
   for (const char* key : {"model.path", "platform.file"}) {
     const std::string value = scenario.value_of(key);
     std::error_code error;
@@ -151,8 +198,8 @@ void check_scenario(ImportedScenario scenario, const std::string& source, const 
   }
   try {
     if (!scenario.model_config.is_null()) {
-      write_file_atomically(scratch / "model.json", scenario.model_config.dump(2) + "\n");
-      scenario.set("model.path", (scratch / "model.json").string(), scenario.source_of("model.path"));
+      write_file_atomically(model, scenario.model_config.dump(2) + "\n");
+      scenario.set("model.path", model.string(), scenario.source_of("model.path"));
     }
     write_file_atomically(file, scenario.ini(header));
     PreparedRun prepared = read_scenario(file, {});
@@ -163,18 +210,9 @@ void check_scenario(ImportedScenario scenario, const std::string& source, const 
       load_platform_and_build(*context, prepared);
     }
   } catch (const InputError& error) {
-    cleanup();
-    std::string message = error.what();
-    if (const auto at = message.find(file.string()); at != std::string::npos)
-      message.replace(at, file.string().size(), out.empty() ? "the imported scenario" : out.string());
-    for (const auto& line : scenario.lines)
-      if (message.find(line.key) != std::string::npos && !line.source.empty()) {
-        message += " (" + line.key + " comes from " + line.source + ")";
-        break;
-      }
-    throw InputError("the scenario imported from " + source + " is refused: " + message);
+    throw InputError("the scenario imported from " + source + " is refused: " +
+                     refusal(error.what(), scenario, file, model, out));
   }
-  cleanup();
 }
 
 } // namespace
@@ -204,7 +242,13 @@ int import_command(const std::vector<std::string>& arguments) {
   // spaces, which no option name does: that word is the source.
   std::vector<std::string> rest;
   for (const std::string& argument : arguments) {
-    const bool command_line = argument.rfind("-", 0) == 0 && argument.find_first_of(" \t\n") != std::string::npos;
+    const std::string name = argument.substr(argument.find_first_not_of('-') == std::string::npos ? 0 : argument.find_first_not_of('-'),
+                                             argument.find('=') == std::string::npos ? std::string::npos
+                                                                                      : argument.find('=') - argument.find_first_not_of('-'));
+    const bool ours = argument.rfind("--", 0) == 0 && argument.find('=') != std::string::npos &&
+                      all.find_nothrow(name, false) != nullptr;  // --out=my dir/x.ini
+    const bool command_line =
+        !ours && argument.rfind("-", 0) == 0 && argument.find_first_of(" \t\n") != std::string::npos;
     if (command_line && !o.source.empty())
       throw InputError("trainsim import: two command lines given; accepted: one, in quotes");
     if (command_line)
@@ -223,6 +267,10 @@ int import_command(const std::vector<std::string>& arguments) {
     throw InputError("trainsim import " + o.format + ": the " +
                      (o.format == "megatron" ? "command line (or launch script)" : "config file") + " is missing");
   const fs::path out = o.common.out;
+  std::error_code out_error;
+  if (!out.empty() && fs::is_directory(out, out_error))
+    throw InputError("-o " + out.string() + ": is a folder; accepted: the scenario file to write, e.g. " +
+                     (out / "imported.ini").string());
   const fs::path scenario_dir = out.empty() ? fs::path(".") : out.parent_path().empty() ? fs::path(".") : out.parent_path();
   ImportedScenario cluster_keys;
   ImportWorld world;
@@ -256,8 +304,9 @@ int import_command(const std::vector<std::string>& arguments) {
                        "-o FILE, or --model");
     scenario.set("model.path", model_file.filename().string(), "the command line's model dimensions");
   }
-  const std::string source_name = o.format == "megatron" && !fs::is_regular_file(o.source) ? "a Megatron-LM command line"
-                                                                                           : o.source;
+  const std::string source_name = o.format == "megatron" && !fs::is_regular_file(o.source, out_error)
+                                      ? "a Megatron-LM command line"
+                                      : o.source;
   const std::vector<std::string> header = {"Imported by trainsim import " + o.format + " from " + source_name + ".",
                                           "Each key names the setting it came from."};
   check_scenario(scenario, source_name, header, scenario_dir, out, context, platform_gpus);
@@ -266,9 +315,18 @@ int import_command(const std::vector<std::string>& arguments) {
     std::cout << text;
     return 0;
   }
+  if (!scenario.model_config.is_null() && fs::is_directory(model_file, out_error))
+    throw InputError("-o " + out.string() + ": the model would be written to " + model_file.string() +
+                     ", which is a folder; accepted: another -o");
   if (!scenario.model_config.is_null())
     write_file_atomically(model_file, scenario.model_config.dump(2) + "\n");
-  write_file_atomically(out, text);
+  try {
+    write_file_atomically(out, text);
+  } catch (const InputError&) {
+    if (!scenario.model_config.is_null())
+      fs::remove(model_file, out_error);  // no partial outputs
+    throw;
+  }
   std::cout << "trainsim: wrote " << out.string() << " (" << scenario.lines.size() << " settings"
             << (scenario.model_config.is_null() ? "" : ", the model in " + model_file.string())
             << ")\n";

@@ -96,7 +96,7 @@ constexpr const char* scratch_prefix = "trainsim-workers-";
 class ScratchFolder {
 public:
   ScratchFolder() {
-    const fs::path temporary = fs::temp_directory_path();
+    const fs::path temporary = scratch_directory();
     remove_stale(temporary);
     // Created under a name the cleaning skips and renamed once locked: never seen unlocked.
     std::string pattern = (temporary / ("." + std::string(scratch_prefix) + "XXXXXX")).string();

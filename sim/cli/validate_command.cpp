@@ -36,10 +36,10 @@ constexpr int fast_fidelity_from_gpus = 1000;
 class EmptyScenario {
 public:
   EmptyScenario() {
-    std::string pattern = (fs::temp_directory_path() / "trainsim-validate-XXXXXX.ini").string();
+    std::string pattern = (scratch_directory() / "trainsim-validate-XXXXXX.ini").string();
     const int fd = ::mkstemps(pattern.data(), 4);
     if (fd < 0)
-      throw InputError(fs::temp_directory_path().string() + ": cannot create a scratch file (" + std::strerror(errno) +
+      throw InputError(scratch_directory().string() + ": cannot create a scratch file (" + std::strerror(errno) +
                        "; set TMPDIR to a writable folder)");
     ::close(fd);
     path_ = pattern;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -32,6 +33,17 @@ void write_temporary(const fs::path& temporary, const fs::path& path, const std:
 }
 
 } // namespace
+
+fs::path scratch_directory() {
+  std::error_code error;
+  const fs::path directory = fs::temp_directory_path(error);
+  if (error) {
+    const char* configured = std::getenv("TMPDIR");
+    throw InputError(std::string("TMPDIR ") + (configured ? configured : "") +
+                     ": not a folder for scratch files; accepted: an existing, writable folder (or TMPDIR unset: /tmp)");
+  }
+  return directory;
+}
 
 void write_file_atomically(const fs::path& path, const std::string& content) {
   const fs::path temporary = temporary_of(path);

@@ -10,6 +10,9 @@ namespace trainsim {
 // (a full disk included), leaving neither the file nor its temporary.
 void write_file_atomically(const std::filesystem::path& path, const std::string& content);
 
+// Where scratch files go: $TMPDIR, else /tmp; InputError naming it when it is not a folder.
+std::filesystem::path scratch_directory();
+
 // An output directory made before a long run, so that one that cannot be made fails first; a
 // run that fails after that leaves no empty directory behind: destroyed before keep(), it
 // removes the directories it made (the parents too) that hold nothing.

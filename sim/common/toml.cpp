@@ -33,8 +33,12 @@ public:
         skip_spaces();
         expect(']');
         end_of_line();
-        if (!headers_.insert(join(table, "\x1f")).second)
+        const std::string id = join(table, "\x1f");
+        if (!headers_.insert(id).second)
           fail("table [" + join(table, ".") + "] defined twice");
+        if (dotted_.count(id))
+          fail("table [" + join(table, ".") + "] was defined by dotted keys before");
+        refuse_inline(table, table.size());
         object_at(root, table, table.size());
         continue;
       }
@@ -44,15 +48,32 @@ public:
       skip_spaces();
       json value = parse_value();
       end_of_line();
+      const std::size_t first_dotted = table.size();
       path.insert(path.begin(), table.begin(), table.end());
+      refuse_inline(path, path.size());
+      for (std::size_t i = first_dotted + 1; i < path.size(); ++i)
+        dotted_.insert(join({path.begin(), path.begin() + static_cast<long>(i)}, "\x1f"));
       json& parent = object_at(root, path, path.size() - 1);
       if (parent.contains(path.back()))
         fail("key '" + join(path, ".") + "' defined twice");
+      if (value.is_object())
+        inline_.insert(join(path, "\x1f"));
       parent[path.back()] = std::move(value);
     }
   }
 
 private:
+  // An inline table is whole as written: no header or key may add to it.
+  void refuse_inline(const std::vector<std::string>& path, std::size_t count) const {
+    for (std::size_t i = 1; i <= count; ++i)
+      if (inline_.count(join({path.begin(), path.begin() + static_cast<long>(i)}, "\x1f")))
+        fail("'" + join({path.begin(), path.begin() + static_cast<long>(i)}, ".") +
+             "' is an inline table: it cannot be extended");
+  }
+  // A character as an error shows it.
+  static std::string shown(char c) {
+    return c == '\n' || c == '\r' ? std::string("the end of the line") : "'" + std::string(1, c) + "'";
+  }
   [[noreturn]] void fail(const std::string& problem) const {
     int line = 1;
     for (std::size_t i = 0; i < pos_ && i < text_.size(); ++i)
@@ -63,7 +84,7 @@ private:
   char peek() const { return at_end() ? '\0' : text_[pos_]; }
   void expect(char c) {
     if (peek() != c)
-      fail(std::string("expected '") + c + "'" + (at_end() ? " before the end" : ", found '" + std::string(1, peek()) + "'"));
+      fail(std::string("expected '") + c + "'" + (at_end() ? " before the end" : ", found " + shown(peek())));
     ++pos_;
   }
   void skip_spaces() {
@@ -91,7 +112,7 @@ private:
     if (peek() == '\r')
       ++pos_;
     if (!at_end() && peek() != '\n')
-      fail(std::string("unexpected '") + peek() + "' after a value; accepted: a comment or the end of the line");
+      fail("unexpected " + shown(peek()) + " after a value; accepted: a comment or the end of the line");
   }
 
   // The object at path[0..count), made where missing.
@@ -126,7 +147,7 @@ private:
     while (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '_' || peek() == '-')
       key += text_[pos_++];
     if (key.empty())
-      fail(at_end() ? "a key is missing at the end" : std::string("unexpected '") + peek() + "' where a key belongs");
+      fail(at_end() ? "a key is missing at the end" : "unexpected " + shown(peek()) + " where a key belongs");
     return key;
   }
 
@@ -175,9 +196,10 @@ private:
     if (pos_ + static_cast<std::size_t>(digits) > text_.size())
       fail("a \\u escape needs its hexadecimal digits");
     const std::string hex(text_.substr(pos_, static_cast<std::size_t>(digits)));
-    char* end = nullptr;
-    const unsigned long code = std::strtoul(hex.c_str(), &end, 16);
-    if (*end != '\0' || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+    if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+      fail("'\\u" + hex + "' is not a Unicode escape; accepted: \\u and four hexadecimal digits, or \\U and eight");
+    const unsigned long code = std::strtoul(hex.c_str(), nullptr, 16);
+    if (code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
       fail("'\\u" + hex + "' is not a Unicode scalar value");
     pos_ += static_cast<std::size_t>(digits);
     if (code < 0x80) {
@@ -211,7 +233,7 @@ private:
       if (peek() == ',')
         ++pos_;
       else if (peek() != ']')
-        fail(at_end() ? "an array is not closed" : std::string("expected ',' or ']' in an array, found '") + peek() + "'");
+        fail(at_end() ? "an array is not closed" : "expected ',' or ']' in an array, found " + shown(peek()));
     }
   }
 
@@ -248,7 +270,7 @@ private:
                          peek() == '-' || peek() == '.' || peek() == ':'))
       token += text_[pos_++];
     if (token.empty())
-      fail(at_end() ? "a value is missing at the end" : std::string("unexpected '") + peek() + "' where a value belongs");
+      fail(at_end() ? "a value is missing at the end" : "unexpected " + shown(peek()) + " where a value belongs");
     if (token == "true" || token == "false")
       return token == "true";
     if (token.find(':') != std::string::npos || (token.size() >= 10 && token[4] == '-' && token[7] == '-'))
@@ -263,6 +285,9 @@ private:
           !std::isdigit(static_cast<unsigned char>(token[i + 1])))
         fail("'" + token + "': an underscore belongs between digits");
     }
+    if (!decimal_number(digits))
+      fail("'" + token + "' is not a value; accepted: a \"string\", a decimal number (no leading zeros), true, false, "
+                         "[array] or {table}");
     if (digits.front() == '+')
       digits.erase(0, 1);
     long long integer = 0;
@@ -270,18 +295,46 @@ private:
       return integer;
     char* end = nullptr;
     const double number = std::strtod(digits.c_str(), &end);
-    const bool numeric = !digits.empty() && *end == '\0' &&
-                         digits.find_first_not_of("0123456789.eE+-") == std::string::npos &&
-                         std::isdigit(static_cast<unsigned char>(digits.back()));
-    if (!numeric || !std::isfinite(number))
+    if (*end != '\0' || !std::isfinite(number))
       fail("'" + token + "' is not a value; accepted: a \"string\", a decimal number, true, false, [array] or {table}");
     return number;
+  }
+
+  // TOML's decimal integers and floats: a sign, an integer part without leading zeros, then a
+  // fraction with digits on both sides of its point and an exponent, either or both.
+  static bool decimal_number(const std::string& text) {
+    std::size_t i = text[0] == '+' || text[0] == '-' ? 1 : 0;
+    const auto digits = [&] {
+      const std::size_t start = i;
+      while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])))
+        ++i;
+      return i - start;
+    };
+    const std::size_t integer_start = i;
+    const std::size_t integer_digits = digits();
+    if (integer_digits == 0 || (integer_digits > 1 && text[integer_start] == '0'))
+      return false;
+    if (i < text.size() && text[i] == '.') {
+      ++i;
+      if (digits() == 0)
+        return false;
+    }
+    if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+      ++i;
+      if (i < text.size() && (text[i] == '+' || text[i] == '-'))
+        ++i;
+      if (digits() == 0)
+        return false;
+    }
+    return i == text.size();
   }
 
   std::string_view text_;
   std::string name_;
   std::size_t pos_ = 0;
-  std::set<std::string> headers_;
+  std::set<std::string> headers_;  // tables defined by a [header]
+  std::set<std::string> dotted_;   // tables defined by dotted keys
+  std::set<std::string> inline_;   // inline tables
 };
 
 } // namespace

@@ -48,7 +48,10 @@ void import_batch(const FieldReader& in, ImportWorld world, ImportedScenario& ou
     micro_batch = batch / per_step;
   }
   if (!has_batch)
-    global = micro * (has_steps ? steps : 1) * gpus;
+    global = product({micro, has_steps ? steps : 1, gpus});
+  if (global > max_count)
+    in.fail("train_micro_batch_size_per_gpu", "gives a global batch of more than " + std::to_string(max_count) +
+                                                  " sequences");
   out.set("parallel.dp", std::to_string(gpus),
           world.requested ? "--gpus" : implied ? "train_batch_size / (micro-batch x accumulation steps)" : "the cluster's GPUs");
   out.set("training.micro_batch", std::to_string(micro_batch),
@@ -91,6 +94,10 @@ std::string offload_device(const FieldReader& in, const std::string& field) {
 }
 
 void import_zero(const FieldReader& in, int zero, ImportedScenario& out) {
+  if (in.find("zero_optimization") && in.find("zero_optimization")->is_boolean()) {
+    out.set("memory.zero", std::to_string(zero), "zero_optimization: true|false (DeepSpeed's old form: stage 1 or none)");
+    return;
+  }
   out.set("memory.zero", std::to_string(zero), in.find("zero_optimization.stage") ? "zero_optimization.stage"
                                                                                    : "no zero_optimization.stage");
   for (const char* field : {"zero_optimization.zero_quantized_weights", "zero_optimization.zero_quantized_gradients",
@@ -138,10 +145,16 @@ void import_zero(const FieldReader& in, int zero, ImportedScenario& out) {
 }
 
 // activation_checkpointing configures deepspeed.checkpointing, which the model calls around each
-// layer: taken as every layer checkpointed.
+// layer: a section with settings is taken as every layer checkpointed.
 void import_checkpointing(const FieldReader& in, ImportedScenario& out) {
-  if (!in.find("activation_checkpointing"))
+  const json* section = in.find("activation_checkpointing");
+  if (!section)
     return;
+  if (!section->is_object() || section->empty()) {
+    out.left_out.push_back("activation_checkpointing: " + section->dump() +
+                           " configures nothing: simulated without recompute (memory.recompute sets it)");
+    return;
+  }
   out.set("memory.recompute", "full", "activation_checkpointing (the layers the model wraps: taken as all)");
   if (in.flag("activation_checkpointing.cpu_checkpointing", false))
     out.set("memory.offload_activations", "cpu", "activation_checkpointing.cpu_checkpointing");
@@ -163,7 +176,6 @@ void import_optimizer(const FieldReader& in, ImportedScenario& out) {
     in.fail("optimizer.type", "\"" + in.text("optimizer.type", "") +
                                   "\": its states and step are not simulated; accepted: Adam, AdamW (also FusedAdam, "
                                   "CPUAdam)");
-  out.left_out.push_back("optimizer.params: no effect on a step's time or memory");
 }
 
 // The fields read above, and those with no effect on a step's time or memory.
@@ -219,37 +231,53 @@ const std::map<std::string, std::string>& zero_fields_left_out() {
   return fields;
 }
 
-void list_left_out(const FieldReader& in, const json& config, ImportedScenario& out) {
-  for (const auto& [field, value] : config.items()) {
-    const auto known = deepspeed_fields().find(field);
-    if (known == deepspeed_fields().end())
-      out.left_out.push_back(field + ": unknown to the importer; check it has no effect on a step");
-    else if (field == "sparse_attention" || field == "compression_training")
-      in.fail(field, "changes the model's kernels, which is not simulated; accepted: without it");
-    else if (!known->second.empty())
-      out.left_out.push_back(field + ": " + known->second);
+// Why a setting is not carried over: its own entry, else its section's ("" for none).
+std::string deepspeed_reason(const std::string& path) {
+  static const std::string no_effect = "no effect on a step's time or memory";
+  static const std::map<std::string, std::string> more = {
+      {"fp16", "loss scaling: " + no_effect},
+      {"bf16", no_effect},
+      {"optimizer.params", no_effect},
+      {"activation_checkpointing", no_effect},
+      {"activation_checkpointing.contiguous_memory_optimization", "memory is simulated without fragmentation"},
+      {"zero_optimization.offload_param.nvme_path", "where the drives are mounted: they are simulated at the platform's bandwidth"},
+      {"zero_optimization.offload_optimizer.nvme_path", "where the drives are mounted: they are simulated at the platform's bandwidth"},
+      {"zero_optimization.offload_param.max_in_cpu", "every offloaded parameter is streamed from NVMe"},
+      {"zero_optimization.offload_optimizer.buffer_count", "the optimizer's NVMe traffic is staged through memory.pinned_buffer_bytes"},
+      {"zero_optimization.offload_optimizer.fast_init", "initialisation: not part of a step"},
+      {"zero_optimization.offload_optimizer.pipeline_read", "the optimizer's NVMe reads and writes are simulated as they come"},
+      {"zero_optimization.offload_optimizer.pipeline_write", "the optimizer's NVMe reads and writes are simulated as they come"},
+      {"zero_optimization.offload_optimizer.pipeline", "the optimizer's NVMe reads and writes are simulated as they come"}};
+  for (std::string at = path;; at = at.substr(0, at.rfind('.'))) {
+    if (const auto found = more.find(at); found != more.end())
+      return found->second;
+    if (const auto found = deepspeed_fields().find(at); found != deepspeed_fields().end() && !found->second.empty())
+      return found->second;
+    if (at.rfind("zero_optimization.", 0) == 0)
+      if (const auto found = zero_fields_left_out().find(at.substr(18)); found != zero_fields_left_out().end())
+        return found->second;
+    if (at.find('.') == std::string::npos)
+      return "";
   }
-  if (const json* zero = in.find("zero_optimization"); zero && zero->is_object())
-    for (const auto& [field, value] : zero->items()) {
-      static const std::set<std::string> read = {"stage", "offload_optimizer", "offload_param", "overlap_comm",
-                                                 "reduce_bucket_size", "cpu_offload", "zero_quantized_weights",
-                                                 "zero_quantized_gradients", "zero_hpz_partition_size",
-                                                 "mics_shard_size", "zero_quantized_nontrainable_weights"};
-      if (read.count(field))
-        continue;
-      const auto reason = zero_fields_left_out().find(field);
-      out.left_out.push_back("zero_optimization." + field + ": " +
-                             (reason == zero_fields_left_out().end() ? "unknown to the importer; check it has no "
-                                                                       "effect on a step"
-                                                                     : reason->second));
-    }
+}
+
+void list_left_out(const FieldReader& in, ImportedScenario& out) {
+  for (const char* field : {"sparse_attention", "compression_training"})
+    if (in.find(field))
+      in.fail(field, "changes the model's kernels, which is not simulated; accepted: without it");
+  if (in.flag("fp16.fp16_master_weights_and_grads", false))
+    in.fail("fp16.fp16_master_weights_and_grads", "fp16 master weights and gradients are not simulated; accepted: false");
+  const json* zero = in.find("zero_optimization");
   for (const char* tier : {"offload_optimizer", "offload_param"})
-    if (!in.flag(std::string("zero_optimization.") + tier + ".pin_memory", true))
+    if (zero && zero->is_object() && in.find(std::string("zero_optimization.") + tier) &&
+        !in.flag(std::string("zero_optimization.") + tier + ".pin_memory", true))
       out.left_out.push_back(std::string("zero_optimization.") + tier +
                              ".pin_memory false: host copies are simulated at pinned memory's speed");
   if (out.value_of("memory.offload_optimizer") == "nvme" && out.value_of("memory.offload_params") != "nvme")
     out.left_out.push_back("zero_optimization.offload_optimizer buffers: the optimizer's NVMe traffic is staged "
                            "through memory.pinned_buffer_bytes (trainsim's default)");
+  for (const std::string& line : in.unread(deepspeed_reason))
+    out.left_out.push_back(line);
 }
 
 } // namespace
@@ -259,16 +287,17 @@ ImportedScenario import_deepspeed(const json& config, const std::string& name, I
     throw InputError(name + ": the top level is not a JSON object; accepted: a DeepSpeed config");
   const FieldReader in(config, name);
   ImportedScenario out;
-  const long long zero = in.whole_or("zero_optimization.stage", 0, 0);
-  if (zero > 3)
-    in.fail("zero_optimization.stage", std::to_string(zero) + "; accepted: 0, 1, 2, 3");
+  // DeepSpeed's old form "zero_optimization": true means stage 1 (read_zero_config_deprecated).
+  const json* section = in.find("zero_optimization");
+  const long long zero = section && section->is_boolean() ? (section->get<bool>() ? 1 : 0)
+                                                          : in.whole_or("zero_optimization.stage", 0, 0, 3);
   out.set("training.framework", "deepspeed", "DeepSpeed");
   import_batch(in, world, out);
   import_precision(in, static_cast<int>(zero), out);
   import_zero(in, static_cast<int>(zero), out);
   import_checkpointing(in, out);
   import_optimizer(in, out);
-  list_left_out(in, config, out);
+  list_left_out(in, out);
   return out;
 }
 

@@ -13,47 +13,71 @@ namespace {
 
 using namespace import_detail;
 
-// A command line as the shell would split it, without the launcher: quotes, backslash line
-// continuations and comments are handled; what comes before the last *.py argument (torchrun and
-// its options) is kept apart for its process count.
+// A command line as the shell would split it, without the launcher: quotes (with a double
+// quote's backslash escapes), backslash line continuations and comments are handled; a script's
+// commands are split at newlines, ';', '&&' and '||', and what follows a pipe or a redirection is
+// not the training's. The command that runs a *.py script (or the only one) is the training's;
+// what comes before the script (torchrun and its options) is kept apart for its process count.
 struct CommandLine {
   std::vector<std::string> launcher, arguments;
 };
 
-CommandLine split_command_line(const std::string& text, const std::string& name) {
-  std::vector<std::string> words;
+std::vector<std::vector<std::string>> shell_commands(const std::string& text, const std::string& name) {
+  std::vector<std::vector<std::string>> commands(1);
   std::string word;
-  bool in_word = false;
+  bool in_word = false, ignoring = false;
   char quote = 0;
+  const auto end_word = [&] {
+    if (in_word && !ignoring)
+      commands.back().push_back(word);
+    word.clear();
+    in_word = false;
+  };
+  const auto end_command = [&] {
+    end_word();
+    if (!commands.back().empty())
+      commands.emplace_back();
+    ignoring = false;
+  };
   for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
+    const char c = text[i], next = i + 1 < text.size() ? text[i + 1] : '\0';
     if (quote) {
       if (c == quote)
         quote = 0;
+      else if (quote == '"' && c == '\\' && (next == '"' || next == '\\' || next == '$' || next == '`'))
+        word += text[++i];
       else
         word += c;
       continue;
     }
-    if (c == '\\' && i + 1 < text.size()) {
-      if (text[i + 1] != '\n' && text[i + 1] != '\r') {
-        word += text[++i];
-        in_word = true;
-      } else {
-        ++i;
-      }
-      continue;
-    }
-    if (c == '\'' || c == '"') {
+    if (c == '\\' && next == '\r' && i + 2 < text.size() && text[i + 2] == '\n') {
+      i += 2;  // a continuation written with CRLF
+    } else if (c == '\\' && next == '\n') {
+      ++i;
+    } else if (c == '\\' && next) {
+      word += text[++i];
+      in_word = true;
+    } else if (c == '\'' || c == '"') {
       quote = c;
       in_word = true;
     } else if (c == '#' && !in_word) {
-      while (i < text.size() && text[i] != '\n')
+      while (i + 1 < text.size() && text[i + 1] != '\n')
         ++i;
+    } else if (c == '\n' || c == ';') {
+      end_command();
+    } else if ((c == '&' || c == '|') && next == c) {
+      end_command();
+      ++i;
+    } else if (c == '&') {
+      end_command();
+    } else if (c == '|' || c == '>' || c == '<') {
+      // A pipe's next program or a redirection's file; "2>" names a file descriptor, not a word.
+      if (in_word && c != '|' && word.find_first_not_of("0123456789") == std::string::npos)
+        in_word = false;
+      end_word();
+      ignoring = true;
     } else if (std::isspace(static_cast<unsigned char>(c))) {
-      if (in_word)
-        words.push_back(word);
-      word.clear();
-      in_word = false;
+      end_word();
     } else {
       word += c;
       in_word = true;
@@ -61,23 +85,36 @@ CommandLine split_command_line(const std::string& text, const std::string& name)
   }
   if (quote)
     throw InputError(name + ": a quote is not closed");
-  if (in_word)
-    words.push_back(word);
-  for (const std::string& w : words)
+  end_command();
+  commands.pop_back();
+  return commands;
+}
+
+bool is_script(const std::string& word) { return word.size() > 3 && word.compare(word.size() - 3, 3, ".py") == 0; }
+
+CommandLine split_command_line(const std::string& text, const std::string& name) {
+  const std::vector<std::vector<std::string>> commands = shell_commands(text, name);
+  const std::vector<std::string>* chosen = commands.size() == 1 ? &commands.front() : nullptr;
+  for (const auto& command : commands)
+    if (std::any_of(command.begin(), command.end(), is_script))
+      chosen = &command;
+  if (!chosen)
+    throw InputError(name + ": " + std::to_string(commands.size()) +
+                     " commands and none runs a *.py script; accepted: one command line, or a script that runs "
+                     "pretrain_gpt.py");
+  for (const std::string& w : *chosen)
     if (w.find('$') != std::string::npos)
       throw InputError(name + ": '" + w + "' is a shell variable; accepted: the arguments as the script passes them "
                                          "(echo them, or write the values in)");
   CommandLine line;
-  auto script = std::find_if(words.rbegin(), words.rend(), [](const std::string& w) {
-    return w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0;
-  });
-  const auto first = script == words.rend() ? words.begin() : script.base();
-  line.launcher.assign(words.begin(), first);
-  line.arguments.assign(first, words.end());
+  const auto script = std::find_if(chosen->rbegin(), chosen->rend(), is_script);
+  const auto first = script == chosen->rend() ? chosen->begin() : script.base();
+  line.launcher.assign(chosen->begin(), first);
+  line.arguments.assign(first, chosen->end());
   return line;
 }
 
-// Megatron's arguments by flag (with '_' as '-'), each with its values.
+// Megatron's arguments by flag (with '_' as '-' in the flag's name), each with its values.
 class MegatronArguments {
 public:
   MegatronArguments(const std::vector<std::string>& words, std::string name) : name_(std::move(name)) {
@@ -85,12 +122,12 @@ public:
     for (const std::string& word : words) {
       if (word.rfind("--", 0) == 0 && word.size() > 2 && !std::isdigit(static_cast<unsigned char>(word[2]))) {
         flag = word.substr(2);
-        std::replace(flag.begin(), flag.end(), '_', '-');
         std::string value;
         if (const auto equals = flag.find('='); equals != std::string::npos) {
           value = flag.substr(equals + 1);
           flag = flag.substr(0, equals);
         }
+        std::replace(flag.begin(), flag.end(), '_', '-');
         if (!values_.count(flag))
           order_.push_back(flag);
         values_[flag].clear();
@@ -123,12 +160,13 @@ public:
       fail(flag, "expected one value, got " + std::to_string(values.size()));
     return values.front();
   }
-  long long whole(const std::string& flag, long long fallback) const {
+  // A whole number from 1 to `high`.
+  long long whole(const std::string& flag, long long fallback, long long high = max_count) const {
     if (!has(flag))
       return fallback;
     long long value = 0;
-    if (!parse_integer(text(flag), value) || value < 1)
-      fail(flag, "'" + text(flag) + "' is not a whole number of at least 1");
+    if (!parse_integer(text(flag), value) || value < 1 || value > high)
+      fail(flag, "'" + text(flag) + "' is not a whole number from 1 to " + std::to_string(high));
     return value;
   }
   double number(const std::string& flag) const {
@@ -163,32 +201,42 @@ private:
   mutable std::set<std::string> used_;
 };
 
-// torchrun's (or python -m torch.distributed.run's) process count: --nproc_per_node x --nnodes.
+// The launcher's process count: torchrun (or torch.distributed.run / launch) --nproc_per_node x
+// --nnodes, deepspeed --num_gpus x --num_nodes, srun --ntasks-per-node x -N (or -n), mpirun -np;
+// 0 when it gives none.
 int launcher_processes(const std::vector<std::string>& launcher, const std::string& name) {
-  long long per_node = 0, nodes = 1;
+  long long per_node = 0, nodes = 1, total = 0;
   for (std::size_t i = 0; i < launcher.size(); ++i) {
     std::string word = launcher[i], value;
-    if (const auto equals = word.find('='); equals != std::string::npos) {
+    if (const auto equals = word.find('='); equals != std::string::npos && word.rfind("--", 0) == 0) {
       value = word.substr(equals + 1);
       word = word.substr(0, equals);
     } else if (i + 1 < launcher.size()) {
       value = launcher[i + 1];
     }
     std::replace(word.begin(), word.end(), '_', '-');
+    long long* count = word == "--nproc-per-node" || word == "--num-gpus" || word == "--ntasks-per-node" ? &per_node
+                       : word == "--nnodes" || word == "--num-nodes" || word == "-N" || word == "--nodes" ? &nodes
+                       : word == "-np" || word == "-n" || word == "--ntasks"                          ? &total
+                                                                                                  : nullptr;
+    if (!count)
+      continue;
     long long parsed = 0;
-    if (word == "--nproc-per-node" || word == "--nnodes") {
-      if (!parse_integer(value, parsed) || parsed < 1)
-        throw InputError(name + ": " + word + " '" + value + "': accepted: a whole number (an elastic range is not)");
-      (word == "--nnodes" ? nodes : per_node) = parsed;
-    }
+    if (!parse_integer(value, parsed) || parsed < 1 || parsed > static_cast<long long>(max_ranks))
+      throw InputError(name + ": the launcher's " + word + " '" + value + "': accepted: a whole number from 1 to " +
+                       std::to_string(max_ranks) + " (an elastic range is not)");
+    *count = parsed;
   }
-  return per_node ? static_cast<int>(std::min<long long>(per_node * nodes, 1 << 30)) : 0;
+  if (total)
+    return static_cast<int>(total);
+  return per_node ? static_cast<int>(std::min<long long>(product({per_node, nodes}), max_count)) : 0;
 }
 
 void import_parallelism(const MegatronArguments& in, int world, ImportedScenario& out) {
-  const long long tp = in.whole("tensor-model-parallel-size", 1), pp = in.whole("pipeline-model-parallel-size", 1),
-                  cp = in.whole("context-parallel-size", 1), ep = in.whole("expert-model-parallel-size", 1);
-  if (world % (tp * pp * cp) != 0)
+  const long long tp = in.whole("tensor-model-parallel-size", 1, max_ranks),
+                  pp = in.whole("pipeline-model-parallel-size", 1, max_ranks),
+                  cp = in.whole("context-parallel-size", 1, max_ranks), ep = in.whole("expert-model-parallel-size", 1, max_ranks);
+  if (product({tp, pp, cp}) > world || world % (tp * pp * cp) != 0)
     in.fail("tensor-model-parallel-size", std::to_string(tp) + " x pipeline " + std::to_string(pp) + " x context " +
                                               std::to_string(cp) + " does not divide the " + std::to_string(world) +
                                               " GPUs");
@@ -203,10 +251,15 @@ void import_parallelism(const MegatronArguments& in, int world, ImportedScenario
     out.set("parallel.ep", std::to_string(ep), "--expert-model-parallel-size");
   if (in.has("expert-tensor-parallel-size"))
     out.set("parallel.etp", std::to_string(in.whole("expert-tensor-parallel-size", 1)), "--expert-tensor-parallel-size");
-  if (in.flag("sequence-parallel"))
+  // arguments.py turns sequence parallelism off without tensor parallelism.
+  if (in.flag("sequence-parallel") && tp > 1)
     out.set("parallel.sp", "true", "--sequence-parallel");
-  long long vpp = in.whole("virtual-pipeline-model-parallel-size", 1);
+  else if (in.flag("sequence-parallel"))
+    out.left_out.push_back("--sequence-parallel: Megatron turns it off without tensor parallelism");
+  long long vpp = in.whole("num-virtual-stages-per-pipeline-rank", 1, 1024);
+  std::string vpp_source = "--num-virtual-stages-per-pipeline-rank";
   if (in.has("num-layers-per-virtual-pipeline-stage")) {
+    vpp_source = "--num-layers / (pipeline size x --num-layers-per-virtual-pipeline-stage)";
     const long long per_stage = in.whole("num-layers-per-virtual-pipeline-stage", 1);
     const long long layers = in.whole("num-layers", 0);
     if (!layers || layers % (pp * per_stage) != 0)
@@ -216,7 +269,7 @@ void import_parallelism(const MegatronArguments& in, int world, ImportedScenario
   }
   if (vpp > 1) {
     out.set("parallel.schedule", "interleaved", "virtual pipeline stages (Megatron's interleaved 1F1B)");
-    out.set("parallel.vpp", std::to_string(vpp), "--virtual-pipeline-model-parallel-size");
+    out.set("parallel.vpp", std::to_string(vpp), vpp_source);
   } else if (pp > 1) {
     out.set("parallel.schedule", "1f1b", "Megatron's schedule without virtual stages");
   }
@@ -240,13 +293,21 @@ std::string import_megatron_precision(const MegatronArguments& in, ImportedScena
     in.fail("fp8-format", "'" + in.text("fp8-format") + "'; accepted: e4m3, hybrid");
   const std::string precision = fp8 ? "fp8" : bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
   out.set("memory.precision", precision, fp8 ? "--fp8-format" : bf16 ? "--bf16" : fp16 ? "--fp16" : "neither --bf16 nor --fp16");
-  const bool fp32_grads = precision != "fp16" || in.flag("accumulate-allreduce-grads-in-fp32");
-  out.set("memory.grad_precision", fp32_grads ? "fp32" : "fp16",
-          fp32_grads ? (precision == "fp16" ? "--accumulate-allreduce-grads-in-fp32" : "Megatron's main gradients are fp32")
-                     : "--fp16");
-  if (!fp32_grads)
+  const bool accumulate = in.flag("accumulate-allreduce-grads-in-fp32");
+  const bool fp32_grads = !fp16 || accumulate;
+  const bool bf16_reduce = in.flag("grad-reduce-in-bf16");
+  if (bf16_reduce && (!bf16 || accumulate))
+    in.fail("grad-reduce-in-bf16", "reduces bf16 gradients; accepted with --bf16 and without "
+                                   "--accumulate-allreduce-grads-in-fp32");
+  const std::string grads = bf16_reduce ? "bf16" : fp32_grads ? "fp32" : "fp16";
+  out.set("memory.grad_precision", grads,
+          bf16_reduce ? "--grad-reduce-in-bf16"
+          : accumulate ? "--accumulate-allreduce-grads-in-fp32"
+          : fp32_grads ? (bf16 ? "--bf16: Megatron accumulates and reduces gradients in fp32" : "fp32 training")
+                       : "--fp16");
+  if (grads == "fp16")
     out.set("memory.fp32_grad_copy", "true", "--fp16: the optimizer copies the gradients to fp32");
-  return fp32_grads ? "fp32" : "fp16";
+  return grads;
 }
 
 void import_recompute(const MegatronArguments& in, ImportedScenario& out) {
@@ -271,13 +332,12 @@ void import_recompute(const MegatronArguments& in, ImportedScenario& out) {
                                 "simulated; accepted: uniform");
   if (method != "uniform")
     in.fail("recompute-method", "'" + method + "'; accepted with --recompute-granularity full: uniform");
-  const long long layers = in.whole("recompute-num-layers", 1);
-  out.set("memory.recompute", layers == 1 ? "full" : "every:" + std::to_string(layers),
-          "--recompute-granularity full --recompute-method uniform --recompute-num-layers " + std::to_string(layers));
-  if (layers > 1)
-    out.left_out.push_back("--recompute-num-layers " + std::to_string(layers) +
-                           ": Megatron recomputes every chunk; every:N keeps the last one's activations, as "
-                           "torch's checkpoint_sequential");
+  // Megatron's uniform method checkpoints every chunk of N layers, the last one too; trainsim's
+  // every:N keeps the last (checkpoint_sequential), so only N = 1 is the same.
+  if (in.whole("recompute-num-layers", 1) != 1)
+    in.fail("recompute-num-layers", "'" + in.text("recompute-num-layers") + "': chunks of several layers all "
+                                    "checkpointed are not simulated; accepted: 1 (every layer)");
+  out.set("memory.recompute", "full", "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
   if (in.flag("distribute-saved-activations"))
     out.left_out.push_back("--distribute-saved-activations: checkpoints are kept whole on each tensor-parallel rank");
 }
@@ -318,12 +378,26 @@ void import_megatron_training(const MegatronArguments& in, const std::string& gr
   const std::string backend = in.text("attention-backend");
   if (backend == "unfused" || backend == "local")
     out.set("memory.flash_attention", "false", "--attention-backend " + backend);
-  if (in.has("make-vocab-size-divisible-by"))
-    out.set("model.vocab_multiple", std::to_string(in.whole("make-vocab-size-divisible-by", 1)),
-            "--make-vocab-size-divisible-by");
+  // arguments.py pads the vocabulary to a multiple of --make-vocab-size-divisible-by (128) x tp.
+  const long long tp = in.whole("tensor-model-parallel-size", 1, max_ranks);
+  const long long multiple = product({in.whole("make-vocab-size-divisible-by", 128, 1 << 20), tp});
+  if (multiple > (1 << 20))
+    in.fail("make-vocab-size-divisible-by", "x tensor-parallel size is more than 1048576");
+  out.set("model.vocab_multiple", std::to_string(multiple),
+          std::string(in.has("make-vocab-size-divisible-by") ? "--make-vocab-size-divisible-by" : "128 (Megatron's default)") +
+              " x tensor-parallel size");
+  for (const char* flag : {"use-torch-fsdp2", "use-custom-fsdp", "use-megatron-fsdp", "optimizer-cpu-offload", "cpu-offloading"})
+    if (in.has(flag))
+      in.fail(flag, "is not simulated with Megatron-LM (offload is simulated as DeepSpeed's, FSDP2 as PyTorch's: "
+                    "trainsim import deepspeed or torchtitan); accepted: without it");
+  if (in.has("transformer-impl") && in.text("transformer-impl") != "transformer_engine")
+    out.left_out.push_back("--transformer-impl " + in.text("transformer-impl") +
+                           ": kernels are timed as Transformer Engine's");
 }
 
 void import_moe(const MegatronArguments& in, ImportedScenario& out) {
+  if (!in.has("moe-token-dispatcher-type") && in.whole("num-experts", 1) > 1)
+    out.set("moe.dispatcher", "allgather", "Megatron's default --moe-token-dispatcher-type");
   if (in.has("moe-token-dispatcher-type")) {
     const std::string type = in.text("moe-token-dispatcher-type");
     if (type == "flex") {
@@ -348,12 +422,19 @@ json megatron_model(const MegatronArguments& in, ImportedScenario& out) {
     if (!in.has(flag))
       in.fail(flag, "missing: the model's dimensions come from the command line without --model; accepted: "
                     "--num-layers, --hidden-size and --num-attention-heads, or --model");
-  const long long layers = in.whole("num-layers", 1), hidden = in.whole("hidden-size", 1),
-                  heads = in.whole("num-attention-heads", 1);
+  // Bounds as the model loader's, so that an error names the flag rather than the written file.
+  const long long layers = in.whole("num-layers", 1, 100'000), hidden = in.whole("hidden-size", 1, 1'000'000),
+                  heads = in.whole("num-attention-heads", 1, hidden);
   const bool swiglu = in.flag("swiglu");
-  const long long ffn = in.whole("ffn-hidden-size", swiglu ? (4 * hidden * 2 / 3) / 64 * 64 : 4 * hidden);
-  const long long kv_heads = in.flag("group-query-attention") ? in.whole("num-query-groups", 1) : heads;
-  long long vocab = in.whole("vocab-size", 0);
+  const long long ffn = in.whole("ffn-hidden-size", swiglu ? (4 * hidden * 2 / 3) / 64 * 64 : 4 * hidden, 100'000'000);
+  const long long kv_heads = in.flag("group-query-attention") ? in.whole("num-query-groups", 1, heads) : heads;
+  if (heads % kv_heads != 0)
+    in.fail("num-query-groups", std::to_string(kv_heads) + " does not divide the " + std::to_string(heads) +
+                                    " attention heads");
+  if (hidden % heads != 0 && !in.has("kv-channels"))
+    in.fail("hidden-size", std::to_string(hidden) + " is not divisible by the " + std::to_string(heads) +
+                               " attention heads; accepted: a multiple of them, or --kv-channels");
+  long long vocab = in.whole("vocab-size", 0, 100'000'000);
   const std::string tokenizer = in.text("tokenizer-type");
   if (!vocab && (tokenizer == "GPT2BPETokenizer" || tokenizer.empty()))
     vocab = 50257;  // GPT-2's byte-level BPE, Megatron's default tokenizer
@@ -364,7 +445,7 @@ json megatron_model(const MegatronArguments& in, ImportedScenario& out) {
   const bool bias = !in.flag("disable-bias-linear");
   const std::string norm = in.has("normalization") ? in.text("normalization") : "LayerNorm";
   const std::string position = in.has("position-embedding-type") ? in.text("position-embedding-type") : "learned_absolute";
-  const long long experts = in.whole("num-experts", 1);
+  const long long experts = in.whole("num-experts", 1, 100'000);
   json model;
   if (swiglu) {
     model["model_type"] = experts > 1 ? "mixtral" : "llama";
@@ -406,8 +487,8 @@ json megatron_model(const MegatronArguments& in, ImportedScenario& out) {
     if (!bias)
       out.left_out.push_back("--disable-bias-linear: a GELU model is simulated with biases");
   }
-  if (in.has("kv-channels") && in.whole("kv-channels", 1) * heads != hidden)
-    model["head_dim"] = in.whole("kv-channels", 1);
+  if (in.has("kv-channels") && in.whole("kv-channels", 1, 100'000) * heads != hidden)
+    model["head_dim"] = in.whole("kv-channels", 1, 100'000);
   if (experts > 1) {
     model["num_local_experts"] = experts;
     model["num_experts_per_tok"] = in.whole("moe-router-topk", 2);
@@ -427,7 +508,7 @@ bool without_effect(const std::string& flag) {
       "lr",          "min-lr",        "weight-decay", "clip-grad",     "adam-",       "sgd-",      "init-method",
       "seed",        "data-",         "split",        "vocab-file",    "merge-file",  "tokenizer", "save",
       "load",        "eval-",         "log",          "tensorboard",   "wandb",       "timing-",   "distributed-",
-      "exit-",       "no-load-",      "finetune",     "use-mcore-models", "transformer-impl", "ckpt-", "dist-ckpt",
+      "exit-",       "no-load-",      "finetune",     "use-mcore-models", "ckpt-", "dist-ckpt",
       "num-workers", "dataloader-",   "mock-data",    "profile",       "attention-softmax-in-fp32", "loss-scale",
       "initial-loss-scale", "min-loss-scale", "hysteresis", "no-masked-softmax-fusion", "no-bias-",
       "no-gradient-accumulation-fusion", "use-flash-attn", "moe-router-load-balancing-type", "moe-aux-loss-coeff",
@@ -453,6 +534,11 @@ ImportedScenario import_megatron(const std::string& command_line, const std::str
   const int gpus = job_world(world, processes, "the launcher (--nproc_per_node x --nnodes)");
   const MegatronArguments in(line.arguments, name);
   ImportedScenario out;
+  // The launcher without the script it runs.
+  const std::vector<std::string> launcher(line.launcher.begin(),
+                                          line.launcher.end() - (line.launcher.empty() ? 0 : 1));
+  if (!launcher.empty())
+    out.left_out.push_back(join(launcher, " ") + ": the launcher: only its process count is read");
   import_parallelism(in, gpus, out);
   const std::string grad_precision = import_megatron_precision(in, out);
   import_recompute(in, out);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 namespace trainsim {
 namespace import_detail {
@@ -26,6 +27,98 @@ int job_world(ImportWorld world, int implied, const std::string& implied_by) {
     throw InputError(implied_by + " runs on " + std::to_string(implied) + " GPUs; the cluster has " +
                      std::to_string(world.available) + ": describe a larger one (--nodes) or another --platform");
   return world.requested ? world.requested : implied ? implied : world.available;
+}
+
+long long product(std::initializer_list<long long> counts) {
+  long long result = 1;
+  for (long long count : counts)
+    result = count > 0 && result > (max_count + 1) / count ? max_count + 1 : result * count;
+  return result;
+}
+
+const json* FieldReader::find(const std::string& field) const {
+  asked_.insert(field);
+  const json* node = &config_;
+  std::string path;
+  for (const std::string& part : split(field, '.')) {
+    if (!node->is_object())
+      fail(path, node->dump() + " is a value where a table of settings belongs");
+    path += (path.empty() ? "" : ".") + part;
+    if (!node->contains(part))
+      return nullptr;
+    node = &(*node)[part];
+  }
+  return node->is_null() ? nullptr : node;
+}
+
+void FieldReader::refuse_auto(const std::string& field, const json& value) const {
+  if (value.is_string() && value.get<std::string>() == "auto")
+    fail(field, "\"auto\" is filled in by another tool (the Hugging Face Trainer, Accelerate) from its own "
+                "arguments; accepted: the number or setting it would use");
+}
+
+long long FieldReader::whole(const std::string& field, long long low, long long high) const {
+  const json& value = *find(field);
+  refuse_auto(field, value);
+  const bool number = exact_integers_ ? value.is_number_integer() : value.is_number();
+  if (!number || value.get<double>() != std::floor(value.get<double>()) || value.get<double>() < low ||
+      value.get<double>() > high)
+    fail(field, value.dump() + " is not a whole number from " + std::to_string(low) + " to " + std::to_string(high));
+  return static_cast<long long>(value.get<double>());
+}
+
+double FieldReader::number(const std::string& field) const {
+  const json& value = *find(field);
+  refuse_auto(field, value);
+  if (!value.is_number())
+    fail(field, value.dump() + " is not a number");
+  return value.get<double>();
+}
+
+bool FieldReader::flag(const std::string& field, bool fallback) const {
+  const json* value = find(field);
+  if (!value)
+    return fallback;
+  refuse_auto(field, *value);
+  if (!value->is_boolean())
+    fail(field, value->dump() + " is not true or false");
+  return value->get<bool>();
+}
+
+std::string FieldReader::text(const std::string& field, const std::string& fallback) const {
+  const json* value = find(field);
+  if (!value)
+    return fallback;
+  refuse_auto(field, *value);
+  if (!value->is_string())
+    fail(field, value->dump() + " is not a string");
+  return value->get<std::string>();
+}
+
+std::vector<std::string> FieldReader::unread(const std::function<std::string(const std::string&)>& reason) const {
+  std::vector<std::string> out;
+  if (config_.is_object())
+    for (const auto& [key, value] : config_.items())
+      unread_under(value, key, reason, out);
+  return out;
+}
+
+void FieldReader::unread_under(const json& node, const std::string& path,
+                               const std::function<std::string(const std::string&)>& reason,
+                               std::vector<std::string>& out) const {
+  // A value asked about was read; a table asked about (to see whether it is there) or with some of
+  // its settings read is looked into.
+  const auto below = asked_.lower_bound(path + ".");
+  const bool partly_read = below != asked_.end() && below->rfind(path + ".", 0) == 0;
+  if (asked(path) && !node.is_object())
+    return;
+  if (!node.is_object() || (!partly_read && !asked(path))) {
+    const std::string why = reason(path);
+    out.push_back(path + ": " + (why.empty() ? "unknown to the importer; check it has no effect on a step" : why));
+    return;
+  }
+  for (const auto& [key, value] : node.items())
+    unread_under(value, path + "." + key, reason, out);
 }
 
 } // namespace import_detail

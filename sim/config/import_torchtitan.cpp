@@ -42,29 +42,36 @@ std::vector<long long> torchtitan_stage_layers(long long layers, long long stage
 void import_torchtitan_parallelism(const FieldReader& in, ImportWorld world, long long model_layers,
                                    ImportedScenario& out) {
   const std::string p = "parallelism.";
-  const long long replicate = in.whole_or(p + "data_parallel_replicate_degree", 1, 1),
-                  tp = in.whole_or(p + "tensor_parallel_degree", 1, 1), pp = in.whole_or(p + "pipeline_parallel_degree", 1, 1),
-                  cp = in.whole_or(p + "context_parallel_degree", 1, 1), ep = in.whole_or(p + "expert_parallel_degree", 1, 1);
-  long long shard = in.whole_or(p + "data_parallel_shard_degree", -1, -1);
+  const long long most = max_ranks;
+  const long long replicate = in.whole_or(p + "data_parallel_replicate_degree", 1, 1, most),
+                  tp = in.whole_or(p + "tensor_parallel_degree", 1, 1, most),
+                  pp = in.whole_or(p + "pipeline_parallel_degree", 1, 1, most),
+                  cp = in.whole_or(p + "context_parallel_degree", 1, 1, most),
+                  ep = in.whole_or(p + "expert_parallel_degree", 1, 1, most);
+  long long shard = in.whole_or(p + "data_parallel_shard_degree", -1, -1, most);
   if (shard == 0)
     in.fail(p + "data_parallel_shard_degree", "0; accepted: -1 (the GPUs left over) or a degree >= 1");
   const int gpus = job_world(world, 0, "");
-  const long long others = replicate * tp * pp * cp;
+  const long long others = product({replicate, tp, pp, cp});
   if (shard == -1) {
-    if (gpus % others != 0)
+    if (others > gpus || gpus % others != 0)
       in.fail(p + "data_parallel_replicate_degree", std::to_string(replicate) + " x tensor " + std::to_string(tp) +
                                                        " x pipeline " + std::to_string(pp) + " x context " +
                                                        std::to_string(cp) + " does not divide the " +
                                                        std::to_string(gpus) + " GPUs");
     shard = gpus / others;
-  } else if (shard * others != gpus) {
-    in.fail(p + "data_parallel_shard_degree", "the degrees multiply to " + std::to_string(shard * others) + ", not the " +
-                                                  std::to_string(gpus) + " GPUs; accepted: -1, or --gpus " +
-                                                  std::to_string(shard * others));
+  } else if (product({shard, others}) != gpus) {
+    in.fail(p + "data_parallel_shard_degree", "the degrees multiply to " + std::to_string(product({shard, others})) +
+                                                  ", not the " + std::to_string(gpus) + " GPUs; accepted: -1, or --gpus " +
+                                                  "as their product");
   }
-  if (replicate > 1 && shard > 1)
+  // torchtitan shards over the data-parallel and context-parallel ranks together.
+  if (replicate > 1 && (shard > 1 || cp > 1))
     in.fail(p + "data_parallel_replicate_degree", "HSDP (shards replicated) is not simulated; accepted: 1 with "
-                                                  "data_parallel_shard_degree > 1, or data_parallel_shard_degree = 1");
+                                                  "sharding or context parallelism, or > 1 alone (DDP)");
+  if (replicate > 1 && (tp > 1 || pp > 1))
+    in.fail(p + "data_parallel_replicate_degree", "torchtitan's DDP runs without other parallelism; accepted: 1 with "
+                                                  "tensor or pipeline parallelism");
   out.set("parallel.dp", std::to_string(replicate * shard), shard > 1 ? "data_parallel_shard_degree" : "data_parallel_replicate_degree");
   if (tp > 1) {
     out.set("parallel.tp", std::to_string(tp), "tensor_parallel_degree");
@@ -74,11 +81,15 @@ void import_torchtitan_parallelism(const FieldReader& in, ImportWorld world, lon
     out.set("parallel.cp", std::to_string(cp), "context_parallel_degree");
   if (ep > 1)
     out.set("parallel.ep", std::to_string(ep), "expert_parallel_degree");
-  if (in.find(p + "expert_tensor_parallel_degree"))
-    out.set("parallel.etp", std::to_string(in.whole(p + "expert_tensor_parallel_degree", 1)), "expert_tensor_parallel_degree");
+  if (ep > 1)
+    out.set("parallel.etp", std::to_string(in.whole_or(p + "expert_tensor_parallel_degree", 1, 1, most)),
+            in.find(p + "expert_tensor_parallel_degree") ? "expert_tensor_parallel_degree" : "torchtitan's default, 1");
   // FSDP2 over the sharding (and context-parallel) ranks; DDP when only replicated.
   const bool fsdp = shard > 1 || cp > 1;
-  out.set("training.framework", fsdp ? "fsdp2" : "ddp", fsdp ? "data_parallel_shard_degree > 1: FSDP2" : "data_parallel_shard_degree = 1: DDP");
+  out.set("training.framework", fsdp ? "fsdp2" : "ddp",
+          shard > 1 ? "data_parallel_shard_degree > 1: FSDP2"
+          : fsdp    ? "context_parallel_degree > 1: FSDP2 over the context-parallel ranks"
+                    : "data_parallel_shard_degree = 1: DDP");
   out.set("memory.zero", fsdp ? "3" : "0", fsdp ? "FSDP2 shards parameters, gradients and optimizer states" : "DDP");
   const std::string reshard = in.text(p + "fsdp_reshard_after_forward", "default");
   if (reshard == "never" || (reshard != "default" && reshard != "always"))
@@ -130,16 +141,20 @@ void import_torchtitan_parallelism(const FieldReader& in, ImportWorld world, lon
 void import_torchtitan_training(const FieldReader& in, ImportedScenario& out) {
   const long long dp = std::stoll(out.value_of("parallel.dp"));
   const bool pipelined = !out.value_of("parallel.pp").empty();
+  // Older torchtitan says training.batch_size for the local batch.
   const std::string local_field = in.find("training.local_batch_size") ? "training.local_batch_size" : "training.batch_size";
+  const bool local_given = in.find(local_field);
   const long long local = in.whole_or(local_field, 8, 1);
   long long global = in.whole_or("training.global_batch_size", -1, -1);
+  if (product({local, dp}) > max_count)
+    in.fail(local_field, "x the data-parallel degree is more than " + std::to_string(max_count) + " sequences");
   if (global == -1 || global == 0)
     global = local * dp;
   else if (global % (local * dp) != 0)
     in.fail("training.global_batch_size", std::to_string(global) + " is not a multiple of " + local_field + " " +
                                               std::to_string(local) + " x data-parallel degree " + std::to_string(dp));
   long long micro = local;
-  std::string micro_source = local_field;
+  std::string micro_source = local_given ? local_field : "torchtitan's default local batch, 8";
   if (pipelined) {
     micro = in.whole_or("parallelism.pipeline_parallel_microbatch_size", 1, 1);
     micro_source = "parallelism.pipeline_parallel_microbatch_size";
@@ -153,7 +168,7 @@ void import_torchtitan_training(const FieldReader& in, ImportedScenario& out) {
   out.set("training.micro_batch", std::to_string(micro), micro_source);
   out.set("training.global_batch", std::to_string(global),
           in.find("training.global_batch_size") && global != local * dp ? "training.global_batch_size"
-                                                                         : local_field + " x data-parallel degree");
+                                                                         : micro_source + " x data-parallel degree");
   const long long seq = in.whole_or("training.seq_len", 2048, 1);
   out.set("training.seq_len", std::to_string(seq), in.find("training.seq_len") ? "training.seq_len" : "torchtitan's default");
   const long long steps = in.whole_or("training.steps", 10000, 1);
@@ -196,8 +211,15 @@ void import_torchtitan_precision(const FieldReader& in, ImportedScenario& out) {
   const std::string param = in.text("training.mixed_precision_param", "bfloat16");
   if (param != "bfloat16" && param != "float32")
     in.fail("training.mixed_precision_param", "\"" + param + "\"; accepted: bfloat16, float32");
-  out.set("memory.precision", float8 ? "fp8" : param == "bfloat16" ? "bf16" : "fp32",
-          float8 ? "model.converters float8" : "training.mixed_precision_param " + param);
+  // Mixed precision comes with FSDP (fully_shard's policy) or, alone, DDP (autocast); with tensor
+  // or pipeline parallelism and neither, torchtitan trains in fp32 (maybe_enable_amp).
+  const bool fsdp = out.value_of("training.framework") == "fsdp2";
+  const bool plain = !out.value_of("parallel.tp").empty() || !out.value_of("parallel.pp").empty();
+  const bool mixed = param == "bfloat16" && (fsdp || !plain);
+  out.set("memory.precision", float8 ? "fp8" : mixed ? "bf16" : "fp32",
+          float8  ? "model.converters float8"
+          : mixed || param == "float32" ? "training.mixed_precision_param " + param
+                                        : "no mixed precision without FSDP under tensor or pipeline parallelism");
   const std::string reduce = in.text("training.mixed_precision_reduce", "float32");
   if (reduce != "float32" && reduce != "bfloat16")
     in.fail("training.mixed_precision_reduce", "\"" + reduce + "\"; accepted: float32, bfloat16");
@@ -221,8 +243,10 @@ void import_torchtitan_recompute(const FieldReader& in, ImportedScenario& out) {
   std::string option = "2";
   if (const json* value = in.find("activation_checkpoint.selective_ac_option"))
     option = value->is_string() ? value->get<std::string>() : value->dump();
-  const std::string source = given ? "activation_checkpoint.selective_ac_option " + option
-                                   : "torchtitan's default: selective, selective_ac_option 2";
+  const bool option_given = in.find("activation_checkpoint.selective_ac_option");
+  const std::string source = (given ? "activation_checkpoint.mode selective" : "torchtitan's default mode, selective") +
+                             std::string(", ") +
+                             (option_given ? "selective_ac_option " + option : "selective_ac_option 2 (the default)");
   if (option == "op") {
     out.set("memory.recompute", "op", source);
     return;
@@ -256,27 +280,14 @@ const std::map<std::string, std::string>& torchtitan_fields_left_out() {
   return fields;
 }
 
-void list_torchtitan_left_out(const FieldReader& in, const json& config, ImportedScenario& out) {
-  static const std::set<std::string> read_sections = {"model", "optimizer", "training", "parallelism",
-                                                      "activation_checkpoint", "compile"};
-  for (const auto& [section, table] : config.items()) {
-    const auto& reasons = torchtitan_fields_left_out();
-    if (!read_sections.count(section) || !table.is_object()) {
-      const auto reason = reasons.find(section);
-      out.left_out.push_back("[" + section + "]: " + (reason == reasons.end() ? "unknown to the importer; check it has "
-                                                                                "no effect on a step"
-                                                                              : reason->second));
-      continue;
-    }
-    for (const auto& [key, value] : table.items()) {
-      const std::string field = section + "." + key;
-      if (in.asked(field) || (section == "model" && (key == "name" || key == "flavor")))
-        continue;
-      const auto reason = reasons.find(field);
-      out.left_out.push_back(field + ": " + (reason == reasons.end() ? "unknown to the importer; check it has no "
-                                                                       "effect on a step"
-                                                                     : reason->second));
-    }
+// Why a setting is not carried over: its own entry, else its table's ("" for none).
+std::string torchtitan_reason(const std::string& path) {
+  const auto& reasons = torchtitan_fields_left_out();
+  for (std::string at = path;; at = at.substr(0, at.rfind('.'))) {
+    if (const auto found = reasons.find(at); found != reasons.end())
+      return found->second;
+    if (at.find('.') == std::string::npos)
+      return "";
   }
 }
 
@@ -285,7 +296,7 @@ void list_torchtitan_left_out(const FieldReader& in, const json& config, Importe
 std::string torchtitan_model(const nlohmann::json& config, const std::string& name) {
   if (!config.is_object())
     throw InputError(name + ": not a table of settings; accepted: a torchtitan job TOML");
-  const FieldReader in(config, name);
+  const FieldReader in(config, name, true);
   static const std::map<std::string, std::string> catalog = {
       {"llama3 8B", "llama3-8b"}, {"llama3 70B", "llama3-70b"}, {"llama3 405B", "llama3-405b"},
       {"deepseek_v3 671B", "deepseek-v3"}};
@@ -297,13 +308,16 @@ ImportedScenario import_torchtitan(const nlohmann::json& config, const std::stri
                                    long long model_layers) {
   if (!config.is_object())
     throw InputError(name + ": not a table of settings; accepted: a torchtitan job TOML");
-  const FieldReader in(config, name);
+  const FieldReader in(config, name, true);
   ImportedScenario out;
+  in.text("model.name", "");  // read by torchtitan_model
+  in.text("model.flavor", "");
   import_torchtitan_parallelism(in, world, model_layers, out);
   import_torchtitan_precision(in, out);
   import_torchtitan_recompute(in, out);
   import_torchtitan_training(in, out);
-  list_torchtitan_left_out(in, config, out);
+  for (const std::string& line : in.unread(torchtitan_reason))
+    out.left_out.push_back(line);
   return out;
 }
 

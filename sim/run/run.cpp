@@ -20,7 +20,7 @@ void load_platform_and_build(SimulationContext& context, PreparedRun& prepared) 
   if (scenario.cluster) {
     // A described cluster goes through the same loader as a platform file.
     const fs::path generated =
-        fs::temp_directory_path() / ("trainsim-" + std::to_string(::getpid()) + "-platform.xml");
+        scratch_directory() / ("trainsim-" + std::to_string(::getpid()) + "-platform.xml");
     write_file_atomically(generated, platform_xml(*scenario.cluster));
     try {
       platform_gpus = context.load_platform(generated);

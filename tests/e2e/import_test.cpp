@@ -26,7 +26,7 @@ TEST_CASE("import deepspeed writes the scenario a user would write by hand") {
                                            (dir / "ds.ini").string());
   REQUIRE_MESSAGE(imported.status == 0, imported.err);
   CHECK(imported.out.find("wrote " + (dir / "ds.ini").string()) != std::string::npos);
-  CHECK(imported.out.find("gradient_clipping, scheduler: no effect on a step's time or memory\n") != std::string::npos);
+  CHECK(imported.out.find("gradient_clipping, optimizer.params, scheduler: no effect on a step's time or memory\n") != std::string::npos);
   // DeepSpeed's documentation, read by hand: 64 sequences = 2 per GPU x 4 accumulation steps x 8
   // GPUs; bf16 with ZeRO keeps bf16 gradients; ZeRO-Infinity's parameter buffers 5 x 1e8 elements
   // x 2 bytes; reduce_bucket_size 5e8 elements x 2 bytes.
@@ -114,4 +114,28 @@ TEST_CASE("import refuses what it cannot simulate, writing nothing") {
   std::ofstream(dir / "nvme.json") << R"({"train_batch_size": 8, "bf16": {"enabled": true},
     "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme"}}})";
   expect_refused("import_refused_nvme", dir / "nvme.json", "needs an NVMe drive");
+}
+
+TEST_CASE("import megatron takes a long command line, options written with '=', and refuses a folder for -o") {
+  const fs::path dir = fresh_dir("import_cli_out");
+  const std::string arguments =
+      "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --micro-batch-size 1 "
+      "--global-batch-size 64 --bf16 --swiglu --normalization RMSNorm --position-embedding-type rope --vocab-size 32000 "
+      "--tokenizer-type NullTokenizer --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer";
+  REQUIRE(arguments.size() > 255);  // longer than a file name may be
+  fs::create_directories(dir / "my dir");
+  const CliResult imported = run_trainsim("import_cli", "import megatron '" + arguments + "' --gpu a100-80gb '--out=" +
+                                                            (dir / "my dir" / "x.ini").string() + "'");
+  REQUIRE_MESSAGE(imported.status == 0, imported.err);
+  CHECK(fs::exists(dir / "my dir" / "x.ini"));
+  CHECK(fs::exists(dir / "my dir" / "x-model.json"));
+  fs::create_directories(dir / "folder.ini");
+  const CliResult refused = run_trainsim("import_cli_folder", "import megatron '" + arguments + "' --gpu a100-80gb -o " +
+                                                                  (dir / "folder.ini").string());
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("is a folder") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "folder-model.json"));
+  const CliResult missing = run_trainsim("import_cli_missing", "import megatron run_llama.sh --gpu a100-80gb");
+  CHECK(missing.status == 2);
+  CHECK(missing.err.find("run_llama.sh: no such launch script") != std::string::npos);
 }

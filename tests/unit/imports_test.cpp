@@ -70,8 +70,10 @@ TEST_CASE("import deepspeed: ZeRO-Infinity config to scenario keys") {
   CHECK(ini.find("# header\n") == 0);
   CHECK(ini.find("[memory]\n") != std::string::npos);
   // Settings left out for the same reason share a line.
-  CHECK(ini.find("#   optimizer.params, gradient_clipping, scheduler: no effect on a step's time or memory\n") !=
-        std::string::npos);
+  CHECK(ini.find("#   activation_checkpointing.synchronize_checkpoint_boundary, gradient_clipping, optimizer.params, "
+                 "scheduler: no effect on a step's time or memory\n") != std::string::npos);
+  // Nested settings are listed too, each with its reason.
+  CHECK(lists(s, "zero_optimization.offload_param.nvme_path: where the drives are mounted"));
 }
 
 TEST_CASE("import deepspeed: batch sizes by DeepSpeed's arithmetic") {
@@ -158,9 +160,14 @@ TEST_CASE("import megatron: interleaving, recompute, precision and experts") {
   CHECK(s.model_config.at("model_type") == "gpt2");
   CHECK(s.model_config.at("vocab_size") == 50257);
   CHECK(s.model_config.at("n_inner") == 4 * 4096);
-  s = import_megatron(base + "--recompute-granularity full --recompute-method uniform --recompute-num-layers 4 --fp16",
+  s = import_megatron(base + "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --fp16",
                       "args", {0, 8}, true);
-  CHECK(s.value_of("memory.recompute") == "every:4");
+  CHECK(s.value_of("memory.recompute") == "full");
+  // Chunks of 4 layers, all recomputed (the last too), are not trainsim's every:4.
+  CHECK(error_of([&] {
+          import_megatron(base + "--recompute-granularity full --recompute-method uniform --recompute-num-layers 4",
+                          "args", {0, 8}, true);
+        }).find("args: --recompute-num-layers: '4'") == 0);
   CHECK(s.value_of("memory.grad_precision") == "fp16");
   CHECK(s.value_of("memory.fp32_grad_copy") == "true");
   CHECK(s.model_config.is_null());
@@ -234,7 +241,7 @@ TEST_CASE("import torchtitan: a job TOML to scenario keys") {
   CHECK(s.value_of("training.global_batch") == "64");  // local batch 8 x dp 8
   CHECK(s.value_of("training.seq_len") == "8192");
   CHECK(s.value_of("training.tokens") == "524288000");  // 1000 steps x 64 x 8192
-  CHECK(lists(s, "[checkpoint]: "));
+  CHECK(lists(s, "checkpoint: checkpoint files"));
   CHECK(lists(s, "training.max_norm: no effect"));
 }
 
@@ -278,4 +285,103 @@ TEST_CASE("import torchtitan: pipelines as torchtitan splits them, recompute and
             .find("\"LoopedBFS\" is not simulated") != std::string::npos);
   CHECK(error_of([&] { import_torchtitan(job("", "[model]\nconverters = [\"mx\"]\n"), "job.toml", {0, 8}, 32); })
             .find("model.converters: \"mx\"") != std::string::npos);
+}
+
+TEST_CASE("import deepspeed: the old boolean ZeRO, sections of the wrong type, sizes too large") {
+  using json = nlohmann::json;
+  // DeepSpeed reads "zero_optimization": true as stage 1, whose bf16 gradients stay bf16.
+  ImportedScenario s = import_deepspeed(
+      json{{"train_batch_size", 32}, {"zero_optimization", true}, {"bf16", {{"enabled", true}}}}, "ds.json", {0, 8});
+  CHECK(s.value_of("memory.zero") == "1");
+  CHECK(s.value_of("memory.grad_precision") == "bf16");
+  // An empty activation_checkpointing configures nothing.
+  s = import_deepspeed(json{{"train_batch_size", 8}, {"activation_checkpointing", json::object()}}, "ds.json", {0, 8});
+  CHECK(s.value_of("memory.recompute").empty());
+  CHECK(lists(s, "activation_checkpointing: {} configures nothing"));
+  CHECK(error_of([] {
+          import_deepspeed(json{{"train_batch_size", 8}, {"zero_optimization", {{"stage", 3}, {"offload_param", "cpu"}}}},
+                           "ds.json", {0, 8});
+        }).find("ds.json: zero_optimization.offload_param: \"cpu\" is a value where a table of settings belongs") == 0);
+  CHECK(error_of([] {
+          import_deepspeed(json{{"train_batch_size", 1024}, {"train_micro_batch_size_per_gpu", 562949953421312LL},
+                                {"gradient_accumulation_steps", 32768}},
+                           "ds.json", {0, 8});
+        }).find("train_micro_batch_size_per_gpu: 562949953421312 is not a whole number from 1 to 1000000000") !=
+        std::string::npos);
+  CHECK(error_of([] {
+          import_deepspeed(json{{"train_batch_size", 8}, {"fp16", {{"enabled", true}, {"fp16_master_weights_and_grads", true}}}},
+                           "ds.json", {0, 8});
+        }).find("fp16.fp16_master_weights_and_grads") != std::string::npos);
+}
+
+TEST_CASE("import megatron: launchers, shell syntax, defaults Megatron applies and flags it cannot run") {
+  const std::string base = "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 2048 "
+                           "--micro-batch-size 1 ";
+  // deepspeed --num_gpus 4 starts 4 processes; srun 2 nodes x 8 tasks, 16.
+  CHECK(import_megatron("deepspeed --num_gpus 4 pretrain_gpt.py " + base, "run.sh", {0, 16}, true)
+            .value_of("parallel.dp") == "4");
+  CHECK(import_megatron("srun -N 2 --ntasks-per-node 8 python pretrain_gpt.py " + base, "run.sh", {0, 16}, true)
+            .value_of("parallel.dp") == "16");
+  // A script's other commands, a pipe and a redirection are not the training's arguments.
+  ImportedScenario s = import_megatron("GPUS=8\nexport NCCL_DEBUG=WARN\ntorchrun --nproc_per_node 8 pretrain_gpt.py " + base +
+                                           "--eval-iters 10 2>&1 | tee log.txt\necho done\n",
+                                       "run.sh", {0, 8}, true);
+  CHECK(s.value_of("parallel.dp") == "8");
+  CHECK(lists(s, "--eval-iters: no effect"));
+  CHECK_FALSE(lists(s, "--eval-iters: unknown"));
+  // --flag=value keeps the value's underscores; a double quote's escapes are the shell's.
+  s = import_megatron(base + "--recompute-granularity=selective --recompute-modules=core_attn --data-path \"a \\\"b\\\" c\"",
+                      "args", {0, 8}, true);
+  CHECK(s.value_of("memory.recompute") == "selective");
+  // Megatron's MoE dispatcher is allgather unless told; its vocabulary is padded to 128 x tp.
+  s = import_megatron(base + "--num-experts 8 --swiglu --tensor-model-parallel-size 2", "args", {0, 8}, false);
+  CHECK(s.value_of("moe.dispatcher") == "allgather");
+  CHECK(s.value_of("model.vocab_multiple") == "256");
+  // Without tensor parallelism Megatron turns sequence parallelism off.
+  s = import_megatron(base + "--sequence-parallel", "args", {0, 8}, true);
+  CHECK(s.value_of("parallel.sp").empty());
+  CHECK(lists(s, "--sequence-parallel: Megatron turns it off"));
+  s = import_megatron(base + "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 4", "args", {0, 8}, true);
+  CHECK(s.value_of("parallel.vpp") == "4");
+  // fp16 with fp8 keeps fp16 gradients; --grad-reduce-in-bf16 reduces bf16 ones.
+  CHECK(import_megatron(base + "--fp16 --fp8-format hybrid", "args", {0, 8}, true).value_of("memory.grad_precision") == "fp16");
+  CHECK(import_megatron(base + "--bf16 --grad-reduce-in-bf16", "args", {0, 8}, true).value_of("memory.grad_precision") == "bf16");
+  CHECK(error_of([&] { import_megatron(base + "--use-torch-fsdp2", "args", {0, 8}, true); }).find("--use-torch-fsdp2") !=
+        std::string::npos);
+  CHECK(error_of([&] {
+          import_megatron(base + "--tensor-model-parallel-size 1073741824 --pipeline-model-parallel-size 1073741824",
+                          "args", {0, 8}, true);
+        }).find("--tensor-model-parallel-size: '1073741824' is not a whole number from 1 to 1000000") != std::string::npos);
+  CHECK(error_of([&] { import_megatron("torchrun --nproc_per_node 4294967296 pretrain_gpt.py " + base, "run.sh", {0, 8}, true); })
+            .find("the launcher's --nproc-per-node '4294967296'") != std::string::npos);
+}
+
+TEST_CASE("import torchtitan: no mixed precision without FSDP, DDP alone, expert tensor parallelism of 1") {
+  const auto job = [](const std::string& parallelism) { return parse_toml("[parallelism]\n" + parallelism, "job.toml"); };
+  // Tensor parallelism without sharding: neither fully_shard's policy nor DDP's autocast, so fp32.
+  ImportedScenario s = import_torchtitan(job("tensor_parallel_degree = 8\ndata_parallel_shard_degree = 1"), "job.toml", {0, 8}, 32);
+  CHECK(s.value_of("memory.precision") == "fp32");
+  s = import_torchtitan(job("expert_parallel_degree = 8"), "job.toml", {0, 8}, 32);
+  CHECK(s.value_of("parallel.etp") == "1");
+  CHECK(error_of([&] { import_torchtitan(job("data_parallel_replicate_degree = 2\ntensor_parallel_degree = 4\n"
+                                             "data_parallel_shard_degree = 1"), "job.toml", {0, 8}, 32); })
+            .find("torchtitan's DDP runs without other parallelism") != std::string::npos);
+  CHECK(error_of([&] { import_torchtitan(job("data_parallel_replicate_degree = 2\ncontext_parallel_degree = 4\n"
+                                             "data_parallel_shard_degree = 1"), "job.toml", {0, 8}, 32); })
+            .find("HSDP") != std::string::npos);
+  CHECK(error_of([&] { import_torchtitan(parse_toml("[training]\nseq_len = 1e3\n", "job.toml"), "job.toml", {0, 8}, 32); })
+            .find("training.seq_len: 1000.0 is not a whole number") != std::string::npos);
+}
+
+TEST_CASE("TOML: what the specification refuses is refused") {
+  for (const char* bad : {"a = 010\n", "a = .5e4\n", "a = 1.e5\n", "a = \"\\u 032\"\n"})
+    CHECK_MESSAGE(!error_of([&] { parse_toml(bad, "job.toml"); }).empty(), bad);
+  CHECK(error_of([] { parse_toml("a = {b = 1}\n[a]\nc = 2\n", "job.toml"); }).find("job.toml:2: 'a' is an inline table") == 0);
+  CHECK(error_of([] { parse_toml("training.seq_len = 512\n[training]\n", "job.toml"); })
+            .find("job.toml:2: table [training] was defined by dotted keys before") == 0);
+  // One line, whatever the input: a newline is named, not printed.
+  const std::string message = error_of([] { parse_toml("[job\nx = 1\n", "job.toml"); });
+  CHECK(message.find('\n') == std::string::npos);
+  CHECK(message.find("the end of the line") != std::string::npos);
+  CHECK(parse_toml("a = 0\nb = -0.5e-3\nc = 1e3\n", "job.toml").at("c").get<double>() == 1000);
 }
