@@ -217,6 +217,8 @@ void print_usage(std::ostream& out) {
                "  import FORMAT SRC  a scenario from a DeepSpeed config (deepspeed ds_config.json --model M --seq-len S),\n"
                "                     a Megatron-LM command line (megatron \"ARGUMENTS\" or SCRIPT) or a torchtitan job\n"
                "                     (torchtitan job.toml), for a cluster (--platform FILE | --gpu G ...)\n"
+               "  compare RUNS...    runs side by side (their output folders): step, throughput, MFU, memory,\n"
+               "                     the step's parts and communication, the settings that differ (-o DIR: compare.html)\n"
                "  validate [TABLE]   simulate published measurements (validation/published.csv), print the errors\n"
                "  calibrate SCENARIO fit the efficiencies to a run measured on your machine (--step-time T | --profile\n"
                "                     TRACE.json) and write a calibration file for platform.calibration\n"

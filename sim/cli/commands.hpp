@@ -16,6 +16,7 @@ int platform_command(const std::vector<std::string>& arguments);
 int sweep_command(const std::vector<std::string>& arguments);
 int plan_command(const std::vector<std::string>& arguments);
 int import_command(const std::vector<std::string>& arguments);
+int compare_command(const std::vector<std::string>& arguments);
 int validate_command(const std::vector<std::string>& arguments);
 int calibrate_command(const std::vector<std::string>& arguments);
 int collectives_command(const std::vector<std::string>& arguments);

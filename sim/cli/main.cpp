@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
       return cli::sweep_command(rest);
     if (command == "plan")
       return cli::plan_command(rest);
+    if (command == "compare")
+      return cli::compare_command(rest);
     if (command == "import")
       return cli::import_command(rest);
     if (command == "validate")
@@ -74,7 +76,7 @@ int main(int argc, char** argv) {
       return cli::calibrate_command(rest);
     if (command == "collectives")
       return cli::collectives_command(rest);
-    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, import, validate, calibrate, collectives, help\n";
+    std::cerr << "trainsim: error: unknown command '" << command << "'; accepted: run, memory, kernels, trace, replay, platform, sweep, plan, import, compare, validate, calibrate, collectives, help\n";
     return 2;
   } catch (const InputError& error) {
     std::cerr << "trainsim: error: " << error.what() << '\n';

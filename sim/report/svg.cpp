@@ -79,11 +79,25 @@ void Svg::line(double x1, double y1, double x2, double y2, const std::string& st
            "\" stroke=\"" + stroke + "\"" + (extra.empty() ? "" : " " + extra) + "/>\n";
 }
 
-void Svg::polygon(const std::vector<double>& points, const std::string& fill, const std::string& extra) {
+namespace {
+
+std::string point_list(const std::vector<double>& points) {
   std::string list;
   for (std::size_t i = 0; i + 1 < points.size(); i += 2)
     list += (i ? " " : "") + number(points[i]) + "," + number(points[i + 1]);
-  body_ += "<polygon points=\"" + list + "\" fill=\"" + fill + "\"" + (extra.empty() ? "" : " " + extra) + "/>\n";
+  return list;
+}
+
+} // namespace
+
+void Svg::polygon(const std::vector<double>& points, const std::string& fill, const std::string& extra) {
+  body_ += "<polygon points=\"" + point_list(points) + "\" fill=\"" + fill + "\"" + (extra.empty() ? "" : " " + extra) +
+           "/>\n";
+}
+
+void Svg::polyline(const std::vector<double>& points, const std::string& stroke, const std::string& extra) {
+  body_ += "<polyline points=\"" + point_list(points) + "\" fill=\"none\" stroke=\"" + stroke + "\"" +
+           (extra.empty() ? "" : " " + extra) + "/>\n";
 }
 
 void Svg::text(double x, double y, const std::string& content, const std::string& extra) {

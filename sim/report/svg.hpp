@@ -37,6 +37,8 @@ public:
   void line(double x1, double y1, double x2, double y2, const std::string& stroke, const std::string& extra = "");
   // A closed shape through the points (x0, y0, x1, y1, ...).
   void polygon(const std::vector<double>& points, const std::string& fill, const std::string& extra = "");
+  // An open line through the points (x0, y0, x1, y1, ...).
+  void polyline(const std::vector<double>& points, const std::string& stroke, const std::string& extra = "");
   void text(double x, double y, const std::string& text, const std::string& extra = "");
   // A circle; `title` (when given) is its tooltip.
   void circle(double x, double y, double radius, const std::string& fill, const std::string& extra = "",

@@ -153,17 +153,23 @@ SweepRow row_from_summary(const SweepConfig& config, const json& summary) {
   for (const auto& [kind, comm] : time.at("comm").items())
     row.comm_s += comm.at("total_s").get<double>();
   row.gpu = summary.at("platform").at("gpu").get<std::string>();
-  const json& breakdown = time.at("breakdown");
+  row.step_parts = step_parts_of(summary);
+  return row;
+}
+
+std::vector<std::pair<std::string, double>> step_parts_of(const json& summary) {
+  std::vector<std::pair<std::string, double>> parts;
+  const json& breakdown = summary.at("time").at("breakdown");
   for (const char* part : {"compute", "recompute", "optimizer"})
-    row.step_parts.emplace_back(part, breakdown.at(std::string(part) + "_s").get<double>());
+    parts.emplace_back(part, breakdown.at(std::string(part) + "_s").get<double>());
   for (const auto& [kind, seconds] : breakdown.at("exposed_comm_s").items())
-    row.step_parts.emplace_back("exposed " + kind + " communication", seconds.get<double>());
+    parts.emplace_back("exposed " + kind + " communication", seconds.get<double>());
   double waiting = 0;
   for (const auto& [rank, seconds] : breakdown.at("waiting_s").items())
     waiting += seconds.get<double>();
-  row.step_parts.emplace_back("waiting for other ranks", waiting);
-  row.step_parts.emplace_back("pipeline bubble", breakdown.at("bubble_s").get<double>());
-  return row;
+  parts.emplace_back("waiting for other ranks", waiting);
+  parts.emplace_back("pipeline bubble", breakdown.at("bubble_s").get<double>());
+  return parts;
 }
 
 json to_json(const SweepRow& row) {

@@ -70,6 +70,8 @@ struct SweepRow {
 
 // The row of a simulated configuration, from its summary.json.
 SweepRow row_from_summary(const SweepConfig& config, const nlohmann::json& summary);
+// A summary.json's step by part (its time.breakdown), summing to the step time.
+std::vector<std::pair<std::string, double>> step_parts_of(const nlohmann::json& summary);
 
 nlohmann::json to_json(const SweepRow& row);
 SweepRow row_from_json(const nlohmann::json& json);
