@@ -181,6 +181,7 @@ int simulate_and_report(SimulationContext& context, const PreparedRun& prepared,
     page.memory_svg = memory_svg(metrics, shown, gpus, run.coords);
     page.pipeline_svg = pipeline_svg(workload, spans, metrics, run.coords);
     page.breakdown_svg = breakdown_svg(metrics);
+    page.tables = report_tables(metrics, run);
     write("report.html", report_html(page));
     write("trace.json", chrome_trace(workload, gpus, run.coords, spans, metrics));
     write("memory.svg", page.memory_svg);

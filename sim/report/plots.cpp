@@ -269,9 +269,10 @@ std::string breakdown_svg(const StepMetrics& metrics) {
   const auto tiers = node_tiers(metrics.memory);
   Svg svg(width, 0);
   // Each bar with its title above and its legend below; returns the y of the legend's last line.
+  // Legends give each part's amount beside its name; the bar its share.
   const auto bar = [&](double y, const std::string& title,
                        const std::vector<std::tuple<std::string, double, std::string>>& parts, double total,
-                       const std::string& group) {
+                       const std::string& group, std::string (*amount)(double)) {
     svg.text(left, y - 8, title, "font-weight=\"bold\"");
     svg.open_group("class=\"" + group + "\" " + attribute("data-total", total));
     const Scale x{0, total, left, left + bar_width};
@@ -286,7 +287,7 @@ std::string breakdown_svg(const StepMetrics& metrics) {
       if (w > text_width(share) + 6)
         svg.text(x0 + w / 2, y + 18, share,
                  std::string("text-anchor=\"middle\" fill=\"") + (colour == empty_colour ? "#222" : "#fff") + "\"");
-      legend.emplace_back(name, colour);
+      legend.emplace_back(name + " " + amount(value), colour);
       at += value;
     }
     svg.rect(x(0), y, x(total) - x(0), bar_height, "none", "stroke=\"#333\"");
@@ -306,7 +307,7 @@ std::string breakdown_svg(const StepMetrics& metrics) {
   time_parts.emplace_back("idle (bubble)", b.bubble_s, "#c7c7c7");
   double y = bar(40, "step time " + format_seconds(metrics.step_time_s) + " on rank " + std::to_string(critical.rank) +
                         " (the last to finish)",
-                 time_parts, metrics.step_time_s, "time-bar");
+                 time_parts, metrics.step_time_s, "time-bar", format_seconds);
 
   const RankMetrics& peak_rank = metrics.ranks[metrics.memory.peak_rank];
   const DeviceMemory& gpu = peak_rank.memory.gpu();
@@ -318,7 +319,7 @@ std::string breakdown_svg(const StepMetrics& metrics) {
   y = bar(y + legend_to_next_bar,
           "memory at peak on rank " + std::to_string(peak_rank.rank) + ": " + format_bytes(gpu.peak) + " of " +
               format_bytes(capacity),
-          memory_parts, std::max(capacity, gpu.peak), "memory-bar");
+          memory_parts, std::max(capacity, gpu.peak), "memory-bar", format_bytes);
   // Offload tiers are shared by a node's GPUs: the fullest node's.
   for (const auto& [tier, name] : tiers) {
     if (!tier->used)
@@ -328,7 +329,7 @@ std::string breakdown_svg(const StepMetrics& metrics) {
                 format_bytes(tier->capacity_bytes),
             {{"offloaded", tier->peak_bytes, "#a0cbe8"},
              {"free", std::max(0.0, tier->capacity_bytes - tier->peak_bytes), empty_colour}},
-            std::max(tier->capacity_bytes, tier->peak_bytes), name == "NVMe" ? "nvme-bar" : "host-bar");
+            std::max(tier->capacity_bytes, tier->peak_bytes), name == "NVMe" ? "nvme-bar" : "host-bar", format_bytes);
   }
   svg.set_height(y + 30);
   return svg.str();
@@ -346,8 +347,24 @@ std::string report_html(const ReportPage& page) {
       "<p class=\"bottleneck\">" + xml_escape(page.bottleneck) + "</p>\n<table class=\"summary\">\n";
   for (const auto& [name, value] : page.facts)
     html += "<tr><th>" + xml_escape(name) + "</th><td>" + xml_escape(value) + "</td></tr>\n";
-  html += "</table>\n<h2>Where the step time goes</h2>\n" + page.breakdown_svg + "<h2>Pipeline</h2>\n" +
-          page.pipeline_svg + "<h2>Memory over the step</h2>\n" + page.memory_svg + "</body>\n</html>\n";
+  html += "</table>\n<h2>Where the step time goes</h2>\n" + page.breakdown_svg;
+  for (const ReportTable& table : page.tables) {
+    html += "<h2>" + xml_escape(table.title) + "</h2>\n<table class=\"" + xml_escape(table.name) + "\">\n<tr>";
+    for (const std::string& cell : table.header)
+      html += "<th>" + xml_escape(cell) + "</th>";
+    html += "</tr>\n";
+    for (const auto& row : table.rows) {
+      html += "<tr>";
+      for (const std::string& cell : row)
+        html += "<td>" + xml_escape(cell) + "</td>";
+      html += "</tr>\n";
+    }
+    html += "</table>\n";
+    if (!table.note.empty())
+      html += "<p>" + xml_escape(table.note) + "</p>\n";
+  }
+  html += "<h2>Pipeline</h2>\n" + page.pipeline_svg + "<h2>Memory over the step</h2>\n" + page.memory_svg +
+          "</body>\n</html>\n";
   return html;
 }
 

@@ -30,11 +30,21 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
 // The critical rank's step breakdown as one bar, and the peak rank's memory at its peak.
 std::string breakdown_svg(const StepMetrics& metrics);
 
+// A table of the report: communication by kind, stage peaks, the settings.
+struct ReportTable {
+  std::string name;   // its class in the page
+  std::string title;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::string note;   // a line under it ("" for none)
+};
+
 struct ReportPage {
   std::string title;                                          // run name
   std::vector<std::pair<std::string, std::string>> facts;     // scenario and results, in order
   std::string bottleneck;
   std::string memory_svg, pipeline_svg, breakdown_svg;
+  std::vector<ReportTable> tables;                            // after the breakdown, in order
 };
 
 // Well-formed XHTML: inline SVG, inline style, no scripts, fonts or links to fetch.

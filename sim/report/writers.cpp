@@ -12,6 +12,17 @@
 namespace trainsim {
 namespace {
 
+// A kind of communication or offload traffic as the summary names it.
+std::string comm_label(const std::string& kind) {
+  if (!is_offload_kind(kind))
+    return "comm " + kind;
+  return kind == "cpu_optimizer" ? "cpu optimizer"
+         : kind == "cpu"         ? "cpu work"
+         : kind == "nvme_read"   ? "nvme reads"
+         : kind == "nvme_write"  ? "nvme writes"
+                                 : "offload " + kind;
+}
+
 using nlohmann::json;
 
 json categories_json(const CategoryBytes& bytes) {
@@ -492,11 +503,7 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
     if (!is_offload_kind(kind))
       continue;
     const bool on_cpu = kind == "cpu_optimizer" || kind == "cpu";
-    const std::string label = kind == "cpu_optimizer" ? "cpu optimizer"
-                              : kind == "cpu"         ? "cpu work"
-                              : kind == "nvme_read"   ? "nvme reads"
-                              : kind == "nvme_write"  ? "nvme writes"
-                                                      : "offload " + kind;
+    const std::string label = comm_label(kind);
     out << line("  %-16s total %s, exposed %s%s\n", label.c_str(),
                 format_seconds(comm.total_s).c_str(), format_seconds(comm.exposed_s).c_str(),
                 on_cpu ? "" : (", " + format_bytes(comm.bytes) + " moved per rank").c_str());
@@ -529,6 +536,39 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
       out << line("  %-16s %s\n", "stage peaks", text.c_str());
     }
   }
+}
+
+std::vector<ReportTable> report_tables(const StepMetrics& metrics, const RunInfo& run) {
+  std::vector<ReportTable> tables;
+  const RankMetrics& critical = metrics.ranks[metrics.critical_rank];
+  ReportTable comm{"communication", "Communication and offload by kind", {"kind", "total", "exposed", "of the step", "moved per rank"},
+                   {}, "On rank " + std::to_string(critical.rank) + ", the last to finish; exposed: what the step waited for."};
+  for (const auto& [kind, use] : critical.comm) {
+    const bool on_cpu = kind == "cpu_optimizer" || kind == "cpu";
+    comm.rows.push_back({comm_label(kind), format_seconds(use.total_s), format_seconds(use.exposed_s),
+                         metrics.step_time_s > 0 ? line("%.1f %%", 100.0 * use.exposed_s / metrics.step_time_s) : "", on_cpu ? "" : format_bytes(use.bytes)});
+  }
+  if (!comm.rows.empty())
+    tables.push_back(comm);
+  std::vector<RankMemory> memories;
+  for (const auto& rank : metrics.ranks)
+    memories.push_back(rank.memory);
+  if (!run.coords.empty() && run.coords.size() == memories.size()) {
+    const json stages = stages_json(memories, run);
+    ReportTable peaks{"stages", "Memory peak of each pipeline stage", {"stage", "peak", "on rank"}, {}, ""};
+    for (const json& stage : stages)
+      peaks.rows.push_back({std::to_string(stage["stage"].get<int>()), format_bytes(stage["peak_bytes"].get<double>()),
+                            std::to_string(stage["rank"].get<int>())});
+    if (peaks.rows.size() > 1)
+      tables.push_back(peaks);
+  }
+  if (!run.settings.empty()) {
+    ReportTable settings{"settings", "Settings", {"key", "value"}, {}, "Every scenario key as the run used it."};
+    for (const auto& [key, value] : run.settings)
+      settings.rows.push_back({key, value});
+    tables.push_back(settings);
+  }
+  return tables;
 }
 
 std::vector<std::pair<std::string, std::string>> report_facts(const StepMetrics& metrics, const Workload& workload,

@@ -16,6 +16,7 @@
 #include "cluster/gpu.hpp"
 #include "program/recompute_plan.hpp"
 #include "report/metrics.hpp"
+#include "report/plots.hpp"
 #include "sweep/sweep.hpp"
 
 namespace trainsim {
@@ -54,6 +55,9 @@ void print_summary(std::ostream& out, const StepMetrics& metrics, const Workload
                    const std::vector<GpuInfo>& gpus, const RunInfo& run);
 std::string memory_csv(const StepMetrics& metrics);
 // The report page's table: model, platform, layout, fidelity, step time, throughput, MFU, peak.
+// report.html's tables: communication and offload by kind on the critical rank, each pipeline
+// stage's memory peak (with more than one), the settings.
+std::vector<ReportTable> report_tables(const StepMetrics& metrics, const RunInfo& run);
 std::vector<std::pair<std::string, std::string>> report_facts(const StepMetrics& metrics, const Workload& workload,
                                                               const std::vector<GpuInfo>& gpus, const RunInfo& run);
 

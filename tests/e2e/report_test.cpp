@@ -490,3 +490,39 @@ TEST_CASE("report.html renders in Chromium: three plots at full size, not blank,
     CHECK(plots == 3);
   }
 }
+
+TEST_CASE("report.html tables communication by kind, each stage's peak and the settings; the breakdown's legend gives seconds") {
+  const CliResult result = run_trainsim("report_tables", "run " + pipeline + " --out out");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const json summary = read_json(result.dir / "out/summary.json");
+  const pt::ptree page = xml_tree(result.dir / "out/report.html");
+  std::map<std::string, std::vector<std::vector<std::string>>> tables;
+  for (const pt::ptree* table : xml_elements(page, "table")) {
+    auto& rows = tables[xml_attribute(*table, "class")];
+    for (const pt::ptree* row : xml_elements(*table, "tr")) {
+      rows.emplace_back();
+      for (const pt::ptree* cell : xml_elements(*row, "td"))
+        rows.back().push_back(cell->data());
+    }
+  }
+  // One row per kind of communication in the summary, under its header row.
+  REQUIRE(tables.count("communication"));
+  CHECK(tables["communication"].size() == summary["time"]["comm"].size() + 1);
+  // One row per stage, as in the summary.
+  REQUIRE(tables.count("stages"));
+  CHECK(tables["stages"].size() == summary["memory"]["stages"].size() + 1);
+  // The settings as the summary has them.
+  REQUIRE(tables.count("settings"));
+  bool pp = false;
+  for (const auto& row : tables["settings"])
+    pp = pp || (row.size() == 2 && row[0] == "parallel.pp" && row[1] == summary["settings"]["parallel.pp"].get<std::string>());
+  CHECK(pp);
+  // The step bar's legend: "compute 1.234 s", a part's name and its time.
+  const pt::ptree svg = xml_tree(result.dir / "out/breakdown.svg");
+  bool compute = false;
+  for (const pt::ptree* text : xml_elements(svg, "text")) {
+    const std::string label = text->data();
+    compute = compute || (label.rfind("compute ", 0) == 0 && label.back() == 's');
+  }
+  CHECK(compute);
+}
