@@ -668,8 +668,8 @@ int plan_command(const std::vector<std::string>& arguments) {
   // Printed once the files are in place: a plan whose files cannot be written shows no table.
   const std::string shown = plan_table(ranking, rows, phase, o, request, out_dir);
   OutputSet outputs(out_dir, {"sweep.svg", "sweep.html", "plan.csv", "plan.json"});
-  outputs.write("sweep.svg", sweep_svg(rows));
-  outputs.write("sweep.html", sweep_html("plan for " + request.model.name, rows));
+  outputs.write("sweep.svg", sweep_svg(rows, sweep_colour_key(rows)));
+  outputs.write("sweep.html", sweep_html("plan for " + request.model.name, rows, sweep_colour_key(rows)));
   std::vector<PlanEntry> listed = ranking.entries;
   listed.insert(listed.end(), ranking.late.begin(), ranking.late.end());
   outputs.write("plan.csv", plan_csv(listed));

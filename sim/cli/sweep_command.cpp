@@ -349,7 +349,7 @@ int sweep_command(const std::vector<std::string>& arguments) {
   if (!arguments.empty() && arguments.front() == "merge")
     return merge(std::vector<std::string>(arguments.begin() + 1, arguments.end()));
   CommonOptions options;
-  std::string scenario, shard_text = "1/1";
+  std::string scenario, shard_text = "1/1", colour_by;
   std::vector<std::string> varied, zipped;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   double timeout = 0;
@@ -365,7 +365,9 @@ int sweep_command(const std::vector<std::string>& arguments) {
       "shard", po::value(&shard_text)->default_value("1/1"), "K/N: run the K-th of N deterministic parts of the sweep")(
       "timeout", po::value(&timeout)->default_value(0), "seconds a configuration may take; 0: no limit")(
       "out,o", po::value(&options.out), "results CSV, JSON-lines beside it (default: results/sweep-<scenario>.csv)")(
-      "resume", po::bool_switch(&resume), "keep the rows already in the output files and run only the others");
+      "resume", po::bool_switch(&resume), "keep the rows already in the output files and run only the others")(
+      "colour-by", po::value(&colour_by),
+      "a varied key whose values colour sweep.svg's points (default: the first with 2 to 10 values)");
   visible.add(common_options(options));
   po::options_description all = visible;
   all.add_options()("scenario", po::value(&scenario)->required(), "scenario INI file");
@@ -399,6 +401,8 @@ int sweep_command(const std::vector<std::string>& arguments) {
   const std::vector<std::string> keys = keys_of(variations);
   for (const Variation& variation : variations)
     require_scenario_key(variation.key, (variation.zipped ? "--zip " : "--vary ") + variation.key);
+  if (!colour_by.empty() && std::find(keys.begin(), keys.end(), colour_by) == keys.end())
+    throw InputError("--colour-by " + colour_by + ": not a varied key; accepted: " + join(keys, ", "));
   for (const std::string& assignment : options.overrides)
     parse_setting(assignment);
   refuse_calibrated_keys(scenario, options.overrides, keys);
@@ -446,8 +450,9 @@ int sweep_command(const std::vector<std::string>& arguments) {
   write_rows(csv, jsonl, keys, rows);
   std::sort(rows.begin(), rows.end(), [](const SweepRow& a, const SweepRow& b) { return a.index < b.index; });
   fs::path svg = csv, html = csv;
-  write_file_atomically(svg.replace_extension(".svg"), sweep_svg(rows));
-  write_file_atomically(html.replace_extension(".html"), sweep_html("sweep of " + scenario, rows));
+  const std::string colour_key = colour_by.empty() ? sweep_colour_key(rows) : colour_by;
+  write_file_atomically(svg.replace_extension(".svg"), sweep_svg(rows, colour_key));
+  write_file_atomically(html.replace_extension(".html"), sweep_html("sweep of " + scenario, rows, colour_key));
   std::size_t ok = 0, invalid = 0, failed = 0, fit = 0;
   for (const SweepRow& row : rows) {
     ok += row.status == "ok";

@@ -321,3 +321,25 @@ TEST_CASE("sweep merge refuses shards that vary other keys") {
   CHECK(merged.err.find("b.jsonl: configuration 1 varies other keys than configuration 0") != std::string::npos);
   CHECK_FALSE(fs::exists(merged.dir / "m.csv"));
 }
+
+TEST_CASE("sweep.svg colours the points by a varied key and, with one key varied, plots throughput against its values") {
+  const CliResult result = run_trainsim("sweep_one_key", "sweep " + tiny + " --vary training.micro_batch=1,2,4 -o out/one.csv");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const auto svg = xml_tree(result.dir / "out/one.svg");
+  // Three values: three colours among the scatter's points, and a plot over the three values.
+  std::set<std::string> colours;
+  int by_key_values = 0;
+  for (const auto* group : xml_elements(svg, "g")) {
+    if (xml_attribute(*group, "class") == "plot")
+      for (const auto* circle : xml_elements(*group, "circle"))
+        colours.insert(xml_attribute(*circle, "fill"));
+    if (xml_attribute(*group, "class") == "by-key")
+      by_key_values = std::stoi(xml_attribute(*group, "data-values"));
+  }
+  CHECK(colours.size() == 3);
+  CHECK(by_key_values == 3);
+  const CliResult refused =
+      run_trainsim("sweep_colour_refused", "sweep " + tiny + " --vary training.micro_batch=1,2 --colour-by memory.zero -o out/x.csv");
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("--colour-by memory.zero: not a varied key; accepted: training.micro_batch") != std::string::npos);
+}
