@@ -228,38 +228,74 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
   legend.emplace_back("idle", empty_colour);
 
   Svg svg(width, 0);
+  // The rows over [from, to) on `scale` from `top`: kernels in the band, transfers in the strip
+  // below, each block cut to the window.
+  const auto draw_rows = [&](const Scale& scale, double from, double to, double top, const std::string& row_class) {
+    for (std::size_t row = 0; row < rows.size(); ++row) {
+      const int rank = rows[row].rank;
+      const double y = top + row_height * static_cast<double>(row);
+      svg.open_group("class=\"" + row_class + "\" data-rank=\"" + std::to_string(rank) + "\"", rank_title(coords, rank));
+      svg.text(left - label_gap, y + 14, rank_title(coords, rank), "text-anchor=\"end\"");
+      svg.rect(scale(from), y, scale(to) - scale(from), kernel_height, empty_colour);
+      for (const Block& block : rows[row].kernels) {
+        if (block.end <= from || block.start >= to)
+          continue;
+        const double x0 = scale(std::max(block.start, from)), w = std::max(0.5, scale(std::min(block.end, to)) - x0);
+        const bool halved = rows[row].two_lanes && block.kind.empty();
+        const double band = halved ? kernel_height / 2 : kernel_height, top_y = y + (halved ? block.lane * band : 0);
+        svg.rect(x0, top_y, w, band, block.kind.empty() ? phase_colour(block.phase) : comm_colour(block.kind));
+        if (!halved && block.kind.empty() && block.micro_batch >= 0 &&
+            w >= text_width(std::to_string(block.micro_batch), 10) + 4)
+          svg.text(x0 + w / 2, y + 13, std::to_string(block.micro_batch),
+                   "text-anchor=\"middle\" fill=\"#fff\" font-size=\"10\"");
+        else if (halved && block.micro_batch >= 0 && w >= text_width(std::to_string(block.micro_batch), 8) + 4)
+          svg.text(x0 + w / 2, top_y + 7.5, std::to_string(block.micro_batch),
+                   "text-anchor=\"middle\" fill=\"#fff\" font-size=\"8\"");
+      }
+      for (const Block& block : rows[row].transfers) {
+        if (block.end <= from || block.start >= to)
+          continue;
+        const double x0 = scale(std::max(block.start, from));
+        svg.rect(x0, y + kernel_height + 1, std::max(0.5, scale(std::min(block.end, to)) - x0), 6, comm_colour(block.kind));
+      }
+      svg.close_group();
+    }
+  };
   const double top = svg.legend(left, 18, legend) + 22;
   svg.open_group("class=\"chart\" " + attribute("data-end-s", end) + " " + attribute("data-x-left", x(0)) + " " +
                  attribute("data-x-right", x(end)) + " " + attribute("data-top", top) + " " +
                  attribute("data-row-height", row_height) + " " + attribute("data-kernel-height", kernel_height));
-  for (std::size_t row = 0; row < rows.size(); ++row) {
-    const int rank = rows[row].rank;
-    const double y = top + row_height * static_cast<double>(row);
-    svg.open_group("class=\"row\" data-rank=\"" + std::to_string(rank) + "\"", rank_title(coords, rank));
-    svg.text(left - label_gap, y + 14, rank_title(coords, rank), "text-anchor=\"end\"");
-    svg.rect(x(0), y, x(end) - x(0), kernel_height, empty_colour);
-    for (const Block& block : rows[row].kernels) {
-      const double x0 = x(block.start), w = std::max(0.5, x(block.end) - x0);
-      const bool halved = rows[row].two_lanes && block.kind.empty();
-      const double band = halved ? kernel_height / 2 : kernel_height, top_y = y + (halved ? block.lane * band : 0);
-      svg.rect(x0, top_y, w, band, block.kind.empty() ? phase_colour(block.phase) : comm_colour(block.kind));
-      if (!halved && block.kind.empty() && block.micro_batch >= 0 &&
-          w >= text_width(std::to_string(block.micro_batch), 10) + 4)
-        svg.text(x0 + w / 2, y + 13, std::to_string(block.micro_batch),
-                 "text-anchor=\"middle\" fill=\"#fff\" font-size=\"10\"");
-      else if (halved && block.micro_batch >= 0 && w >= text_width(std::to_string(block.micro_batch), 8) + 4)
-        svg.text(x0 + w / 2, top_y + 7.5, std::to_string(block.micro_batch),
-                 "text-anchor=\"middle\" fill=\"#fff\" font-size=\"8\"");
-    }
-    for (const Block& block : rows[row].transfers) {
-      const double x0 = x(block.start);
-      svg.rect(x0, y + kernel_height + 1, std::max(0.5, x(block.end) - x0), 6, comm_colour(block.kind));
-    }
-    svg.close_group();
-  }
+  draw_rows(x, 0, end, top, "row");
   svg.close_group();
-  const double axis_y = top + row_height * static_cast<double>(rows.size());
+  double axis_y = top + row_height * static_cast<double>(rows.size());
   svg.x_axis(x, axis_y, nice_ticks(end, 10), seconds_label, "simulated time");
+  // Past 32 micro-batches a block is a few pixels wide: the steady state's middle, some eight
+  // micro-batches long, is drawn again below, zoomed.
+  long long micro_batches = 0;
+  for (const Row& row : rows)
+    for (const Block& block : row.kernels)
+      micro_batches = std::max(micro_batches, block.micro_batch + 1);
+  if (micro_batches >= 32) {
+    const double window = end * 8.0 / static_cast<double>(micro_batches);
+    const double from = end / 2 - window / 2, to = end / 2 + window / 2;
+    const Scale zoom{from, to, left, width - right};
+    const double zoom_top = axis_y + 70;
+    svg.text(left, zoom_top - 12,
+             "the steady state, " + format_seconds(from) + " to " + format_seconds(to) + " (" +
+                 format_double(std::round(end / window * 10) / 10) + "x zoom)",
+             "font-weight=\"bold\"");
+    svg.open_group("class=\"zoom\" " + attribute("data-from-s", from) + " " + attribute("data-to-s", to));
+    draw_rows(zoom, from, to, zoom_top, "zoom-row");
+    svg.close_group();
+    axis_y = zoom_top + row_height * static_cast<double>(rows.size());
+    // Round times within the window, as far apart as the window's own nice ticks.
+    const std::vector<double> spacing = nice_ticks(window, 8);
+    const double step = spacing.size() > 1 ? spacing[1] - spacing[0] : window;
+    std::vector<double> ticks;
+    for (double tick = std::ceil(from / step) * step; tick <= to; tick += step)
+      ticks.push_back(tick);
+    svg.x_axis(zoom, axis_y, ticks, seconds_label, "simulated time");
+  }
   svg.set_height(axis_y + 44);
   return svg.str();
 }

@@ -526,3 +526,33 @@ TEST_CASE("report.html tables communication by kind, each stage's peak and the s
   }
   CHECK(compute);
 }
+
+TEST_CASE("pipeline.svg zooms into the steady state when there are 32 micro-batches or more") {
+  // Llama 3 70B on 4 interleaved stages runs 32 micro-batches per pipeline: the middle eight
+  // micro-batches' worth of time (a quarter of the step) is drawn again, one zoomed row per rank.
+  const CliResult many = run_trainsim("report_zoom", "run " + project_file("scenarios/llama3-70b-pp4-interleaved.ini") +
+                                                         " --out out");
+  REQUIRE_MESSAGE(many.status == 0, many.err);
+  const json summary = read_json(many.dir / "out/summary.json");
+  const double step = summary["step_time_s"].get<double>();
+  const auto svg = xml_tree(many.dir / "out/pipeline.svg");
+  int rows = 0, zoom_rows = 0;
+  double from = -1, to = -1;
+  for (const auto* group : xml_elements(svg, "g")) {
+    rows += has_class(*group, "row");
+    zoom_rows += has_class(*group, "zoom-row");
+    if (has_class(*group, "zoom")) {
+      from = std::stod(xml_attribute(*group, "data-from-s"));
+      to = std::stod(xml_attribute(*group, "data-to-s"));
+    }
+  }
+  CHECK(zoom_rows == rows);
+  CHECK(to - from == doctest::Approx(step / 4));
+  CHECK((from + to) / 2 == doctest::Approx(step / 2));
+  // Eight micro-batches (the pipeline fixture) are drawn once.
+  const CliResult few = run_trainsim("report_no_zoom", "run " + pipeline + " --out out");
+  REQUIRE_MESSAGE(few.status == 0, few.err);
+  const auto once = xml_tree(few.dir / "out/pipeline.svg");
+  for (const auto* group : xml_elements(once, "g"))
+    CHECK_FALSE(has_class(*group, "zoom"));
+}
