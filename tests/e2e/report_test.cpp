@@ -491,7 +491,7 @@ TEST_CASE("report.html renders in Chromium: three plots at full size, not blank,
   }
 }
 
-TEST_CASE("report.html tables communication by kind, each stage's peak and the settings; the breakdown's legend gives seconds") {
+TEST_CASE("report.html tables communication by kind, each stage's peak and the settings, and the breakdown's legend gives seconds") {
   const CliResult result = run_trainsim("report_tables", "run " + pipeline + " --out out");
   REQUIRE_MESSAGE(result.status == 0, result.err);
   const json summary = read_json(result.dir / "out/summary.json");
