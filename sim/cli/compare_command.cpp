@@ -11,6 +11,7 @@
 #include "common/files.hpp"
 #include "common/text.hpp"
 #include "report/compare.hpp"
+#include "sweep/sweep.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -56,6 +57,11 @@ ComparedRun read_run(const std::string& input) {
   run.name = folder.filename().string();
   const int peak_rank = run.summary.contains("memory") ? run.summary["memory"].value("peak_rank", 0) : 0;
   run.memory = peak_rank_memory(folder / "memory.csv", peak_rank);
+  try {
+    run.parts = step_parts_of(run.summary);
+  } catch (const nlohmann::json::exception&) {
+    // A summary without the parts' figures compares without them.
+  }
   return run;
 }
 

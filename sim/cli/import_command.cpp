@@ -1,5 +1,5 @@
-// trainsim import deepspeed|megatron: a scenario INI from a DeepSpeed config or a Megatron-LM
-// command line, checked as `trainsim run` would read it before anything is written.
+// trainsim import deepspeed|megatron|torchtitan: a scenario INI from a DeepSpeed config, a
+// Megatron-LM command line or a torchtitan job TOML, checked as `trainsim run` would read it before anything is written.
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 
@@ -8,9 +8,6 @@
 #include <map>
 #include <memory>
 #include <sstream>
-
-#include <cstdlib>
-#include <unistd.h>
 
 #include <boost/program_options.hpp>
 
@@ -135,28 +132,6 @@ ImportedScenario imported(ImportOptions& o, ImportWorld world) {
   throw InputError("trainsim import " + o.format + ": unknown format; accepted: deepspeed, megatron, torchtitan");
 }
 
-// A private scratch folder under TMPDIR, removed with this object however the check ends.
-class ScratchFolder {
-public:
-  ScratchFolder() {
-    std::string name = (scratch_directory() / "trainsim-import-XXXXXX").string();
-    if (!::mkdtemp(name.data()))
-      throw InputError("trainsim import: cannot make a scratch folder in " + fs::path(name).parent_path().string() +
-                       " (TMPDIR); accepted: a writable TMPDIR");
-    path_ = name;
-  }
-  ~ScratchFolder() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  ScratchFolder(const ScratchFolder&) = delete;
-  ScratchFolder& operator=(const ScratchFolder&) = delete;
-  const fs::path& path() const { return path_; }
-
-private:
-  fs::path path_;
-};
-
 // A refusal of the checked scenario as the user can act on it: the output's name for the scratch
 // file's, the command line's flags for the fields of the model written from them, and the setting
 // the refused key came from.
@@ -187,7 +162,7 @@ std::string refusal(std::string message, const ImportedScenario& scenario, const
 void check_scenario(ImportedScenario scenario, const std::string& source, const std::vector<std::string>& header,
                     const fs::path& scenario_dir, const fs::path& out, std::unique_ptr<SimulationContext>& context,
                     const std::vector<GpuInfo>& platform_gpus) {
-  const ScratchFolder scratch;
+  const ScratchFolder scratch("import");
   const fs::path file = scratch.path() / (out.empty() ? fs::path("imported.ini") : out.filename());
   const fs::path model = scratch.path() / "model.json";
   for (const char* key : {"model.path", "platform.file"}) {
@@ -280,10 +255,9 @@ int import_command(const std::vector<std::string>& arguments) {
   if (!o.gpus_text.empty())
     world.requested = count_option("--gpus", o.gpus_text, 1, 1 << 20);
   ImportedScenario scenario = imported(o, world);
-  std::error_code error;
-  if (!o.model.empty() && resolve_model_file(o.model, ".", "--model") != fs::path(o.model).lexically_normal() &&
-      !fs::exists(o.model, error) && o.model.find('/') != std::string::npos) {
-    scenario.set("model.name", o.model, o.model_source);  // a Hugging Face hub name
+  if (!o.model.empty() && names_hub_model(o.model, ".")) {
+    resolve_hub_model(o.model, "--model");  // refuses a hub name no config in models/ has
+    scenario.set("model.name", o.model, o.model_source);
   } else if (!o.model.empty()) {
     const std::string model = path_for_scenario(o.model, "models", ".json", scenario_dir, "--model");
     scenario.set(model.find_first_of("/\\") == std::string::npos && fs::path(model).extension() != ".json"

@@ -4,11 +4,8 @@
 // validation.json; rows that cannot be simulated are listed with the reason.
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <thread>
-
-#include <unistd.h>
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
@@ -35,25 +32,14 @@ constexpr int fast_fidelity_from_gpus = 1000;
 // `trainsim run` reads one. Removed when the command ends.
 class EmptyScenario {
 public:
-  EmptyScenario() {
-    std::string pattern = (scratch_directory() / "trainsim-validate-XXXXXX.ini").string();
-    const int fd = ::mkstemps(pattern.data(), 4);
-    if (fd < 0)
-      throw InputError(scratch_directory().string() + ": cannot create a scratch file (" + std::strerror(errno) +
-                       "; set TMPDIR to a writable folder)");
-    ::close(fd);
-    path_ = pattern;
+  EmptyScenario() : folder_("validate"), path_(folder_.path() / "empty.ini") {
+    write_file_atomically(path_, "");
   }
-  ~EmptyScenario() {
-    std::error_code ignored;
-    fs::remove(path_, ignored);
-  }
-  EmptyScenario(const EmptyScenario&) = delete;
-  EmptyScenario& operator=(const EmptyScenario&) = delete;
-  const fs::path& path() const { return path_; }
+  const std::filesystem::path& path() const { return path_; }
 
 private:
-  fs::path path_;
+  ScratchFolder folder_;
+  std::filesystem::path path_;
 };
 
 std::vector<PublishedRow> selected_rows(std::vector<PublishedRow> rows, const std::vector<std::string>& only,

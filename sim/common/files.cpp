@@ -6,6 +6,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "common/error.hpp"
 
 namespace fs = std::filesystem;
@@ -43,6 +45,20 @@ fs::path scratch_directory() {
                      ": not a folder for scratch files; accepted: an existing, writable folder (or TMPDIR unset: /tmp)");
   }
   return directory;
+}
+
+ScratchFolder::ScratchFolder(const std::string& purpose) {
+  const fs::path directory = scratch_directory();
+  std::string name = (directory / ("trainsim-" + purpose + "-XXXXXX")).string();
+  if (!::mkdtemp(name.data()))
+    throw InputError(directory.string() + ": cannot make a scratch folder (" + std::strerror(errno) +
+                     "); accepted: a writable TMPDIR");
+  path_ = name;
+}
+
+ScratchFolder::~ScratchFolder() {
+  std::error_code ignored;
+  fs::remove_all(path_, ignored);
 }
 
 void write_file_atomically(const fs::path& path, const std::string& content) {

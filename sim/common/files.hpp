@@ -13,6 +13,20 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 // Where scratch files go: $TMPDIR, else /tmp; InputError naming it when it is not a folder.
 std::filesystem::path scratch_directory();
 
+// A private folder in scratch_directory(), "trainsim-<purpose>-XXXXXX", removed with what it
+// holds when destroyed. Throws InputError naming the folder when it cannot be made.
+class ScratchFolder {
+public:
+  explicit ScratchFolder(const std::string& purpose);
+  ~ScratchFolder();
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+private:
+  std::filesystem::path path_;
+};
+
 // An output directory made before a long run, so that one that cannot be made fails first; a
 // run that fails after that leaves no empty directory behind: destroyed before keep(), it
 // removes the directories it made (the parents too) that hold nothing.

@@ -178,84 +178,76 @@ void import_optimizer(const FieldReader& in, ImportedScenario& out) {
                                   "CPUAdam)");
 }
 
-// The fields read above, and those with no effect on a step's time or memory.
-const std::map<std::string, std::string>& deepspeed_fields() {
-  static const std::map<std::string, std::string> fields = {
-      {"train_batch_size", ""}, {"train_micro_batch_size_per_gpu", ""}, {"gradient_accumulation_steps", ""},
-      {"fp16", ""}, {"bf16", ""}, {"bfloat16", ""}, {"amp", ""}, {"data_types", ""}, {"zero_optimization", ""},
-      {"activation_checkpointing", ""}, {"optimizer", ""},
-      {"gradient_clipping", "no effect on a step's time or memory"},
-      {"scheduler", "no effect on a step's time or memory"},
-      {"steps_per_print", "logging"}, {"wall_clock_breakdown", "logging"}, {"dump_state", "logging"},
-      {"memory_breakdown", "logging"}, {"tensorboard", "logging"}, {"wandb", "logging"}, {"csv_monitor", "logging"},
-      {"comet", "logging"}, {"flops_profiler", "profiling"}, {"comms_logger", "logging"},
-      {"checkpoint", "checkpoint files: not part of a step"}, {"zero_allow_untested_optimizer", "a safety check"},
-      {"zero_force_ds_cpu_optimizer", "a safety check"}, {"prescale_gradients", "where gradients are divided: same time"},
-      {"gradient_predivide_factor", "where gradients are divided: same time"},
+// Why a setting is not carried over, by its full path: its own entry, else its nearest enclosing
+// section's ("" for none: unknown to the importer).
+std::string deepspeed_reason(const std::string& path) {
+  static const std::string no_effect = "no effect on a step's time or memory";
+  static const std::string logging = "logging";
+  static const std::string checkpoint_files = "checkpoint files: not part of a step";
+  static const std::string prefetch = "ZeRO-3 prefetches memory.prefetch_depth layers (default 1)";
+  static const std::string persistence = "small parameters are gathered with their layer";
+  static const std::string live = "ZeRO-3 keeps memory.prefetch_depth + 1 layers gathered";
+  static const std::string reuse = "parameters are released after their layer";
+  static const std::string as_they_come = "the optimizer's NVMe reads and writes are simulated as they come";
+  static const std::string divided = "where gradients are divided: same time";
+  static const std::string drives = "where the drives are mounted: they are simulated at the platform's bandwidth";
+  static const std::map<std::string, std::string> reasons = {
+      {"gradient_clipping", no_effect},
+      {"scheduler", no_effect},
+      {"seed", no_effect},
+      {"bf16", no_effect},
+      {"optimizer.params", no_effect},
+      {"activation_checkpointing", no_effect},
+      {"fp16", "loss scaling: " + no_effect},
+      {"steps_per_print", logging}, {"wall_clock_breakdown", logging}, {"dump_state", logging},
+      {"memory_breakdown", logging}, {"tensorboard", logging}, {"wandb", logging}, {"csv_monitor", logging},
+      {"comet", logging}, {"comms_logger", logging}, {"flops_profiler", "profiling"},
+      {"checkpoint", checkpoint_files},
+      {"zero_allow_untested_optimizer", "a safety check"},
+      {"zero_force_ds_cpu_optimizer", "a safety check"},
+      {"prescale_gradients", divided},
+      {"gradient_predivide_factor", divided},
       {"communication_data_type", "trainsim reduces gradients in their own precision (memory.grad_precision)"},
       {"aio", "the NVMe library's queue settings: drives are simulated at their bandwidth"},
       {"elasticity", "batch sizes for other cluster sizes: the one given here is simulated"},
       {"pipeline", "DeepSpeed's pipeline engine needs the script's PipelineModule: give parallel.pp in the scenario"},
       {"data_efficiency", "data sampling: no effect on a step's time"},
       {"curriculum_learning", "changes the sequence length during training: the full length is simulated"},
-      {"autotuning", "a search for these settings, not a setting"}, {"seed", "no effect on time or memory"},
-      {"sparse_attention", ""}, {"compression_training", ""}};
-  return fields;
-}
-
-// zero_optimization's fields with no counterpart, and why that is harmless or how trainsim does it.
-const std::map<std::string, std::string>& zero_fields_left_out() {
-  static const std::map<std::string, std::string> fields = {
-      {"contiguous_gradients", "memory is simulated without fragmentation"},
-      {"allgather_bucket_size", "ZeRO-1/2 gather the updated parameters at once, ZeRO-3 layer by layer"},
-      {"allgather_partitions", "gathered as one all-gather"},
-      {"reduce_scatter", "gradients are reduce-scattered (ZeRO-2/3) or all-reduced"},
-      {"stage3_prefetch_bucket_size", "ZeRO-3 prefetches memory.prefetch_depth layers (default 1)"},
-      {"prefetch_bucket_size", "ZeRO-3 prefetches memory.prefetch_depth layers (default 1)"},
-      {"stage3_param_persistence_threshold", "small parameters are gathered with their layer"},
-      {"param_persistence_threshold", "small parameters are gathered with their layer"},
-      {"stage3_max_live_parameters", "ZeRO-3 keeps memory.prefetch_depth + 1 layers gathered"},
-      {"max_live_parameters", "ZeRO-3 keeps memory.prefetch_depth + 1 layers gathered"},
-      {"stage3_max_reuse_distance", "parameters are released after their layer"},
-      {"max_reuse_distance", "parameters are released after their layer"},
-      {"stage3_gather_16bit_weights_on_model_save", "checkpoint files: not part of a step"},
-      {"gather_16bit_weights_on_model_save", "checkpoint files: not part of a step"},
-      {"sub_group_size", "the optimizer steps the whole shard"},
-      {"round_robin_gradients", "no effect on simulated time"},
-      {"elastic_checkpoint", "checkpoint files: not part of a step"},
-      {"load_from_fp32_weights", "checkpoint files: not part of a step"},
-      {"ignore_unused_parameters", "a safety check"},
-      {"memory_efficient_linear", "no effect on simulated memory"},
-      {"use_multi_rank_bucket_allreduce", "no effect on simulated time"},
-      {"log_trace_cache_warnings", "logging"}};
-  return fields;
-}
-
-// Why a setting is not carried over: its own entry, else its section's ("" for none).
-std::string deepspeed_reason(const std::string& path) {
-  static const std::string no_effect = "no effect on a step's time or memory";
-  static const std::map<std::string, std::string> more = {
-      {"fp16", "loss scaling: " + no_effect},
-      {"bf16", no_effect},
-      {"optimizer.params", no_effect},
-      {"activation_checkpointing", no_effect},
+      {"autotuning", "a search for these settings, not a setting"},
       {"activation_checkpointing.contiguous_memory_optimization", "memory is simulated without fragmentation"},
-      {"zero_optimization.offload_param.nvme_path", "where the drives are mounted: they are simulated at the platform's bandwidth"},
-      {"zero_optimization.offload_optimizer.nvme_path", "where the drives are mounted: they are simulated at the platform's bandwidth"},
+      {"zero_optimization.contiguous_gradients", "memory is simulated without fragmentation"},
+      {"zero_optimization.allgather_bucket_size", "ZeRO-1/2 gather the updated parameters at once, ZeRO-3 layer by layer"},
+      {"zero_optimization.allgather_partitions", "gathered as one all-gather"},
+      {"zero_optimization.reduce_scatter", "gradients are reduce-scattered (ZeRO-2/3) or all-reduced"},
+      {"zero_optimization.stage3_prefetch_bucket_size", prefetch},
+      {"zero_optimization.prefetch_bucket_size", prefetch},
+      {"zero_optimization.stage3_param_persistence_threshold", persistence},
+      {"zero_optimization.param_persistence_threshold", persistence},
+      {"zero_optimization.stage3_max_live_parameters", live},
+      {"zero_optimization.max_live_parameters", live},
+      {"zero_optimization.stage3_max_reuse_distance", reuse},
+      {"zero_optimization.max_reuse_distance", reuse},
+      {"zero_optimization.stage3_gather_16bit_weights_on_model_save", checkpoint_files},
+      {"zero_optimization.gather_16bit_weights_on_model_save", checkpoint_files},
+      {"zero_optimization.elastic_checkpoint", checkpoint_files},
+      {"zero_optimization.load_from_fp32_weights", checkpoint_files},
+      {"zero_optimization.sub_group_size", "the optimizer steps the whole shard"},
+      {"zero_optimization.round_robin_gradients", "no effect on simulated time"},
+      {"zero_optimization.use_multi_rank_bucket_allreduce", "no effect on simulated time"},
+      {"zero_optimization.ignore_unused_parameters", "a safety check"},
+      {"zero_optimization.memory_efficient_linear", "no effect on simulated memory"},
+      {"zero_optimization.log_trace_cache_warnings", logging},
+      {"zero_optimization.offload_param.nvme_path", drives},
+      {"zero_optimization.offload_optimizer.nvme_path", drives},
       {"zero_optimization.offload_param.max_in_cpu", "every offloaded parameter is streamed from NVMe"},
       {"zero_optimization.offload_optimizer.buffer_count", "the optimizer's NVMe traffic is staged through memory.pinned_buffer_bytes"},
       {"zero_optimization.offload_optimizer.fast_init", "initialisation: not part of a step"},
-      {"zero_optimization.offload_optimizer.pipeline_read", "the optimizer's NVMe reads and writes are simulated as they come"},
-      {"zero_optimization.offload_optimizer.pipeline_write", "the optimizer's NVMe reads and writes are simulated as they come"},
-      {"zero_optimization.offload_optimizer.pipeline", "the optimizer's NVMe reads and writes are simulated as they come"}};
+      {"zero_optimization.offload_optimizer.pipeline_read", as_they_come},
+      {"zero_optimization.offload_optimizer.pipeline_write", as_they_come},
+      {"zero_optimization.offload_optimizer.pipeline", as_they_come}};
   for (std::string at = path;; at = at.substr(0, at.rfind('.'))) {
-    if (const auto found = more.find(at); found != more.end())
+    if (const auto found = reasons.find(at); found != reasons.end())
       return found->second;
-    if (const auto found = deepspeed_fields().find(at); found != deepspeed_fields().end() && !found->second.empty())
-      return found->second;
-    if (at.rfind("zero_optimization.", 0) == 0)
-      if (const auto found = zero_fields_left_out().find(at.substr(18)); found != zero_fields_left_out().end())
-        return found->second;
     if (at.find('.') == std::string::npos)
       return "";
   }

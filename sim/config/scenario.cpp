@@ -644,9 +644,13 @@ fs::path resolve_hub_model(const std::string& hub, const std::string& where) {
                    ", a name in models/, or a config.json's path");
 }
 
-fs::path resolve_model_file(const std::string& value, const fs::path& scenario_dir, const std::string& where) {
+bool names_hub_model(const std::string& value, const fs::path& scenario_dir) {
   std::error_code error;
-  if (is_hub_name(value) && !fs::is_regular_file(value, error) && !fs::is_regular_file(scenario_dir / value, error))
+  return is_hub_name(value) && !fs::is_regular_file(value, error) && !fs::is_regular_file(scenario_dir / value, error);
+}
+
+fs::path resolve_model_file(const std::string& value, const fs::path& scenario_dir, const std::string& where) {
+  if (names_hub_model(value, scenario_dir))
     return resolve_hub_model(value, where);
   return resolve_data_file(value, "models", ".json", scenario_dir, where);
 }

@@ -192,6 +192,9 @@ ClusterSpec parse_cluster(const std::map<std::string, std::pair<std::string, std
 // The config.json in models/ whose _name_or_path is the Hugging Face hub name `hub` (case aside);
 // InputError naming `where` and the hub names there otherwise.
 std::filesystem::path resolve_hub_model(const std::string& hub, const std::string& where);
+// Whether a model given as `value` (relative to `scenario_dir`) means a Hugging Face hub name:
+// it reads as "org/model" and names no file.
+bool names_hub_model(const std::string& value, const std::filesystem::path& scenario_dir);
 // A model given on the command line: a config.json's path, a name in models/ or a hub name.
 std::filesystem::path resolve_model_file(const std::string& value, const std::filesystem::path& scenario_dir,
                                          const std::string& where);

@@ -11,7 +11,6 @@
 #include "common/text.hpp"
 #include "common/units.hpp"
 #include "report/svg.hpp"
-#include "sweep/sweep.hpp"
 
 namespace trainsim {
 namespace {
@@ -63,27 +62,19 @@ std::string tokens_text(double value) { return format_double(std::round(value)) 
 std::string percent_text(double value) { return printf_string("%.1f %%", value * 100); }
 std::string count_text(double value) { return format_double(value); }
 
-// The step's parts of a run, by name (NaN-free: a part a run lacks is 0 there).
-std::vector<std::pair<std::string, double>> parts_of(const ComparedRun& run) {
-  try {
-    return step_parts_of(run.summary);
-  } catch (const json::exception&) {
-    return {};
-  }
-}
-
 // Names of the parts any run has, in the first appearance's order.
 std::vector<std::string> part_names(const std::vector<ComparedRun>& runs) {
   std::vector<std::string> names;
   for (const ComparedRun& run : runs)
-    for (const auto& [name, seconds] : parts_of(run))
+    for (const auto& [name, seconds] : run.parts)
       if (std::find(names.begin(), names.end(), name) == names.end())
         names.push_back(name);
   return names;
 }
 
+// A part a run lacks is 0 there.
 double part_of(const ComparedRun& run, const std::string& name) {
-  for (const auto& [part, seconds] : parts_of(run))
+  for (const auto& [part, seconds] : run.parts)
     if (part == name)
       return seconds;
   return 0;

@@ -17,6 +17,8 @@ struct ComparedRun {
   nlohmann::json summary;  // its summary.json
   // The peak rank's GPU memory over the step (time_s, bytes), from memory.csv; empty without one.
   std::vector<std::pair<double, double>> memory;
+  // The step's parts by name (step_parts_of the summary; empty when it has none).
+  std::vector<std::pair<std::string, double>> parts;
 };
 
 // One compared quantity: a value per run (NaN where a run has none), how to show it, and whether
