@@ -165,7 +165,7 @@ int simulate_and_report(SimulationContext& context, const PreparedRun& prepared,
   // Files first, all or none: a run whose outputs cannot be written prints no summary that looks
   // complete and leaves no file of its own.
   OutputSet outputs(out, {"summary.json", "memory.csv", "report.html", "trace.json", "memory.svg", "pipeline.svg",
-                          "breakdown.svg"});
+                          "breakdown.svg", "node-memory.svg"});
   std::vector<std::string> written;
   const auto write = [&](const std::string& name, const std::string& content) {
     outputs.write(name, content);
@@ -181,12 +181,15 @@ int simulate_and_report(SimulationContext& context, const PreparedRun& prepared,
     page.memory_svg = memory_svg(metrics, shown, gpus, run.coords);
     page.pipeline_svg = pipeline_svg(workload, spans, metrics, run.coords);
     page.breakdown_svg = breakdown_svg(metrics);
+    page.node_memory_svg = node_memory_svg(metrics, gpus);
     page.tables = report_tables(metrics, run);
     write("report.html", report_html(page));
     write("trace.json", chrome_trace(workload, gpus, run.coords, spans, metrics));
     write("memory.svg", page.memory_svg);
     write("pipeline.svg", page.pipeline_svg);
     write("breakdown.svg", page.breakdown_svg);
+    if (!page.node_memory_svg.empty())
+      write("node-memory.svg", page.node_memory_svg);
   }
   outputs.commit();
   directory.keep();

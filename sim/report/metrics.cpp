@@ -176,7 +176,10 @@ StepCollector::StepCollector(const Workload& workload, const std::vector<GpuInfo
   }
   ranks_.reserve(workload.ranks());
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
-    ranks_.emplace_back(timeline_ranks.empty() || timeline_ranks[rank], gpus[rank].hbm_capacity, reserve);
+    const bool keep_timeline = timeline_ranks.empty() || timeline_ranks[rank];
+    if (keep_timeline)
+      node_timelines_.try_emplace(gpus[rank].node);
+    ranks_.emplace_back(keep_timeline, gpus[rank].hbm_capacity, reserve);
     RankState& state = ranks_.back();
     state.facts = &facts_.at(workload.programs[rank].get());
     state.comm.resize(kinds_.size());
@@ -223,7 +226,7 @@ void StepCollector::op_finished(int rank, OpId id, double time) {
     state.phases.optimizer -= op.phase == Phase::optimizer;
   } else if (op.kind == OpKind::alloc || op.kind == OpKind::free) {
     state.memory.apply(op, state.facts->allocation[id], time);
-    apply_to_node(rank, id);
+    apply_to_node(rank, id, time);
   } else if (op.kind != OpKind::recv && !transfers_are_told(op)) {
     const int kind = state.facts->kind[id];
     if (kind >= 0)
@@ -231,7 +234,7 @@ void StepCollector::op_finished(int rank, OpId id, double time) {
   }
 }
 
-void StepCollector::apply_to_node(int rank, OpId id) {
+void StepCollector::apply_to_node(int rank, OpId id, double time) {
   const Program& program = workload_.program(rank);
   const Op& allocation = program.ops[ranks_[rank].facts->allocation[id]];  // a free's device and size are its alloc's
   if (allocation.device == Device::gpu)
@@ -242,6 +245,15 @@ void StepCollector::apply_to_node(int rank, OpId id) {
   in_use += program.ops[id].kind == OpKind::alloc ? allocation.bytes : -allocation.bytes;
   double& peak = node_peaks_[node][device];
   peak = std::max(peak, in_use);
+  const auto timeline = node_timelines_.find(node);
+  if (timeline == node_timelines_.end())
+    return;
+  // Allocations at one instant are one point: what is in use once they are all done.
+  std::vector<NodeMemoryPoint>& points = timeline->second;
+  if (points.empty() || points.back().time != time)
+    points.push_back({time, points.empty() ? 0.0 : points.back().host, points.empty() ? 0.0 : points.back().nvme});
+  points.back().host = node_in_use_[node][static_cast<std::size_t>(Device::host)];
+  points.back().nvme = node_in_use_[node][static_cast<std::size_t>(Device::nvme)];
 }
 
 void StepCollector::op_transferred(int rank, OpId id, const Transfer& transfer) {
@@ -410,6 +422,9 @@ StepMetrics StepCollector::finish(double training_tokens) const {
   for (const GpuInfo& gpu : gpus)
     node_peaks.try_emplace(gpu.node);  // nodes that offload nothing
   metrics.memory = summarize_memory(memories, gpus, &node_peaks);
+  for (const auto& [node, points] : node_timelines_)
+    if (!points.empty())
+      metrics.node_timelines.emplace(node, points);
   // The GPUs are a resource too: the busiest one's compute time.
   ResourceUse gpu_compute{"gpu", static_cast<int>(metrics.ranks.size()), "", 0, 0};
   for (const RankMetrics& rank : metrics.ranks)

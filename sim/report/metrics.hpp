@@ -123,6 +123,13 @@ inline std::vector<std::pair<const NodeTier*, std::string>> node_tiers(const Mem
   return {{&summary.host, "host memory"}, {&summary.nvme, "NVMe"}};
 }
 
+// A node's host memory and NVMe in use (its ranks' allocations added up), from a time on.
+struct NodeMemoryPoint {
+  double time = 0;
+  double host = 0;
+  double nvme = 0;
+};
+
 struct StepMetrics {
   double step_time_s = 0;
   double tokens_per_s = 0;      // 0 when the workload does not say how many tokens a step is
@@ -133,6 +140,9 @@ struct StepMetrics {
   std::vector<RankMetrics> ranks;
   MemorySummary memory;
   std::vector<ResourceUse> resources;  // busy time per class of links, drives, CPUs and GPUs, by kind
+  // Per node holding a rank whose memory timeline is kept and placing something in host memory or
+  // on NVMe: those tiers over the step.
+  std::map<std::string, std::vector<NodeMemoryPoint>> node_timelines;
 };
 
 // Training takes whole steps: ceil(tokens / tokens per step) of them.
@@ -204,7 +214,7 @@ private:
   };
   StepBreakdown breakdown_of(const RankState& state, const RankMetrics& rank, double step_time) const;
   // Host and NVMe allocations added up over a node's ranks as the replay tells them.
-  void apply_to_node(int rank, OpId id);
+  void apply_to_node(int rank, OpId id, double time);
   static bool transfers_are_told(const Op& op);
   int kind_index(const std::string& kind);
   const Workload& workload_;
@@ -214,6 +224,7 @@ private:
   std::vector<RankState> ranks_;
   NodePeaks node_in_use_;
   NodePeaks node_peaks_;
+  std::map<std::string, std::vector<NodeMemoryPoint>> node_timelines_;  // nodes of timeline ranks
   ResourceCollector resources_;
 };
 

@@ -57,6 +57,19 @@ std::string percent(double part, double whole) {
   return whole > 0 ? format_double(std::round(part / whole * 1000) / 10) + "%" : "0%";
 }
 
+constexpr double gib = 1024.0 * 1024 * 1024;
+
+// Ticks at round numbers of `unit` bytes up to at least `highest` bytes.
+std::vector<double> byte_ticks(double highest, double unit = gib) {
+  std::vector<double> ticks = nice_ticks(highest / unit, 5);
+  for (double& tick : ticks)
+    tick *= unit;
+  return ticks;
+}
+
+// The colours of the offload kinds that fill each tier: host copies, NVMe writes.
+std::string tier_colour(const std::string& tier) { return comm_colour(tier == "NVMe" ? "nvme_write" : "d2h"); }
+
 } // namespace
 
 std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks, const std::vector<GpuInfo>& gpus,
@@ -78,11 +91,7 @@ std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks
     const RankMetrics& data = metrics.ranks[rank];
     const double capacity = gpus[rank].hbm_capacity;
     const double peak = data.memory.gpu().peak;
-    // Ticks at round numbers of GiB.
-    constexpr double gib = 1024.0 * 1024 * 1024;
-    std::vector<double> y_ticks = nice_ticks(std::max(capacity, peak) / gib, 5);
-    for (double& tick : y_ticks)
-      tick *= gib;
+    const std::vector<double> y_ticks = byte_ticks(std::max(capacity, peak));
     const double y_max = y_ticks.back();
     const double origin = 30 + panel_height * static_cast<double>(panel);
     const double plot_top = origin + top, plot_bottom = origin + panel_height - bottom;
@@ -138,6 +147,94 @@ std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks
   }
   if (shown.empty())
     svg.text(left, 60, "no memory timeline was kept for these ranks");
+  return svg.str();
+}
+
+std::string node_memory_svg(const StepMetrics& metrics, const std::vector<GpuInfo>& gpus) {
+  constexpr double width = 760, panel_height = 190, left = 96, right = 30, top = 34, bottom = 46;
+  constexpr std::size_t most_nodes = 4;
+  // The fullest node first (the one the summary names), then the others by name.
+  std::vector<std::string> nodes;
+  for (const NodeTier* tier : {&metrics.memory.host, &metrics.memory.nvme})
+    if (tier->used && metrics.node_timelines.count(tier->node) &&
+        std::find(nodes.begin(), nodes.end(), tier->node) == nodes.end())
+      nodes.push_back(tier->node);
+  for (const auto& [node, points] : metrics.node_timelines)
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end())
+      nodes.push_back(node);
+  const std::size_t node_count = nodes.size();
+  nodes.resize(std::min(nodes.size(), most_nodes));
+  struct Panel {
+    std::string node, tier;
+    double NodeMemoryPoint::*bytes;
+    double capacity;
+  };
+  std::vector<Panel> panels;
+  for (const std::string& node : nodes) {
+    const auto gpu = std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& g) { return g.node == node; });
+    const std::vector<NodeMemoryPoint>& points = metrics.node_timelines.at(node);
+    for (const Panel& panel : {Panel{node, "host memory", &NodeMemoryPoint::host, gpu->host_memory_capacity},
+                               Panel{node, "NVMe", &NodeMemoryPoint::nvme, gpu->nvme_capacity}})
+      if (std::any_of(points.begin(), points.end(), [&](const NodeMemoryPoint& p) { return p.*panel.bytes > 0; }))
+        panels.push_back(panel);
+  }
+  if (panels.empty())
+    return "";
+  Svg svg(width, 30 + panel_height * static_cast<double>(panels.size()));
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (const char* tier : {"host memory", "NVMe"})
+    if (std::any_of(panels.begin(), panels.end(), [&](const Panel& panel) { return panel.tier == tier; }))
+      legend.emplace_back(std::string(tier) + " in use (the node's GPUs' shares added)", tier_colour(tier));
+  legend.emplace_back("capacity", "#d62728");
+  svg.legend(left, 18, legend);
+  if (node_count > nodes.size())
+    svg.text(width - right - 230, 18, "the first " + std::to_string(nodes.size()) + " of " +
+                                          std::to_string(node_count) + " nodes with a timeline");
+  const double end = std::max(metrics.step_time_s, 1e-12);
+  for (std::size_t index = 0; index < panels.size(); ++index) {
+    const Panel& panel = panels[index];
+    const std::vector<NodeMemoryPoint>& points = metrics.node_timelines.at(panel.node);
+    double peak = 0;
+    for (const NodeMemoryPoint& point : points)
+      peak = std::max(peak, point.*panel.bytes);
+    // Drives of several TiB read better in TiB.
+    const bool in_tib = std::max(panel.capacity, peak) >= 2 * 1024 * gib;
+    const std::vector<double> y_ticks = byte_ticks(std::max(panel.capacity, peak), in_tib ? 1024 * gib : gib);
+    const double origin = 30 + panel_height * static_cast<double>(index);
+    const double plot_top = origin + top, plot_bottom = origin + panel_height - bottom;
+    const Scale x{0, end, left, width - right};
+    const Scale y{0, y_ticks.back(), plot_bottom, plot_top};
+    svg.open_group("class=\"node-panel\" data-node=\"" + xml_escape(panel.node) + "\" data-tier=\"" +
+                   (panel.tier == "NVMe" ? "nvme" : "host") + "\" " + attribute("data-peak-bytes", peak) + " " +
+                   attribute("data-capacity-bytes", panel.capacity) + " " + attribute("data-y-max", y_ticks.back()) +
+                   " " + attribute("data-plot-top", plot_top) + " " + attribute("data-plot-bottom", plot_bottom));
+    svg.text(left, origin + 20, panel.tier + " of " + panel.node + ": peak " + format_bytes(peak) +
+                                    (panel.capacity > 0 ? " of " + format_bytes(panel.capacity) : ""),
+             "font-weight=\"bold\"");
+    // A step function: each value holds until the next point; the area under it filled.
+    // One point per pixel column is enough: the column's fullest, so that the peak stays drawn.
+    std::vector<double> outline{x(0), y(0)};
+    double previous = 0, kept_column = -1;
+    for (const NodeMemoryPoint& point : points) {
+      const double column = std::floor(x(point.time)), bytes = point.*panel.bytes;
+      if (column == kept_column) {
+        if (bytes > previous)
+          outline.end()[-1] = y(previous = bytes);
+        continue;
+      }
+      outline.insert(outline.end(), {x(point.time), y(previous), x(point.time), y(bytes)});
+      previous = bytes;
+      kept_column = column;
+    }
+    outline.insert(outline.end(), {x(end), y(previous), x(end), y(0)});
+    svg.polygon(outline, tier_colour(panel.tier), "class=\"in-use\"");
+    if (panel.capacity > 0)
+      svg.line(x(0), y(panel.capacity), x(end), y(panel.capacity), "#d62728",
+               "stroke-dasharray=\"6 4\" class=\"capacity\"");
+    svg.x_axis(x, plot_bottom, nice_ticks(end, 8), seconds_label, "simulated time");
+    svg.y_axis(y, left, y_ticks, in_tib ? tib_label : gib_label, panel.tier);
+    svg.close_group();
+  }
   return svg.str();
 }
 
@@ -399,8 +496,10 @@ std::string report_html(const ReportPage& page) {
     if (!table.note.empty())
       html += "<p>" + xml_escape(table.note) + "</p>\n";
   }
-  html += "<h2>Pipeline</h2>\n" + page.pipeline_svg + "<h2>Memory over the step</h2>\n" + page.memory_svg +
-          "</body>\n</html>\n";
+  html += "<h2>Pipeline</h2>\n" + page.pipeline_svg + "<h2>Memory over the step</h2>\n" + page.memory_svg;
+  if (!page.node_memory_svg.empty())
+    html += "<h2>Host memory and NVMe over the step</h2>\n" + page.node_memory_svg;
+  html += "</body>\n</html>\n";
   return html;
 }
 

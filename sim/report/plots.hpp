@@ -1,7 +1,8 @@
 #pragma once
 // The pictures of a run, as SVG written by trainsim (report/svg): memory over time per rank,
-// the pipeline as a Gantt chart, and where the step time and the peak memory go; and
-// report.html, one self-contained page with the summary and the three plots.
+// the pipeline as a Gantt chart, where the step time and the peak memory go, host memory and NVMe
+// over time when a run offloads; and report.html, one self-contained page with the summary and
+// the plots.
 // Memory bands keep one point per pixel column, the column's fullest, so the drawn top is the
 // peak; the Gantt merges a micro-batch's consecutive kernels unless the gap would show and lists
 // in its legend exactly the colours it drew; legends wrap at the canvas edge (0.6 em per
@@ -21,6 +22,11 @@ namespace trainsim {
 // over simulated time, the GPU's capacity as a dashed line, the peak marked.
 std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks, const std::vector<GpuInfo>& gpus,
                        const std::vector<RankCoords>& coords);
+
+// Host memory and NVMe over the step, per node with a timeline (StepMetrics::node_timelines; the
+// fullest node first, at most four nodes), one panel per tier the node uses, its capacity dashed;
+// "" when no node offloads anything.
+std::string node_memory_svg(const StepMetrics& metrics, const std::vector<GpuInfo>& gpus);
 
 // One row per recorded rank: forward, backward, recompute and optimizer kernels, with
 // micro-batch numbers where they fit, transfers by kind in a strip below, idle left blank.
@@ -44,6 +50,7 @@ struct ReportPage {
   std::vector<std::pair<std::string, std::string>> facts;     // scenario and results, in order
   std::string bottleneck;
   std::string memory_svg, pipeline_svg, breakdown_svg;
+  std::string node_memory_svg;                                // "" without offloading
   std::vector<ReportTable> tables;                            // after the breakdown, in order
 };
 

@@ -67,5 +67,6 @@ private:
 // Axis labels: seconds as "1.5 s" / "250 ms", bytes as "40 GiB".
 std::string seconds_label(double seconds);
 std::string gib_label(double bytes);
+std::string tib_label(double bytes);
 
 } // namespace trainsim

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "cli.hpp"
@@ -214,6 +215,55 @@ TEST_CASE("host memory has a timeline in memory.csv and trace.json, and the repo
   CHECK(summary["resources"]["gpu"]["busy_s"].get<double>() >= summary["time"]["compute_s"].get<double>());
   for (const auto& [kind, use] : summary["resources"].items())
     CHECK_MESSAGE(use["utilisation"].get<double>() <= 1.0 + 1e-9, kind);
+}
+
+TEST_CASE("report.html draws the node's host memory and NVMe over the step when a run offloads, and not otherwise") {
+  // As in the ZeRO-Offload case above: ZeRO-2 over a node's 8 GPUs with the optimizer on NVMe
+  // holds 16M bytes on the node's drives (M = 3,683,840 parameters of tiny-gpt) and the eight
+  // ranks' 1 GiB pinned buffers in its DRAM.
+  const double m = 2 * 1024 * 256 + 4 * (12.0 * 256 * 256 + 13 * 256) + 512;
+  const std::string scenario = project_file("tests/fixtures/tiny-ddp.ini") +
+                               " --set memory.precision=fp16 --set platform.file=dgx-a100-nvme.xml --set parallel.dp=8"
+                               " --set training.global_batch=16 --set memory.zero=2";
+  const CliResult result = run_trainsim("node_memory", "run " + scenario + " --set memory.offload_optimizer=nvme --out out");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const auto html = xml_tree(result.dir / "out/report.html");
+  std::map<std::string, const boost::property_tree::ptree*> panels;
+  for (const auto* group : xml_elements(html, "g"))
+    if (xml_attribute(*group, "class") == "node-panel") {
+      CHECK(xml_attribute(*group, "data-node") == "node0");
+      panels[xml_attribute(*group, "data-tier")] = group;
+    }
+  REQUIRE(panels.size() == 2);
+  const auto peak = [&](const std::string& tier) { return std::stod(xml_attribute(*panels[tier], "data-peak-bytes")); };
+  CHECK(peak("nvme") == doctest::Approx(16 * m).epsilon(1e-4));
+  CHECK(peak("host") == 8 * std::pow(2.0, 30));
+  CHECK(std::stod(xml_attribute(*panels["host"], "data-capacity-bytes")) == 1e12);  // the DGX A100's 1 TB
+  // The drawn area reaches the peak and no higher: its top pixel is the peak's height.
+  for (const auto& [tier, group] : panels) {
+    const double y_max = std::stod(xml_attribute(*group, "data-y-max"));
+    const double top = std::stod(xml_attribute(*group, "data-plot-top"));
+    const double bottom = std::stod(xml_attribute(*group, "data-plot-bottom"));
+    double highest = bottom;
+    for (const auto* polygon : xml_elements(*group, "polygon")) {
+      std::istringstream points(xml_attribute(*polygon, "points"));
+      double x = 0, y = 0;
+      char comma = 0;
+      while (points >> x >> comma >> y)
+        highest = std::min(highest, y);
+    }
+    CHECK_MESSAGE(highest == doctest::Approx(bottom - (bottom - top) * peak(tier) / y_max).epsilon(1e-3), tier);
+  }
+  CHECK(fs::exists(result.dir / "out/node-memory.svg"));
+  // Without offloading the section and its file are absent, and a rerun into the same folder
+  // removes the file the offloading run left.
+  const CliResult plain =
+      run_trainsim("node_memory_plain", "run " + scenario + " --out '" + (result.dir / "out").string() + "'");
+  REQUIRE_MESSAGE(plain.status == 0, plain.err);
+  const auto plain_html = xml_tree(result.dir / "out/report.html");
+  for (const auto* group : xml_elements(plain_html, "g"))
+    CHECK(xml_attribute(*group, "class") != "node-panel");
+  CHECK_FALSE(fs::exists(result.dir / "out/node-memory.svg"));
 }
 
 TEST_CASE("memory --compare adds host and NVMe columns when a row offloads") {
