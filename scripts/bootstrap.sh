@@ -18,9 +18,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TRAINSIM_BUILD_DIR:-$root/build}"
 packages=(g++ make cmake pkg-config libsimgrid-dev libboost-graph-dev libboost-program-options-dev
           libspdlog-dev doctest-dev nlohmann-json3-dev)
-# The tests render report.html in a headless browser; running trainsim does not need one.
+# The tests render report.html in a headless browser and start a one-node Slurm cluster (its own
+# munged) for docs/slurm-sweep.sbatch; running trainsim needs neither.
 if [ "$mode" = test ]; then
-  packages+=(chromium)
+  packages+=(chromium slurmctld slurmd slurm-client munge)
 fi
 bash "$root/scripts/install-packages.sh" "${packages[@]}"
 
