@@ -243,18 +243,31 @@ SweepRow finish(const Worker& worker, int status) {
   return row;
 }
 
+// The plot and the page beside the CSV (rows sorted by index), the points coloured by `colour_by`,
+// else by the first varied key with 2 to 10 values; "SVG and HTML" as the last line names them.
+std::string write_plots(const fs::path& csv, const std::string& scenario, const std::vector<SweepRow>& rows,
+                        const std::string& colour_by) {
+  const std::string colour_key = colour_by.empty() ? sweep_colour_key(rows) : colour_by;
+  const fs::path svg = fs::path(csv).replace_extension(".svg"), html = fs::path(csv).replace_extension(".html");
+  write_file_atomically(svg, sweep_svg(rows, colour_key));
+  write_file_atomically(html, sweep_html("sweep of " + scenario, rows, colour_key));
+  return svg.string() + " and " + html.string();
+}
+
 int merge(const std::vector<std::string>& arguments) {
   CommonOptions options;
   std::vector<std::string> inputs;
+  std::string colour_by;
   po::options_description visible("Options");
   visible.add_options()("out,o", po::value(&options.out)->required(), "merged CSV (the JSON-lines file goes beside it)");
+  visible.add_options()("colour-by", po::value(&colour_by), "colour the plot's points by this varied key");
   visible.add(common_options(options));
   po::options_description all = visible;
   all.add_options()("inputs", po::value(&inputs)->required(), "the shards' JSON-lines files");
   po::positional_options_description positional;
   positional.add("inputs", -1);
   if (!parse_arguments("sweep merge", arguments, visible, all, positional,
-                       "trainsim sweep merge SHARD.jsonl... -o MERGED.csv", options, false))
+                       "trainsim sweep merge SHARD.jsonl... -o MERGED.csv [--colour-by KEY]", options, false))
     return 0;
   std::map<std::size_t, SweepRow> by_index;
   for (const std::string& input : inputs)
@@ -264,6 +277,11 @@ int merge(const std::vector<std::string>& arguments) {
         throw InputError(input + ": configuration " + std::to_string(row.index) + " varies other keys than configuration " +
                          std::to_string(first.index) + " ('" + row.label() + "', '" + first.label() +
                          "'); the shards come from different sweeps");
+      if (row.scenario != first.scenario)
+        throw InputError(input + ": configuration " + std::to_string(row.index) + " comes from " +
+                         (row.scenario.empty() ? "an unnamed scenario" : row.scenario) + ", configuration " +
+                         std::to_string(first.index) + " from " + (first.scenario.empty() ? "an unnamed scenario" : first.scenario) +
+                         "; the shards come from different sweeps");
       const auto [it, fresh] = by_index.emplace(row.index, row);
       if (!fresh && it->second.label() != row.label())
         throw InputError(input + ": configuration " + std::to_string(row.index) + " is '" + row.label() +
@@ -272,10 +290,13 @@ int merge(const std::vector<std::string>& arguments) {
   std::vector<SweepRow> rows;
   for (auto& [index, row] : by_index)
     rows.push_back(std::move(row));
-  write_rows(options.out, jsonl_beside(options.out), rows.empty() ? std::vector<std::string>{} : keys_of(rows.front().settings),
-             rows);
+  const std::vector<std::string> keys = rows.empty() ? std::vector<std::string>{} : keys_of(rows.front().settings);
+  if (!colour_by.empty() && std::find(keys.begin(), keys.end(), colour_by) == keys.end())
+    throw InputError("--colour-by " + colour_by + ": not a varied key; accepted: " + join(keys, ", "));
+  write_rows(options.out, jsonl_beside(options.out), keys, rows);
+  const std::string plots = write_plots(options.out, rows.empty() ? "" : rows.front().scenario, rows, colour_by);
   std::cout << "trainsim: merged " << rows.size() << " configurations from " << inputs.size() << " file(s) into "
-            << options.out << " and " << jsonl_beside(options.out).string() << '\n';
+            << options.out << " and " << jsonl_beside(options.out).string() << ", plots in " << plots << '\n';
   return 0;
 }
 
@@ -414,6 +435,10 @@ int sweep_command(const std::vector<std::string>& arguments) {
       throw InputError(csv.string() + ": results already exist; --resume continues that sweep, or choose another --out");
     if (fs::exists(jsonl))
       rows = rows_to_keep(read_rows(jsonl), configs, jsonl.string());
+    for (const SweepRow& row : rows)
+      if (!row.scenario.empty() && row.scenario != scenario)
+        throw InputError(jsonl.string() + ": configuration " + std::to_string(row.index) + " comes from a sweep of " +
+                         row.scenario + ", not " + scenario + "; --resume continues the same sweep, or choose another --out");
   }
   std::set<std::size_t> done;
   for (const SweepRow& row : rows)
@@ -439,6 +464,7 @@ int sweep_command(const std::vector<std::string>& arguments) {
   Progress progress("sweep", todo.size(), "invalid or failed");
   std::size_t finished = 0, unsuccessful = 0;
   run_workers(scenario, options.overrides, todo, jobs, timeout, options.simulation, [&](SweepRow row) {
+    row.scenario = scenario;
     append_row(csv_out, csv, jsonl_out, jsonl, row);
     unsuccessful += row.status != "ok";
     rows.push_back(std::move(row));
@@ -449,10 +475,7 @@ int sweep_command(const std::vector<std::string>& arguments) {
   // Complete: the same rows, sorted, so that a sweep's files do not depend on finishing order.
   write_rows(csv, jsonl, keys, rows);
   std::sort(rows.begin(), rows.end(), [](const SweepRow& a, const SweepRow& b) { return a.index < b.index; });
-  fs::path svg = csv, html = csv;
-  const std::string colour_key = colour_by.empty() ? sweep_colour_key(rows) : colour_by;
-  write_file_atomically(svg.replace_extension(".svg"), sweep_svg(rows, colour_key));
-  write_file_atomically(html.replace_extension(".html"), sweep_html("sweep of " + scenario, rows, colour_key));
+  const std::string plots = write_plots(csv, scenario, rows, colour_by);
   std::size_t ok = 0, invalid = 0, failed = 0, fit = 0;
   for (const SweepRow& row : rows) {
     ok += row.status == "ok";
@@ -462,7 +485,7 @@ int sweep_command(const std::vector<std::string>& arguments) {
   }
   std::cout << "trainsim: " << rows.size() << " configurations: " << ok << " simulated (" << fit << " fit), " << invalid
             << " invalid, " << failed << " failed; results in " << csv.string() << " and " << jsonl.string() << ", plots in "
-            << svg.string() << " and " << html.string() << '\n';
+            << plots << '\n';
   return 0;
 }
 

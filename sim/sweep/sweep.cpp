@@ -186,9 +186,13 @@ json to_json(const SweepRow& row) {
     out["reserve_bytes"] = row.reserve_bytes;
     out["fits"] = row.fits;
     out["bottleneck"] = row.bottleneck;
+    if (!row.gpu.empty())
+      out["gpu"] = row.gpu;
   } else {
     out["reason"] = row.reason;
   }
+  if (!row.scenario.empty())
+    out["scenario"] = row.scenario;
   return out;
 }
 
@@ -210,9 +214,11 @@ SweepRow row_from_json(const json& in) {
     row.reserve_bytes = in.at("reserve_bytes").get<double>();
     row.fits = in.at("fits").get<bool>();
     row.bottleneck = in.at("bottleneck").get<std::string>();
+    row.gpu = in.value("gpu", "");
   } else {
     row.reason = in.at("reason").get<std::string>();
   }
+  row.scenario = in.value("scenario", "");
   return row;
 }
 

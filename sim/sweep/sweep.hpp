@@ -55,10 +55,12 @@ struct SweepRow {
   double reserve_bytes = 0;  // the caching allocator's reserve at the peak
   bool fits = false;
   std::string bottleneck;
+  // In the JSON lines, not the CSV: the platform's GPU (a merge draws its memory line) and the
+  // swept scenario file as given (a merge titles its page with it).
+  std::string gpu, scenario;
   // Not in the CSV or the JSON lines (trainsim calibrate reads them): the summary's compute time
-  // (recompute and optimizer included), every kind's transfer time summed, the platform's GPU.
+  // (recompute and optimizer included), every kind's transfer time summed.
   double compute_s = 0, comm_s = 0;
-  std::string gpu;
   // The step of its last rank by part, summing to the step time (summary time.breakdown):
   // compute, recompute, optimizer, exposed communication by kind, waiting for other ranks, bubble.
   std::vector<std::pair<std::string, double>> step_parts;

@@ -176,6 +176,10 @@ TEST_CASE("shards cover the sweep once and merge into the same files as one swee
   REQUIRE_MESSAGE(merged.status == 0, merged.err);
   CHECK(read_file(merged.dir / "merged.csv") == read_file(whole.dir / "whole.csv"));
   CHECK(read_file(merged.dir / "merged.jsonl") == read_file(whole.dir / "whole.jsonl"));
+  // The plots too: the GPU's memory line and the page's title come from the shards' rows.
+  CHECK(read_file(merged.dir / "merged.svg") == read_file(whole.dir / "whole.svg"));
+  CHECK(read_file(merged.dir / "merged.html") == read_file(whole.dir / "whole.html"));
+  CHECK(read_file(merged.dir / "merged.svg").find(" memory</text>") != std::string::npos);
 }
 
 TEST_CASE("a killed sweep resumes without losing or repeating a configuration") {
@@ -319,6 +323,19 @@ TEST_CASE("sweep merge refuses shards that vary other keys") {
                                                                           (dir / "b.jsonl").string() + " -o m.csv");
   CHECK(merged.status == 2);
   CHECK(merged.err.find("b.jsonl: configuration 1 varies other keys than configuration 0") != std::string::npos);
+  CHECK_FALSE(fs::exists(merged.dir / "m.csv"));
+}
+
+TEST_CASE("sweep merge refuses shards of sweeps of other scenarios") {
+  const fs::path dir = fresh_dir("sweep_merge_other_scenario");
+  std::ofstream(dir / "a.jsonl")
+      << R"({"index":0,"scenario":"a.ini","settings":[["parallel.dp","2"]],"status":"invalid","reason":"r"})" << "\n";
+  std::ofstream(dir / "b.jsonl")
+      << R"({"index":1,"scenario":"b.ini","settings":[["parallel.dp","4"]],"status":"invalid","reason":"r"})" << "\n";
+  const CliResult merged = run_trainsim("sweep_merge_other_scenario_run", "sweep merge " + (dir / "a.jsonl").string() +
+                                                                              " " + (dir / "b.jsonl").string() + " -o m.csv");
+  CHECK(merged.status == 2);
+  CHECK(merged.err.find("b.jsonl: configuration 1 comes from b.ini, configuration 0 from a.ini") != std::string::npos);
   CHECK_FALSE(fs::exists(merged.dir / "m.csv"));
 }
 
