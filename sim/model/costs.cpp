@@ -487,9 +487,13 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
     core_back.gemm("scores.wgrad", k.s, d, queries, batch);
   }
   post.linear("out", tokens, values / t, h);
+  if (m.sandwich_norms)
+    post.memory("post-norm", 2 * e * normed * h);
   post.memory("bias-dropout-add", 3 * e * normed * h + mask);
 
   post_back.memory("bias-dropout-add.bwd", 2 * e * normed * h + mask);
+  if (m.sandwich_norms)
+    post_back.memory("post-norm.bwd", 4 * e * normed * h);
   post_back.linear_backward("out", tokens, values / t, h);
 
   // MLP: norm, first linear (gate and up), activation, second linear, bias-dropout-add.
@@ -502,8 +506,12 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
     mlp.linear("fc1", tokens, h, up);
     mlp.memory(m.gated_mlp ? "swiglu" : "gelu", (m.gated_mlp ? 3 : 2) * e * tokens * f / t);
     mlp.linear("fc2", tokens, f / t, h);
+    if (m.sandwich_norms)
+      mlp.memory("post-norm", 2 * e * normed * h);
     mlp.memory("bias-dropout-add", 3 * e * normed * h + mask);
     mlp_back.memory("bias-dropout-add.bwd", 2 * e * normed * h + mask);
+    if (m.sandwich_norms)
+      mlp_back.memory("post-norm.bwd", 4 * e * normed * h);
     mlp_back.linear_backward("fc2", tokens, f / t, h);
     mlp_back.memory(m.gated_mlp ? "swiglu.bwd" : "gelu.bwd", (m.gated_mlp ? 5 : 3) * e * tokens * f / t);
     mlp_back.linear_backward("fc1", tokens, h, up);
@@ -603,8 +611,12 @@ void describe_edge_kernels(ModelCosts& costs, const KernelShapes& k) {
   KernelList head = list(), head_back = list();
   head.memory("final-norm", 2 * e * normed * h);
   head.linear("logits", tokens, h, vocab);
+  if (m.logit_softcap)  // cap x tanh(logits / cap): reads the logits, writes the capped ones
+    head.memory("logit-softcap", 2 * e * logits);
   head.memory("cross-entropy", (e + 3 * 4) * logits);
   head_back.memory("cross-entropy.bwd", (4 + e) * logits);
+  if (m.logit_softcap)  // reads the gradient and the capped logits, writes the logits' gradient
+    head_back.memory("logit-softcap.bwd", 3 * e * logits);
   head_back.linear_backward("logits", tokens, h, vocab);
   head_back.memory("final-norm.bwd", 4 * e * normed * h);
   attach(costs, costs.head_forward, "head.fwd", head.take());
@@ -639,7 +651,11 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
   const LatentShape latent(m);
   const double v_width = m.mla() ? latent.values : q_width;
   const double qkv_flops = m.mla() ? 2 * tokens * latent.projected_per_token : 2 * tokens * h * (q_width + 2 * kv_width) / t;
-  const double core_flops = m.mla() ? 2 * b * s * s * (q_width + v_width) : 4 * b * (s / cp) * s * q_width / t;
+  // A sliding window of w < s keys: a query sees w (1 - w / 2s) keys on average instead of s / 2.
+  const double w = static_cast<double>(m.attention_window);
+  const double windowed = w > 0 && w < s ? w * (1 - w / (2 * s)) / (s / 2) : 1.0;
+  const double core_flops =
+      windowed * (m.mla() ? 2 * b * s * s * (q_width + v_width) : 4 * b * (s / cp) * s * q_width / t);
   const double out_flops = 2 * tokens * v_width * h / t;
   double mlp_flops = 2 * tokens * h * f * (m.gated_mlp ? 3 : 2) / t;
   // A mixture: the router on every token, top-k experts per token, the shared experts (model FLOPs,
@@ -693,7 +709,7 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
           e * assigned * (h + 3 * fe / et) + e * routed * h + (fs > 0 ? e * tokens * 3 * fs / t : 0.0) +
           (m.shared_expert_gate ? e * tokens / unsplit * h : 0.0) + hidden_masks;  // the gate multiply's input
   }
-  const double norms = 2 * e * tokens * h / unsplit;
+  const double norms = (m.sandwich_norms ? 4 : 2) * e * tokens * h / unsplit;  // each norm's input
   act.input = e * tokens * h / unsplit;
   act.attention_core = scores;
   act.total = attention + mlp + norms;
@@ -841,10 +857,16 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     costs.all_to_all_splits = prior->all_to_all_splits;
   }
   const double dense_layers = static_cast<double>(m.dense_layers.size());
-  // The main kind (every layer, or a mixture's expert layers), or under routing per layer one
-  // kind per expert layer ("layer3" for the fourth); then a mixture's dense layers.
+  // Layers attending over the whole sequence beside windowed ones (no mixture has both: refused
+  // when the model is read) are a kind of their own once the sequence is longer than the window.
+  const bool mixed_attention =
+      !m.full_attention_layers.empty() && m.attention_window > 0 && m.attention_window < seq_len;
+  const double full_layers = mixed_attention ? static_cast<double>(m.full_attention_layers.size()) : 0.0;
+  // The main kind (every layer, or a mixture's expert layers, or the windowed ones), or under
+  // routing per layer one kind per expert layer ("layer3" for the fourth); then a mixture's dense
+  // layers or the layers attending over the whole sequence.
   const std::size_t main_kinds = std::max<std::size_t>(1, sharding.layer_expert_shares.size());
-  costs.layer_kinds.resize(main_kinds + (m.dense_layers.empty() ? 0 : 1));
+  costs.layer_kinds.resize(main_kinds + (m.dense_layers.empty() ? 0 : 1) + (mixed_attention ? 1 : 0));
   std::vector<long long> expert_layers;  // the model's layers of the main kinds, in order
   for (long long l = 0; l < m.layers; ++l)
     if (std::find(m.dense_layers.begin(), m.dense_layers.end(), l) == m.dense_layers.end())
@@ -860,7 +882,7 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     }
     const double flops = layer_costs(costs, costs.layer_kinds[kind], m, micro_batch, seq_len, precision,
                                      grad_precision, flash_attention, of_kind, prefix);
-    layers_flops += main_kinds > 1 ? flops : (static_cast<double>(m.layers) - dense_layers) * flops;
+    layers_flops += main_kinds > 1 ? flops : (static_cast<double>(m.layers) - dense_layers - full_layers) * flops;
   }
   costs.kind_of_layer.assign(static_cast<std::size_t>(m.layers), 0);
   if (!m.dense_layers.empty()) {
@@ -869,6 +891,14 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
                                                "dense-layer");
     for (const long long l : m.dense_layers)
       costs.kind_of_layer[static_cast<std::size_t>(l)] = static_cast<int>(main_kinds);
+  }
+  if (mixed_attention) {
+    const std::size_t full_kind = costs.layer_kinds.size() - 1;
+    layers_flops += full_layers * layer_costs(costs, costs.layer_kinds[full_kind], full_attention_model(m), micro_batch,
+                                              seq_len, precision, grad_precision, flash_attention, sharding,
+                                              "full-attention-layer");
+    for (const long long l : m.full_attention_layers)
+      costs.kind_of_layer[static_cast<std::size_t>(l)] = static_cast<int>(full_kind);
   }
   if (main_kinds > 1) {  // the expert layers' kinds in order
     int next = 0;
@@ -886,15 +916,16 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
   // The output layer is split over the vocabulary (Megatron's vocabulary-parallel cross-entropy).
   const double logits = tokens * vocab / t;
   costs.head_forward.flops = 2 * tokens * h * vocab / t;
-  costs.head_forward.bytes = vocab / t * h * e + 2 * 4 * logits;
+  costs.head_forward.bytes = vocab / t * h * e + 2 * 4 * logits + (m.logit_softcap ? 2 * e * logits : 0.0);
   costs.head_backward.flops = 2 * costs.head_forward.flops;
   costs.head_backward.bytes = 2 * costs.head_forward.bytes + 2 * vocab / t * h * g;
   costs.head_weight_gradient_inputs = e * tokens * h + e * logits;
   costs.head_backward_weight = {costs.head_forward.flops, 2 * vocab / t * h * g + costs.head_weight_gradient_inputs};
   costs.head_backward_input = {costs.head_backward.flops - costs.head_backward_weight.flops,
                                std::max(0.0, costs.head_backward.bytes - costs.head_backward_weight.bytes)};
-  // Final norm input, output projection input, and the fp32 logits the loss keeps.
-  costs.head_activations = 2 * e * tokens * h / unsplit + 4 * logits;
+  // Final norm input, output projection input, and the fp32 logits the loss keeps (and soft-capped
+  // logits, the capped ones for tanh's gradient).
+  costs.head_activations = 2 * e * tokens * h / unsplit + 4 * logits + (m.logit_softcap ? e * logits : 0.0);
   costs.activation_gradient_buffer = 2 * e * tokens * h;
   costs.tp_collective_bytes = e * tokens * h;
 

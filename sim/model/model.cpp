@@ -59,6 +59,18 @@ public:
     return value.get<bool>();
   }
 
+  // A soft cap (cap x tanh(x / cap)): a positive number applies one, null none; `fallback` when absent.
+  bool cap(const char* key, bool fallback) const {
+    if (!config_.contains(key))
+      return fallback;
+    const json& value = config_.at(key);
+    if (value.is_null())
+      return false;
+    if (!value.is_number() || !(value.get<double>() > 0))
+      throw InputError(where_ + ": field '" + key + "' = " + value.dump() + "; accepted: a positive number, or null for none");
+    return true;
+  }
+
   // Dropout probabilities: present and positive means masks are kept.
   bool positive_number(std::initializer_list<const char*> aliases, bool fallback) const {
     for (const char* key : aliases) {
@@ -116,8 +128,8 @@ const std::set<std::string>& moe_types() {
 }
 
 Family family_of(const ConfigReader& config, const std::string& where) {
-  static const std::set<std::string> llama_like = {"llama",     "mistral",     "qwen2",       "qwen3",      "mixtral",
-                                                   "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
+  static const std::set<std::string> llama_like = {"llama",     "mistral",   "qwen2",       "qwen3",      "gemma2",
+                                                   "mixtral",   "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
   static const std::set<std::string> gpt2_like = {"gpt2", "gpt3", "gpt"};
   const std::string type = config.text("model_type");
   if (llama_like.count(type))
@@ -129,8 +141,8 @@ Family family_of(const ConfigReader& config, const std::string& where) {
   if (type.empty() && config.has("hidden_size") && config.has("intermediate_size"))
     return Family::llama;
   throw InputError(where + ": field 'model_type' = \"" + type +
-                   "\" is not a supported architecture; accepted: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, "
-                   "qwen3_moe, deepseek_v2, deepseek_v3, gpt2, gpt3");
+                   "\" is not a supported architecture; accepted: llama, mistral, qwen2, qwen3, gemma2, mixtral, "
+                   "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, gpt3");
 }
 
 // A JSON object with one key twice: parsers keep one of the values silently, so the config does
@@ -191,7 +203,7 @@ void refuse_unmodelled(const json& config, const std::string& where) {
         throw InputError(where + ": field '" + feature.field + "' = " + config.at(feature.field).dump() + " makes " +
                          feature.feature + ", which trainsim does not simulate; accepted: " + accepted);
   };
-  const char* decoder_only = "decoder-only transformers (llama, mistral, qwen2, qwen3, gpt2, gpt3; mixtures of "
+  const char* decoder_only = "decoder-only transformers (llama, mistral, qwen2, qwen3, gemma2, gpt2, gpt3; mixtures of "
                              "experts: mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)";
   refuse(features, decoder_only);
   const std::string type = config.value("model_type", "");
@@ -305,11 +317,41 @@ void read_latent_attention(const ConfigReader& reader, ModelSpec& model) {
                      "); accepted: ranks up to 1000000, head sizes up to 100000, at most 1e15 attention weights");
 }
 
-// Mistral's sliding window; Qwen2 gives one but uses it only with use_sliding_window.
-long long attention_window(const ConfigReader& reader) {
+// Mistral's sliding window; Qwen2 gives one but uses it only with use_sliding_window; Gemma 2's
+// is 4,096 tokens unless given (Gemma2Config).
+long long attention_window(const ConfigReader& reader, const std::string& type) {
+  if (type == "gemma2")
+    return reader.integer({"sliding_window"}, 4096);
   if (!reader.has("sliding_window") || !reader.boolean("use_sliding_window", true))
     return 0;
   return reader.integer({"sliding_window"});
+}
+
+// Under a window, the layers attending over the whole sequence: those layer_types calls
+// "full_attention"; without layer_types Gemma 2's every second layer (Gemma2Config: layer i slides
+// when i is even), other models' none.
+std::vector<long long> full_attention_layers(const json& config, const ConfigReader& reader, long long layers,
+                                             const std::string& type) {
+  std::vector<long long> full;
+  if (!config.contains("layer_types") || config.at("layer_types").is_null()) {
+    if (type == "gemma2")
+      for (long long l = 1; l < layers; l += 2)
+        full.push_back(l);
+    return full;
+  }
+  const json& types = config.at("layer_types");
+  if (!types.is_array() || static_cast<long long>(types.size()) != layers)
+    throw InputError(reader.where() + ": field 'layer_types' is not a list of " + std::to_string(layers) +
+                     " layer types; accepted: one \"sliding_attention\" or \"full_attention\" per layer");
+  for (long long l = 0; l < layers; ++l) {
+    const json& kind = types.at(static_cast<std::size_t>(l));
+    if (kind == "full_attention")
+      full.push_back(l);
+    else if (kind != "sliding_attention")
+      throw InputError(reader.where() + ": field 'layer_types' [" + std::to_string(l) + "] = " + kind.dump() +
+                       "; accepted: \"sliding_attention\" or \"full_attention\"");
+  }
+  return full;
 }
 
 } // namespace
@@ -360,17 +402,27 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
     model.out_bias = reader.boolean("attention_bias", false);
     model.mlp_bias = reader.boolean("mlp_bias", false);
     model.learned_positions = false;
-    model.tied_embeddings = reader.boolean("tie_word_embeddings", false);
+    const bool gemma = type == "gemma2";
+    model.tied_embeddings = reader.boolean("tie_word_embeddings", gemma);
     model.attention_dropout = reader.positive_number({"attention_dropout"}, false);
     model.hidden_dropout = reader.positive_number({"hidden_dropout"}, false);
     model.qk_norm = type == "qwen3" || type == "qwen3_moe";
+    model.sandwich_norms = gemma;
+    // Gemma2Config caps the final logits at 30 unless final_logit_softcapping is null.
+    model.logit_softcap = gemma && reader.cap("final_logit_softcapping", true);
     read_experts(reader, type, model);
     if (type == "deepseek_v2" || type == "deepseek_v3")
       read_latent_attention(reader, model);
   }
-  model.attention_window = attention_window(reader);
+  const std::string type = config.value("model_type", "");
+  model.attention_window = attention_window(reader, type);
+  if (model.attention_window > 0)
+    model.full_attention_layers = full_attention_layers(config, reader, model.layers, type);
+  if (model.moe() && !model.full_attention_layers.empty())
+    throw InputError(where + ": field 'layer_types' mixes sliding-window and full attention in a mixture of "
+                     "experts, which trainsim does not simulate; accepted: the same attention in every layer");
   if (!model.mla())
-    model.head_dim = reader.integer({"head_dim"}, model.hidden / model.heads);
+    model.head_dim = reader.integer({"head_dim"}, type == "gemma2" ? 256 : model.hidden / model.heads);
   if (!model.mla() && !reader.has("head_dim") && model.hidden % model.heads != 0)
     throw InputError(where + ": hidden size " + std::to_string(model.hidden) + " is not divisible by " +
                      std::to_string(model.heads) + " attention heads; give 'head_dim' explicitly");
@@ -407,6 +459,13 @@ ModelSpec dense_mlp_model(const ModelSpec& model) {
   return dense;
 }
 
+ModelSpec full_attention_model(const ModelSpec& model) {
+  ModelSpec full = model;
+  full.attention_window = 0;
+  full.full_attention_layers.clear();
+  return full;
+}
+
 ParameterCounts count_parameters(const ModelSpec& m) {
   ParameterCounts counts;
   const long long q_width = m.heads * m.head_dim;
@@ -433,8 +492,9 @@ ParameterCounts count_parameters(const ModelSpec& m) {
     counts.routed_experts = m.experts * expert * expert_layers;
     unrouted_experts = (m.experts - m.experts_per_token) * expert;
   }
-  counts.per_layer = attention + mlp + 2 * norm;
-  counts.per_dense_layer = dense_layers > 0 ? attention + dense_mlp + 2 * norm : 0;
+  const long long layer_norms = (m.sandwich_norms ? 4 : 2) * norm;
+  counts.per_layer = attention + mlp + layer_norms;
+  counts.per_dense_layer = dense_layers > 0 ? attention + dense_mlp + layer_norms : 0;
   counts.layers = counts.per_layer * expert_layers + counts.per_dense_layer * dense_layers;
   counts.embedding = m.padded_vocab * m.hidden;
   counts.positions = m.learned_positions ? m.max_positions * m.hidden : 0;

@@ -1,6 +1,7 @@
 #pragma once
 // A transformer architecture read from a Hugging Face config.json (Llama-style:
-// RMSNorm, SwiGLU, rotary, GQA; GPT-2/3-style: LayerNorm, GeLU, learned positions,
+// RMSNorm, SwiGLU, rotary, GQA; Gemma 2 with its sandwich norms, soft-capped logits and a
+// sliding window in every other layer; GPT-2/3-style: LayerNorm, GeLU, learned positions,
 // tied embeddings; mixtures of experts: Mixtral, Qwen2-MoE and Qwen3-MoE, whose every layer's
 // MLP is a router over SwiGLU experts, top-k of them per token, beside optional shared experts),
 // normalised to the few numbers that decide memory and time.
@@ -22,6 +23,11 @@ struct ModelSpec {
   long long padded_vocab = 0;     // padded to the scenario's multiple; what is trained
   long long max_positions = 0;
   long long attention_window = 0; // sliding-window attention: tokens a query sees; 0: the whole sequence
+  // With a window: the layers that attend over the whole sequence anyway (Gemma 2's every other
+  // layer, from layer_types); empty: every layer is windowed.
+  std::vector<long long> full_attention_layers;
+  bool sandwich_norms = false;    // Gemma 2: RMSNorms after the attention and the MLP too, before each residual add
+  bool logit_softcap = false;     // Gemma 2: the logits through cap x tanh(logits / cap) before the loss
   bool gated_mlp = false;         // SwiGLU: gate and up projections
   bool rms_norm = false;          // RMSNorm (weight only) instead of LayerNorm (weight and bias)
   bool qkv_bias = false;
@@ -67,6 +73,8 @@ long long latent_attention_parameters(const ModelSpec& model);
 
 // A mixture's dense layers as a model of their own: the same attention, a dense SwiGLU MLP.
 ModelSpec dense_mlp_model(const ModelSpec& model);
+// The layers of full_attention_layers as a model of their own: attention over the whole sequence.
+ModelSpec full_attention_model(const ModelSpec& model);
 
 struct ParameterCounts {
   long long embedding = 0;        // token embedding

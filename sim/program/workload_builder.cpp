@@ -120,10 +120,11 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
     clash("training.seq_len = " + std::to_string(s.seq_len) + " is longer than the " +
           std::to_string(model.max_positions) + " learned positions of model " + model.name + "; accepted: at most " +
           std::to_string(model.max_positions));
-  if (model.attention_window > 0 && s.seq_len > model.attention_window)
+  if (model.attention_window > 0 && s.seq_len > model.attention_window && s.cp > 1)
     clash("model " + model.name + " attends over a sliding window of " + std::to_string(model.attention_window) +
-          " tokens, which trainsim does not simulate (it counts attention over the whole sequence); accepted: "
-          "training.seq_len at most " + std::to_string(model.attention_window));
+          " tokens, which trainsim simulates without context parallelism (its ring would skip the blocks "
+          "outside the window); accepted: parallel.cp = 1, or training.seq_len at most " +
+          std::to_string(model.attention_window));
   if (s.recompute == Recompute::every) {
     // Each rank's layers (a pipeline stage's chunk) are one checkpoint_sequential: its last
     // segment is not checkpointed, so a segment as long as the chunk would recompute nothing.

@@ -212,18 +212,18 @@ TEST_CASE("offload that the layout or the platform cannot carry") {
   CHECK(trace.err == run.err);
 }
 
-TEST_CASE("a sliding attention window shorter than the sequence is refused, not simulated as full attention") {
+TEST_CASE("a sliding attention window shorter than the sequence is refused under context parallelism") {
   const fs::path dir = fresh_dir("sliding_window_model");
   std::ofstream(dir / "windowed.json")
       << R"({"model_type": "mistral", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
              "num_hidden_layers": 4, "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
              "sliding_window": 256})";
   const std::string model = " --set model.path=" + (dir / "windowed.json").string();
-  expect_input_error("sliding_window", "run " + tiny + " --out out" + model,
-                     {"sliding window of 256 tokens", "training.seq_len at most 256"});
-  // Within the window, sliding-window attention is full causal attention.
-  const CliResult within = run_trainsim("sliding_window_within", "memory " + tiny + model + " --set training.seq_len=256");
-  CHECK_MESSAGE(within.status == 0, within.err);
+  expect_input_error("sliding_window", "run " + tiny + " --out out" + model + " --set parallel.cp=2 --set parallel.dp=8",
+                     {"sliding window of 256 tokens", "parallel.cp = 1", "training.seq_len at most 256"});
+  // Without context parallelism the window is simulated (the kernels count the keys it sees).
+  const CliResult simulated = run_trainsim("sliding_window_simulated", "memory " + tiny + model);
+  CHECK_MESSAGE(simulated.status == 0, simulated.err);
 }
 
 TEST_CASE("help for a command is the same whichever way it is asked") {

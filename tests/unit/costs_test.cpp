@@ -196,3 +196,53 @@ TEST_CASE("a backward split in two adds up to the backward: W is the linear laye
   CHECK(costs.head_backward_weight.flops == doctest::Approx(costs.head_forward.flops));
   CHECK(kernels(costs.head_backward_weight).size() == 1);
 }
+
+TEST_CASE("Gemma 2's windowed layers attend over w(1 - w/2s) keys a query, its others over s/2, each with four norms") {
+  // gemma2-9b at s = 8,192 with its 4,096-token window: an even layer's query sees on average
+  // w (1 - w / 2s) = 3,072 keys, an odd layer's s / 2 = 4,096 (causal), so the windowed core is
+  // 3/4 of the full one, in the kernels and in the roofline's model FLOPs.
+  const ModelSpec gemma = model("gemma2-9b");
+  const double s = 8192, b = 1, h = 3584, q_width = 16 * 256;
+  const ModelCosts costs = compute_costs(gemma, 1, 8192, Precision::bf16, Precision::fp32, true);
+  REQUIRE(costs.layer_kinds.size() == 2);
+  CHECK(costs.kind_of_layer[0] == 0);
+  CHECK(costs.kind_of_layer[1] == 1);
+  CHECK(costs.kind_of_layer[41] == 1);
+  const auto core_flops = [&](long long layer) {
+    const KernelSet& set =
+        costs.kernel_sets.at(static_cast<std::size_t>(costs.layer(layer).attention_forward.kernel_set));
+    for (const Kernel& kernel : set.kernels)
+      if (kernel.name == "flash-attention")
+        return kernel.flops * kernel.count;
+    return 0.0;
+  };
+  // FlashAttention's forward: 2 b heads queries keys_seen (d + d).
+  CHECK(core_flops(1) == doctest::Approx(2 * b * 16 * s * (s / 2) * 512));
+  CHECK(core_flops(0) == doctest::Approx(2 * b * 16 * s * 3072 * 512));
+  // The roofline's core: 4 b s^2 (heads x head_dim), a quarter less in a windowed layer.
+  CHECK(costs.layer(1).attention_forward.flops - costs.layer(0).attention_forward.flops ==
+        doctest::Approx(0.25 * 4 * b * s * s * q_width));
+  // Four norms' inputs kept (2 bytes each per element), two more than a Llama layer's.
+  const ModelCosts within = compute_costs(gemma, 1, 4096, Precision::bf16, Precision::fp32, true);
+  CHECK(within.layer_kinds.size() == 1);  // within the window every layer attends alike
+  ModelSpec two_norms = gemma;
+  two_norms.sandwich_norms = false;
+  const ModelCosts fewer = compute_costs(two_norms, 1, 4096, Precision::bf16, Precision::fp32, true);
+  CHECK(within.layer(0).activations.total - fewer.layer(0).activations.total == doctest::Approx(2 * 2 * 4096 * b * h));
+}
+
+TEST_CASE("soft-capped logits add their elementwise pass and keep the capped logits for backward") {
+  ModelSpec gemma = model("gemma2-2b");
+  const ModelCosts capped = compute_costs(gemma, 1, 4096, Precision::bf16, Precision::fp32, true);
+  gemma.logit_softcap = false;
+  const ModelCosts plain = compute_costs(gemma, 1, 4096, Precision::bf16, Precision::fp32, true);
+  // The vocabulary padded to 128: 256,000 already is; 2 bytes per capped logit.
+  const double logits = 4096.0 * 256000;
+  CHECK(capped.head_activations - plain.head_activations == doctest::Approx(2 * logits));
+  const auto bytes = [](const ModelCosts& costs, const Work& work) {
+    return costs.kernel_sets.at(static_cast<std::size_t>(work.kernel_set)).bytes();
+  };
+  // Forward reads and writes each logit, backward reads the gradient and the capped logit and writes one.
+  CHECK(bytes(capped, capped.head_forward) - bytes(plain, plain.head_forward) == doctest::Approx(2 * 2 * logits));
+  CHECK(bytes(capped, capped.head_backward) - bytes(plain, plain.head_backward) == doctest::Approx(3 * 2 * logits));
+}

@@ -146,6 +146,55 @@ TEST_CASE("a sliding attention window is read unless the config turns it off") {
     CHECK(catalog.attention_window == 0);
 }
 
+TEST_CASE("Gemma 2 configs match their published checkpoint sizes, with four norms per layer and tied embeddings") {
+  // The Hugging Face checkpoints' totals (google/gemma-2-2b, -9b, -27b). Per layer: Q and the
+  // output projection heads x head_dim x hidden each, K and V kv_heads x head_dim x hidden each,
+  // the gated MLP 3 x hidden x intermediate, four RMSNorms of hidden (before and after the
+  // attention and the MLP); then the 256,000-token embedding (tied to the head) and the final norm.
+  const auto total = [](long long h, long long f, long long heads, long long kv, long long d, long long layers) {
+    return layers * (2 * heads * d * h + 2 * kv * d * h + 3 * h * f + 4 * h) + 256'000 * h + h;
+  };
+  CHECK(total(2304, 9216, 8, 4, 256, 26) == 2'614'341'888LL);
+  CHECK(total(3584, 14336, 16, 8, 256, 42) == 9'241'705'984LL);
+  CHECK(total(4608, 36864, 32, 16, 128, 46) == 27'227'128'320LL);
+  CHECK(count_parameters(model("gemma2-2b", 1)).total == 2'614'341'888LL);
+  CHECK(count_parameters(model("gemma2-9b", 1)).total == 9'241'705'984LL);
+  CHECK(count_parameters(model("gemma2-27b", 1)).total == 27'227'128'320LL);
+  const ModelSpec gemma = model("gemma2-9b");
+  CHECK(gemma.tied_embeddings);
+  CHECK(gemma.sandwich_norms);
+  CHECK(gemma.logit_softcap);
+  CHECK(gemma.head_dim == 256);
+  // Gemma2Config: layer i slides over 4,096 tokens when i is even; the odd ones see everything.
+  CHECK(gemma.attention_window == 4096);
+  REQUIRE(gemma.full_attention_layers.size() == 21);
+  CHECK(gemma.full_attention_layers.front() == 1);
+  CHECK(gemma.full_attention_layers.back() == 41);
+}
+
+TEST_CASE("layer_types says which layers attend over the whole sequence, and what it cannot be is refused") {
+  const std::string types = R"("sliding_window": 16, "layer_types": ["full_attention", "sliding_attention"])";
+  CHECK(parse_model(llama_with(types), "m.json", "m", 1).full_attention_layers == std::vector<long long>{0});
+  // Without a window every layer sees the whole sequence: the list changes nothing.
+  CHECK(parse_model(llama_with(R"("layer_types": ["full_attention", "full_attention"])"), "m.json", "m", 1)
+            .full_attention_layers.empty());
+  CHECK(refusal_of(llama_with(R"("sliding_window": 16, "layer_types": ["full_attention"])"))
+            .find("'layer_types' is not a list of 2 layer types") != std::string::npos);
+  CHECK(refusal_of(llama_with(R"("sliding_window": 16, "layer_types": ["full_attention", "chunked_attention"])"))
+            .find("'layer_types' [1] = \"chunked_attention\"") != std::string::npos);
+  CHECK(refusal_of(R"({"model_type": "gemma2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "vocab_size": 100, "final_logit_softcapping": -1})")
+            .find("'final_logit_softcapping' = -1") != std::string::npos);
+  CHECK_FALSE(parse_model(R"({"model_type": "gemma2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                              "num_attention_heads": 4, "vocab_size": 100, "final_logit_softcapping": null})",
+                          "m.json", "m", 1)
+                  .logit_softcap);
+  CHECK(refusal_of(R"({"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "vocab_size": 100, "num_local_experts": 4, "num_experts_per_tok": 2,
+                       "sliding_window": 16, "layer_types": ["full_attention", "sliding_attention"]})")
+            .find("mixes sliding-window and full attention in a mixture of experts") != std::string::npos);
+}
+
 TEST_CASE("mixtures of experts have their published total and active parameter counts") {
   // Mixtral 8x7B (Jiang et al. 2024: 46.7B total, 12.9B active), per layer: attention
   // 4096 x (4096 + 2 x 1024) + 4096^2 = 41,943,040; router 4096 x 8 = 32,768; experts
