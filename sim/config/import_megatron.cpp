@@ -326,18 +326,18 @@ void import_recompute(const MegatronArguments& in, ImportedScenario& out) {
   }
   if (granularity != "full")
     in.fail("recompute-granularity", "'" + granularity + "'; accepted: full, selective");
+  // --recompute-num-layers: the layers of a checkpointed chunk (uniform) or the checkpointed
+  // layers of each pipeline rank (block); Megatron's default is 1.
   const std::string method = in.text("recompute-method");
-  if (method == "block")
-    in.fail("recompute-method", "block recomputes some layers of each stage and keeps the others, which is not "
-                                "simulated; accepted: uniform");
-  if (method != "uniform")
-    in.fail("recompute-method", "'" + method + "'; accepted with --recompute-granularity full: uniform");
-  // Megatron's uniform method checkpoints every chunk of N layers, the last one too; trainsim's
-  // every:N keeps the last (checkpoint_sequential), so only N = 1 is the same.
-  if (in.whole("recompute-num-layers", 1) != 1)
-    in.fail("recompute-num-layers", "'" + in.text("recompute-num-layers") + "': chunks of several layers all "
-                                    "checkpointed are not simulated; accepted: 1 (every layer)");
-  out.set("memory.recompute", "full", "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+  if (method != "uniform" && method != "block")
+    in.fail("recompute-method", "'" + method + "'; accepted with --recompute-granularity full: uniform, block");
+  const long long layers = in.whole("recompute-num-layers", 1);
+  const std::string source = "--recompute-granularity full --recompute-method " + method + " --recompute-num-layers " +
+                             std::to_string(layers);
+  if (method == "uniform" && layers == 1)
+    out.set("memory.recompute", "full", source);
+  else
+    out.set("memory.recompute", method + ":" + std::to_string(layers), source);
   if (in.flag("distribute-saved-activations"))
     out.left_out.push_back("--distribute-saved-activations: checkpoints are kept whole on each tensor-parallel rank");
 }

@@ -111,7 +111,9 @@ const std::vector<OptionSpec>& option_specs() {
       {"memory.prefetch_depth", "1", "ZeRO-3: layers whose parameters are gathered ahead of use"},
       {"memory.recompute", "none", "activation recompute: none | selective (Korthikanti et al.: the attention core) | op "
                                    "(torchtitan's op-level selective checkpointing) | full | every:N (segments of N layers checkpointed, "
-                                   "the last kept, as torch checkpoint_sequential) | nth:N (every Nth layer checkpointed, the "
+                                   "the last kept, as torch checkpoint_sequential) | uniform:N (segments of N layers, all "
+                                   "checkpointed: Megatron's uniform method) | block:N (the first N layers of each stage "
+                                   "checkpointed: Megatron's block method) | nth:N (every Nth layer checkpointed, the "
                                    "others kept: torchtitan's selective_ac_option = N) | optimal"},
       {"memory.activation_budget", "auto", "recompute = optimal: bytes for activations (auto: what fits the GPU)"},
       {"memory.precision", "bf16", "training precision: fp32 | fp16 | bf16 | fp8 (GEMMs in fp8, bf16 master)"},
@@ -530,6 +532,8 @@ const char* to_string(Recompute recompute) {
   case Recompute::op: return "op";
   case Recompute::full: return "full";
   case Recompute::every: return "every";
+  case Recompute::uniform: return "uniform";
+  case Recompute::block: return "block";
   case Recompute::nth: return "nth";
   case Recompute::optimal: return "optimal";
   }
@@ -834,32 +838,53 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
   }
 }
 
+// The recompute modes with a number of layers: the mode, its name before ':' and an example.
+struct CountedRecompute {
+  Recompute mode;
+  const char* name;
+  const char* example;
+};
+constexpr CountedRecompute counted_recompute[] = {{Recompute::every, "every", "every:4"},
+                                                  {Recompute::uniform, "uniform", "uniform:2"},
+                                                  {Recompute::block, "block", "block:4"},
+                                                  {Recompute::nth, "nth", "nth:2"}};
+
+// memory.recompute = MODE:N: false when it is no such mode.
+bool read_counted_recompute(const ValueReader& values, Scenario& scenario) {
+  const std::string recompute = values.text("memory.recompute");
+  for (const CountedRecompute& mode : counted_recompute) {
+    if (recompute.rfind(std::string(mode.name) + ":", 0) != 0)
+      continue;
+    long long layers = 0;
+    if (!parse_integer(recompute.substr(recompute.find(':') + 1), layers) || layers < 1 || layers > 100'000)
+      values.fail("memory.recompute", std::string(mode.name) + ":N needs a whole number of layers N >= 1, e.g. " +
+                                          mode.example);
+    scenario.recompute = mode.mode;
+    scenario.recompute_every = static_cast<int>(layers);
+    return true;
+  }
+  return false;
+}
+
 // [memory]: the ZeRO stage and activation recompute.
 void read_zero_and_recompute_keys(const ValueReader& values, Scenario& scenario) {
   scenario.zero = values.choice<int>("memory.zero", {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"fsdp", 3}});
   if (!values.given("memory.zero") && values.text("training.framework") == "fsdp2")
     scenario.zero = 3;
   scenario.prefetch_depth = static_cast<int>(values.integer("memory.prefetch_depth", 0, 64));
-  const std::string recompute = values.text("memory.recompute");
-  if (recompute.rfind("every:", 0) == 0 || recompute.rfind("nth:", 0) == 0) {
-    const bool every = recompute[0] == 'e';
-    long long layers = 0;
-    if (!parse_integer(recompute.substr(recompute.find(':') + 1), layers) || layers < 1 || layers > 100'000)
-      values.fail("memory.recompute", every ? "every:N needs a whole number of layers N >= 1, e.g. every:4"
-                                            : "nth:N needs a whole number of layers N >= 1, e.g. nth:2");
-    scenario.recompute = every ? Recompute::every : Recompute::nth;
-    scenario.recompute_every = static_cast<int>(layers);
-  } else {
+  if (!read_counted_recompute(values, scenario)) {
     scenario.recompute = values.choice<Recompute>("memory.recompute", {{"none", Recompute::none},
                                                                       {"selective", Recompute::selective},
                                                                       {"op", Recompute::op},
                                                                       {"full", Recompute::full},
                                                                       {"every:N", Recompute::every},
+                                                                      {"uniform:N", Recompute::uniform},
+                                                                      {"block:N", Recompute::block},
                                                                       {"nth:N", Recompute::nth},
                                                                       {"optimal", Recompute::optimal}});
-    if (scenario.recompute == Recompute::every || scenario.recompute == Recompute::nth)
-      values.fail("memory.recompute", scenario.recompute == Recompute::every ? "give the segment length, e.g. every:4"
-                                                                             : "give the period, e.g. nth:2");
+    for (const CountedRecompute& mode : counted_recompute)
+      if (scenario.recompute == mode.mode)
+        values.fail("memory.recompute", std::string("give the number of layers, e.g. ") + mode.example);
   }
   if (values.text("memory.activation_budget") != "auto") {
     scenario.activation_budget = values.quantity("memory.activation_budget", parse_bytes);

@@ -17,11 +17,13 @@
 
 namespace trainsim {
 
-// every: segments of `recompute_every` layers, all checkpointed but the last; nth: every
-// `recompute_every`-th layer checkpointed, the others keeping their activations (torchtitan's
-// selective_ac_option = N); optimal: a per-layer plan that fits a budget.
-// op: torchtitan's op-level selective activation checkpointing.
-enum class Recompute { none, selective, op, full, every, nth, optimal };
+// Per pipeline rank's chunk of layers, N = `recompute_every`: every: segments of N layers, all
+// checkpointed but the last (torch checkpoint_sequential); uniform: segments of N layers, all
+// checkpointed (Megatron's --recompute-method uniform); block: the first N layers checkpointed
+// one by one, the others keeping their activations (Megatron's block); nth: every Nth layer
+// checkpointed, the others keeping theirs (torchtitan's selective_ac_option = N); optimal: a
+// per-layer plan that fits a budget. op: torchtitan's op-level selective activation checkpointing.
+enum class Recompute { none, selective, op, full, every, uniform, block, nth, optimal };
 // When gradients are reduced under accumulation: after the last micro-batch, or after each one.
 enum class GradSync { last, every };
 // Where offloaded model states live: on the GPU (none), in host DRAM, or on the node's NVMe drives.
@@ -118,7 +120,7 @@ struct Scenario {
   int zero = 0;                       // ZeRO stage; FSDP is stage 3
   int prefetch_depth = 1;             // ZeRO-3: layers gathered ahead of use
   Recompute recompute = Recompute::none;
-  int recompute_every = 1;            // every:N's layers per checkpoint segment, nth:N's period
+  int recompute_every = 1;            // N of every:N, uniform:N, block:N and nth:N
   double activation_budget = 0;       // bytes for activations (recompute = optimal); 0: what fits the GPU
   Precision precision = Precision::bf16;
   Precision grad_precision = Precision::fp32;

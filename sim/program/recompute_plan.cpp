@@ -246,6 +246,20 @@ RecomputePlan plan_recompute(const Scenario& scenario, const LayerList& layer_li
     plan.segments.push_back({first, layers - first, LayerPolicy::keep});
     break;
   }
+  case Recompute::uniform: {
+    plan.strategy = "uniform:" + std::to_string(scenario.recompute_every);
+    // Megatron's uniform method: each chunk of N layers checkpointed at its input, the last
+    // (shorter, when N does not divide the rank's layers) too.
+    for (long long first = 0; first < layers; first += scenario.recompute_every)
+      plan.segments.push_back({first, std::min<long long>(scenario.recompute_every, layers - first), LayerPolicy::checkpoint});
+    break;
+  }
+  case Recompute::block:
+    plan.strategy = "block:" + std::to_string(scenario.recompute_every);
+    // Megatron's block method: the rank's first N layers checkpointed one by one, the rest kept.
+    for (long long l = 0; l < layers; ++l)
+      plan.segments.push_back({l, 1, l < scenario.recompute_every ? LayerPolicy::checkpoint : LayerPolicy::keep});
+    break;
   case Recompute::nth:
     plan.strategy = "nth:" + std::to_string(scenario.recompute_every);
     // torchtitan wraps the blocks it counts 1, 2, ... and checkpoints those whose count is a

@@ -45,7 +45,7 @@ struct RecomputeSegment {
 };
 
 struct RecomputePlan {
-  std::string strategy;                  // none, selective, op, full, every:N, nth:N, optimal
+  std::string strategy;                  // none, selective, op, full, every:N, uniform:N, block:N, nth:N, optimal
   std::vector<RecomputeSegment> segments;
   long long checkpointed_layers = 0;
   long long selective_layers = 0;       // selective or op

@@ -163,11 +163,6 @@ TEST_CASE("import megatron: interleaving, recompute, precision and experts") {
   s = import_megatron(base + "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --fp16",
                       "args", {0, 8}, true);
   CHECK(s.value_of("memory.recompute") == "full");
-  // Chunks of 4 layers, all recomputed (the last too), are not trainsim's every:4.
-  CHECK(error_of([&] {
-          import_megatron(base + "--recompute-granularity full --recompute-method uniform --recompute-num-layers 4",
-                          "args", {0, 8}, true);
-        }).find("args: --recompute-num-layers: '4'") == 0);
   CHECK(s.value_of("memory.grad_precision") == "fp16");
   CHECK(s.value_of("memory.fp32_grad_copy") == "true");
   CHECK(s.model_config.is_null());
@@ -181,8 +176,15 @@ TEST_CASE("import megatron: interleaving, recompute, precision and experts") {
   CHECK(s.model_config.at("num_local_experts") == 8);
   CHECK(s.value_of("parallel.ep") == "4");
   CHECK(s.value_of("moe.dispatcher") == "deepep");
-  CHECK(error_of([&] { import_megatron(base + "--recompute-granularity full --recompute-method block", "args", {0, 8}, true); })
-            .find("args: --recompute-method: block") == 0);
+  // Chunks of 4 layers, all recomputed (the last too): uniform:4, not checkpoint_sequential's every:4;
+  // block: the first N layers of each rank, one by one (Megatron's default N: 1).
+  s = import_megatron(base + "--recompute-granularity full --recompute-method uniform --recompute-num-layers 4",
+                      "args", {0, 8}, true);
+  CHECK(s.value_of("memory.recompute") == "uniform:4");
+  s = import_megatron(base + "--recompute-granularity full --recompute-method block", "args", {0, 8}, true);
+  CHECK(s.value_of("memory.recompute") == "block:1");
+  CHECK(error_of([&] { import_megatron(base + "--recompute-granularity full --recompute-method chunks", "args", {0, 8}, true); })
+            .find("args: --recompute-method: 'chunks'; accepted with --recompute-granularity full: uniform, block") == 0);
   CHECK(error_of([&] { import_megatron(base + "--tensor-model-parallel-size 3", "args", {0, 8}, true); })
             .find("does not divide the 8 GPUs") != std::string::npos);
   CHECK(error_of([&] { import_megatron("torchrun --nproc_per_node $GPUS pretrain_gpt.py " + base, "run.sh", {0, 8}, true); })

@@ -65,6 +65,38 @@ TEST_CASE("every:N checkpoints every segment of N layers but the last, as torch 
   CHECK(eight.kept_bytes == doctest::Approx(act.input + 4 * act.total));
 }
 
+TEST_CASE("uniform:N checkpoints every chunk of N layers, the last too, and block:N the first N layers alone, as Megatron") {
+  // Megatron-Core TransformerBlock._checkpointed_forward: "uniform" checkpoints the input of each
+  // chunk of recompute_num_layers layers while layers remain; "block" checkpoints the first
+  // recompute_num_layers layers one by one and runs the rest normally.
+  const LayerCosts layer = gpt3_layer();
+  const LayerActivations& act = layer.activations;
+  // 10 layers in chunks of 4: 0-3, 4-7 and 8-9, all checkpointed: three chunk inputs kept, the
+  // largest chunk (4 layers) re-materialised at once, every layer's forward run twice.
+  const RecomputePlan uniform = plan_recompute(with_recompute("uniform:4"), LayerList(10, &layer), 0);
+  REQUIRE(uniform.segments.size() == 3);
+  CHECK(uniform.segments[2].first == 8);
+  CHECK(uniform.segments[2].count == 2);
+  CHECK(uniform.segments[2].policy == LayerPolicy::checkpoint);
+  CHECK(uniform.strategy == "uniform:4");
+  CHECK(uniform.checkpointed_layers == 10);
+  CHECK(uniform.kept_bytes == doctest::Approx(3 * act.input));
+  CHECK(uniform.transient_bytes == doctest::Approx(4 * act.total - act.input));
+  CHECK(uniform.extra_flops == doctest::Approx(10 * layer.forward.flops));
+  // block:3 of 10 layers: layers 0, 1, 2 keep their inputs only, the other 7 everything.
+  const RecomputePlan block = plan_recompute(with_recompute("block:3"), LayerList(10, &layer), 0);
+  REQUIRE(block.segments.size() == 10);
+  for (long long l = 0; l < 10; ++l)
+    CHECK(block.segments[l].policy == (l < 3 ? LayerPolicy::checkpoint : LayerPolicy::keep));
+  CHECK(block.checkpointed_layers == 3);
+  CHECK(block.kept_bytes == doctest::Approx(3 * act.input + 7 * act.total));
+  CHECK(block.extra_flops == doctest::Approx(3 * layer.forward.flops));
+  // More layers than a rank holds: all of them.
+  CHECK(plan_recompute(with_recompute("block:12"), LayerList(10, &layer), 0).checkpointed_layers == 10);
+  CHECK_THROWS_WITH_AS(with_recompute("uniform:0"), doctest::Contains("uniform:N needs a whole number of layers"), InputError);
+  CHECK_THROWS_WITH_AS(with_recompute("block:N"), doctest::Contains("block:N needs a whole number"), InputError);
+}
+
 TEST_CASE("nth:N checkpoints every Nth layer and keeps the others, as torchtitan's selective layer option") {
   // torchtitan's apply_ac with selective_ac_option = "2": blocks counted from 1, those whose count
   // is a multiple of 2 wrapped in checkpoint, the others run as they are.
