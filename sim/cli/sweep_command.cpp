@@ -93,9 +93,9 @@ pid_t spawn(const std::vector<std::string>& arguments, const fs::path& err_file)
 // trainsim-sweep-* folders of earlier versions, which a running sweep may still be using.)
 constexpr const char* scratch_prefix = "trainsim-workers-";
 
-class ScratchFolder {
+class WorkersScratch {
 public:
-  ScratchFolder() {
+  WorkersScratch() {
     const fs::path temporary = scratch_directory();
     remove_stale(temporary);
     // Created under a name the cleaning skips and renamed once locked: never seen unlocked.
@@ -114,13 +114,13 @@ public:
       throw std::runtime_error("cannot lock the scratch folder " + pattern + ": " + why);
     }
   }
-  ~ScratchFolder() {
+  ~WorkersScratch() {
     std::error_code ignored;
     fs::remove_all(path_, ignored);
     ::close(lock_);
   }
-  ScratchFolder(const ScratchFolder&) = delete;
-  ScratchFolder& operator=(const ScratchFolder&) = delete;
+  WorkersScratch(const WorkersScratch&) = delete;
+  WorkersScratch& operator=(const WorkersScratch&) = delete;
 
   const fs::path& path() const { return path_; }
 
@@ -277,11 +277,6 @@ int merge(const std::vector<std::string>& arguments) {
         throw InputError(input + ": configuration " + std::to_string(row.index) + " varies other keys than configuration " +
                          std::to_string(first.index) + " ('" + row.label() + "', '" + first.label() +
                          "'); the shards come from different sweeps");
-      if (row.scenario != first.scenario)
-        throw InputError(input + ": configuration " + std::to_string(row.index) + " comes from " +
-                         (row.scenario.empty() ? "an unnamed scenario" : row.scenario) + ", configuration " +
-                         std::to_string(first.index) + " from " + (first.scenario.empty() ? "an unnamed scenario" : first.scenario) +
-                         "; the shards come from different sweeps");
       const auto [it, fresh] = by_index.emplace(row.index, row);
       if (!fresh && it->second.label() != row.label())
         throw InputError(input + ": configuration " + std::to_string(row.index) + " is '" + row.label() +
@@ -294,7 +289,12 @@ int merge(const std::vector<std::string>& arguments) {
   if (!colour_by.empty() && std::find(keys.begin(), keys.end(), colour_by) == keys.end())
     throw InputError("--colour-by " + colour_by + ": not a varied key; accepted: " + join(keys, ", "));
   write_rows(options.out, jsonl_beside(options.out), keys, rows);
-  const std::string plots = write_plots(options.out, rows.empty() ? "" : rows.front().scenario, rows, colour_by);
+  // The page is titled with the scenario as the first shard's sweep named it.
+  std::string scenario;
+  for (const SweepRow& row : rows)
+    if (scenario.empty())
+      scenario = row.scenario;
+  const std::string plots = write_plots(options.out, scenario, rows, colour_by);
   std::cout << "trainsim: merged " << rows.size() << " configurations from " << inputs.size() << " file(s) into "
             << options.out << " and " << jsonl_beside(options.out).string() << ", plots in " << plots << '\n';
   return 0;
@@ -309,7 +309,7 @@ void run_workers(const std::string& scenario, const std::vector<std::string>& fi
     // Destroyed in reverse order: workers ended, then the scratch folder removed, then the
     // signals restored.
     const StopSignals signals;
-    const ScratchFolder scratch;
+    const WorkersScratch scratch;
     RunningWorkers running;
     const std::string self = self_executable();
     std::size_t next = 0;
@@ -435,10 +435,8 @@ int sweep_command(const std::vector<std::string>& arguments) {
       throw InputError(csv.string() + ": results already exist; --resume continues that sweep, or choose another --out");
     if (fs::exists(jsonl))
       rows = rows_to_keep(read_rows(jsonl), configs, jsonl.string());
-    for (const SweepRow& row : rows)
-      if (!row.scenario.empty() && row.scenario != scenario)
-        throw InputError(jsonl.string() + ": configuration " + std::to_string(row.index) + " comes from a sweep of " +
-                         row.scenario + ", not " + scenario + "; --resume continues the same sweep, or choose another --out");
+    for (SweepRow& row : rows)  // rows of earlier versions name no scenario
+      row.scenario = scenario;
   }
   std::set<std::size_t> done;
   for (const SweepRow& row : rows)

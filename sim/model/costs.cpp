@@ -474,6 +474,8 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
     const double scores = k.b * local_heads * queries * k.s;
     const double batch = k.b * local_heads;
     core.gemm("scores", queries, k.s, d, batch);
+    if (m.score_softcap)
+      core.memory("score-softcap", 2 * e * scores);
     core.memory("scale-mask-softmax", 2 * e * scores);
     if (m.attention_dropout)
       core.memory("attention-dropout", (2 * e + 1) * scores);
@@ -483,6 +485,8 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
     if (m.attention_dropout)
       core_back.memory("attention-dropout.bwd", (2 * e + 1) * scores);
     core_back.memory("softmax.bwd", 3 * e * scores);
+    if (m.score_softcap)
+      core_back.memory("score-softcap.bwd", 3 * e * scores);
     core_back.gemm("scores.dgrad", queries, d, k.s, batch);
     core_back.gemm("scores.wgrad", k.s, d, queries, batch);
   }
@@ -651,11 +655,13 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
   const LatentShape latent(m);
   const double v_width = m.mla() ? latent.values : q_width;
   const double qkv_flops = m.mla() ? 2 * tokens * latent.projected_per_token : 2 * tokens * h * (q_width + 2 * kv_width) / t;
-  // A sliding window of w < s keys: a query sees w (1 - w / 2s) keys on average instead of s / 2.
+  // A sliding window of w < s keys: a query sees w (1 - w / 2s) keys on average instead of s / 2;
+  // FlashAttention skips the blocks outside it, eager attention computes every score anyway.
   const double w = static_cast<double>(m.attention_window);
   const double windowed = w > 0 && w < s ? w * (1 - w / (2 * s)) / (s / 2) : 1.0;
-  const double core_flops =
-      windowed * (m.mla() ? 2 * b * s * s * (q_width + v_width) : 4 * b * (s / cp) * s * q_width / t);
+  const double full_core_flops = m.mla() ? 2 * b * s * s * (q_width + v_width) : 4 * b * (s / cp) * s * q_width / t;
+  const double core_model_flops = windowed * full_core_flops;
+  const double core_flops = flash_attention ? core_model_flops : full_core_flops;
   const double out_flops = 2 * tokens * v_width * h / t;
   double mlp_flops = 2 * tokens * h * f * (m.gated_mlp ? 3 : 2) / t;
   // A mixture: the router on every token, top-k experts per token, the shared experts (model FLOPs,
@@ -685,6 +691,8 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
   if (!flash_attention) {
     const double score_elements = heads / t * (s / cp) * s * b;
     scores = e * score_elements;                         // softmax output
+    if (m.score_softcap)
+      scores += e * score_elements;                      // the capped scores, for tanh's gradient
     if (m.attention_dropout)
       scores += mask * score_elements + e * score_elements;  // dropout mask and output
   }
@@ -817,7 +825,7 @@ double layer_costs(ModelCosts& costs, LayerCosts& layer, const ModelSpec& m, lon
                          KernelShapes{m, b, s, t, cp, static_cast<double>(sharding.ep), sharding.sp, e, g, flash_attention,
                                       sharding, precision == Precision::fp8},
                          prefix);
-  return (qkv_flops + core_flops + out_flops + mlp_flops) * t * cp;
+  return (qkv_flops + core_model_flops + out_flops + mlp_flops) * t * cp;
 }
 
 

@@ -1,5 +1,6 @@
 #include "model/model.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -317,25 +318,36 @@ void read_latent_attention(const ConfigReader& reader, ModelSpec& model) {
                      "); accepted: ranks up to 1000000, head sizes up to 100000, at most 1e15 attention weights");
 }
 
-// Mistral's sliding window; Qwen2 gives one but uses it only with use_sliding_window; Gemma 2's
-// is 4,096 tokens unless given (Gemma2Config).
-long long attention_window(const ConfigReader& reader, const std::string& type) {
+// Qwen's models slide their window only with use_sliding_window (default false), and then only
+// from layer max_window_layers on (Qwen2Config, Qwen3Config, Qwen2MoeConfig, Qwen3MoeConfig).
+bool qwen_type(const std::string& type) {
+  return type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe";
+}
+
+// Mistral's sliding window (null: none); Qwen's as above; Gemma 2's 4,096 tokens unless given (null:
+// none).
+long long attention_window(const json& config, const ConfigReader& reader, const std::string& type) {
   if (type == "gemma2")
-    return reader.integer({"sliding_window"}, 4096);
-  if (!reader.has("sliding_window") || !reader.boolean("use_sliding_window", true))
+    return config.contains("sliding_window") && config.at("sliding_window").is_null()
+               ? 0
+               : reader.integer({"sliding_window"}, 4096);
+  if (!reader.has("sliding_window") || !reader.boolean("use_sliding_window", !qwen_type(type)))
     return 0;
   return reader.integer({"sliding_window"});
 }
 
 // Under a window, the layers attending over the whole sequence: those layer_types calls
 // "full_attention"; without layer_types Gemma 2's every second layer (Gemma2Config: layer i slides
-// when i is even), other models' none.
+// when i is even), Qwen's first max_window_layers (default 28), other models' none.
 std::vector<long long> full_attention_layers(const json& config, const ConfigReader& reader, long long layers,
                                              const std::string& type) {
   std::vector<long long> full;
   if (!config.contains("layer_types") || config.at("layer_types").is_null()) {
     if (type == "gemma2")
       for (long long l = 1; l < layers; l += 2)
+        full.push_back(l);
+    if (qwen_type(type))
+      for (long long l = 0; l < std::min(layers, reader.count("max_window_layers", 28)); ++l)
         full.push_back(l);
     return full;
   }
@@ -408,16 +420,21 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
     model.hidden_dropout = reader.positive_number({"hidden_dropout"}, false);
     model.qk_norm = type == "qwen3" || type == "qwen3_moe";
     model.sandwich_norms = gemma;
-    // Gemma2Config caps the final logits at 30 unless final_logit_softcapping is null.
+    // Gemma2Config caps the final logits at 30 and the attention scores at 50 unless null.
     model.logit_softcap = gemma && reader.cap("final_logit_softcapping", true);
+    model.score_softcap = gemma && reader.cap("attn_logit_softcapping", true);
     read_experts(reader, type, model);
     if (type == "deepseek_v2" || type == "deepseek_v3")
       read_latent_attention(reader, model);
   }
   const std::string type = config.value("model_type", "");
-  model.attention_window = attention_window(reader, type);
+  model.attention_window = attention_window(config, reader, type);
   if (model.attention_window > 0)
     model.full_attention_layers = full_attention_layers(config, reader, model.layers, type);
+  if (static_cast<long long>(model.full_attention_layers.size()) == model.layers) {  // no layer slides
+    model.attention_window = 0;
+    model.full_attention_layers.clear();
+  }
   if (model.moe() && !model.full_attention_layers.empty())
     throw InputError(where + ": field 'layer_types' mixes sliding-window and full attention in a mixture of "
                      "experts, which trainsim does not simulate; accepted: the same attention in every layer");

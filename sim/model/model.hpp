@@ -28,6 +28,9 @@ struct ModelSpec {
   std::vector<long long> full_attention_layers;
   bool sandwich_norms = false;    // Gemma 2: RMSNorms after the attention and the MLP too, before each residual add
   bool logit_softcap = false;     // Gemma 2: the logits through cap x tanh(logits / cap) before the loss
+  // Gemma 2: the attention scores soft-capped too; inside FlashAttention's kernel, a pass of its
+  // own each way over the scores (and the capped ones kept) in eager attention.
+  bool score_softcap = false;
   bool gated_mlp = false;         // SwiGLU: gate and up projections
   bool rms_norm = false;          // RMSNorm (weight only) instead of LayerNorm (weight and bias)
   bool qkv_bias = false;

@@ -305,8 +305,11 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
         if (model.layers % pp && last_stage_layers < 1)
           continue;
         for (int cp : {1, 2, 4}) {
-          if ((cp > 1 && request.seq_len < 16384) || (cp > 1 && model.mla()))
-            continue;  // context parallelism pays off for long sequences only (latent attention: not simulated)
+          // Context parallelism pays off for long sequences only; with latent attention, or a
+          // sliding window shorter than the sequence, it is not simulated.
+          const bool windowed = model.attention_window > 0 && model.attention_window < request.seq_len;
+          if (cp > 1 && (request.seq_len < 16384 || model.mla() || windowed))
+            continue;
           if (request.seq_len % cp || gpus % (tp * pp * cp))
             continue;
           const int dp = gpus / (tp * pp * cp);

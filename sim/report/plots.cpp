@@ -153,15 +153,18 @@ std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks
 std::string node_memory_svg(const StepMetrics& metrics, const std::vector<GpuInfo>& gpus) {
   constexpr double width = 760, panel_height = 190, left = 96, right = 30, top = 34, bottom = 46;
   constexpr std::size_t most_nodes = 4;
-  // The fullest node first (the one the summary names), then the others by name.
+  // The fullest node first (the one the summary names, when it has a timeline), then the others
+  // in rank order.
   std::vector<std::string> nodes;
-  for (const NodeTier* tier : {&metrics.memory.host, &metrics.memory.nvme})
-    if (tier->used && metrics.node_timelines.count(tier->node) &&
-        std::find(nodes.begin(), nodes.end(), tier->node) == nodes.end())
-      nodes.push_back(tier->node);
-  for (const auto& [node, points] : metrics.node_timelines)
-    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end())
+  const auto add = [&](const std::string& node) {
+    if (metrics.node_timelines.count(node) && std::find(nodes.begin(), nodes.end(), node) == nodes.end())
       nodes.push_back(node);
+  };
+  for (const NodeTier* tier : {&metrics.memory.host, &metrics.memory.nvme})
+    if (tier->used)
+      add(tier->node);
+  for (const GpuInfo& gpu : gpus)
+    add(gpu.node);
   const std::size_t node_count = nodes.size();
   nodes.resize(std::min(nodes.size(), most_nodes));
   struct Panel {
@@ -180,27 +183,40 @@ std::string node_memory_svg(const StepMetrics& metrics, const std::vector<GpuInf
   }
   if (panels.empty())
     return "";
+  // Each panel spans its peak, and its capacity too unless that is more than four times the peak
+  // (a few GiB on a drive of many TiB would not show): the title gives it then.
+  const auto peak_of = [&](const Panel& panel) {
+    double peak = 0;
+    for (const NodeMemoryPoint& point : metrics.node_timelines.at(panel.node))
+      peak = std::max(peak, point.*panel.bytes);
+    return peak;
+  };
+  const auto capacity_drawn = [&](const Panel& panel) { return panel.capacity > 0 && panel.capacity <= 4 * peak_of(panel); };
   Svg svg(width, 30 + panel_height * static_cast<double>(panels.size()));
   std::vector<std::pair<std::string, std::string>> legend;
   for (const char* tier : {"host memory", "NVMe"})
     if (std::any_of(panels.begin(), panels.end(), [&](const Panel& panel) { return panel.tier == tier; }))
-      legend.emplace_back(std::string(tier) + " in use (the node's GPUs' shares added)", tier_colour(tier));
-  legend.emplace_back("capacity", "#d62728");
-  svg.legend(left, 18, legend);
-  if (node_count > nodes.size())
-    svg.text(width - right - 230, 18, "the first " + std::to_string(nodes.size()) + " of " +
-                                          std::to_string(node_count) + " nodes with a timeline");
+      legend.emplace_back(std::string(tier) + " in use (the node's GPUs together)", tier_colour(tier));
+  if (std::any_of(panels.begin(), panels.end(), capacity_drawn))
+    legend.emplace_back("capacity", "#d62728");
+  // The panels start below the legend, which wraps on a narrow canvas, and the note of nodes left out.
+  double panels_top = svg.legend(left, 18, legend) + 12;
+  if (node_count > nodes.size()) {
+    svg.text(left, panels_top + 4, "the first " + std::to_string(nodes.size()) + " of " + std::to_string(node_count) +
+                                       " nodes with a timeline");
+    panels_top += 16;
+  }
+  svg.set_height(panels_top + panel_height * static_cast<double>(panels.size()));
   const double end = std::max(metrics.step_time_s, 1e-12);
   for (std::size_t index = 0; index < panels.size(); ++index) {
     const Panel& panel = panels[index];
     const std::vector<NodeMemoryPoint>& points = metrics.node_timelines.at(panel.node);
-    double peak = 0;
-    for (const NodeMemoryPoint& point : points)
-      peak = std::max(peak, point.*panel.bytes);
-    // Drives of several TiB read better in TiB.
-    const bool in_tib = std::max(panel.capacity, peak) >= 2 * 1024 * gib;
-    const std::vector<double> y_ticks = byte_ticks(std::max(panel.capacity, peak), in_tib ? 1024 * gib : gib);
-    const double origin = 30 + panel_height * static_cast<double>(index);
+    const double peak = peak_of(panel);
+    const double highest = capacity_drawn(panel) ? std::max(panel.capacity, peak) : peak;
+    // In the unit that reads best: drives of several TiB in TiB, less than a GiB in MiB.
+    const double unit = highest >= 2 * 1024 * gib ? 1024 * gib : highest >= gib ? gib : gib / 1024;
+    const std::vector<double> y_ticks = byte_ticks(highest, unit);
+    const double origin = panels_top + panel_height * static_cast<double>(index);
     const double plot_top = origin + top, plot_bottom = origin + panel_height - bottom;
     const Scale x{0, end, left, width - right};
     const Scale y{0, y_ticks.back(), plot_bottom, plot_top};
@@ -211,28 +227,41 @@ std::string node_memory_svg(const StepMetrics& metrics, const std::vector<GpuInf
     svg.text(left, origin + 20, panel.tier + " of " + panel.node + ": peak " + format_bytes(peak) +
                                     (panel.capacity > 0 ? " of " + format_bytes(panel.capacity) : ""),
              "font-weight=\"bold\"");
-    // A step function: each value holds until the next point; the area under it filled.
-    // One point per pixel column is enough: the column's fullest, so that the peak stays drawn.
-    std::vector<double> outline{x(0), y(0)};
-    double previous = 0, kept_column = -1;
+    // A step function: each value holds until the next point; the area under it filled. The
+    // points of one pixel column are drawn as one: up to their fullest, which stays drawn, and
+    // back to the last of them within the column.
+    struct Column {
+      double x, fullest, last;
+    };
+    std::vector<Column> columns;
     for (const NodeMemoryPoint& point : points) {
-      const double column = std::floor(x(point.time)), bytes = point.*panel.bytes;
-      if (column == kept_column) {
-        if (bytes > previous)
-          outline.end()[-1] = y(previous = bytes);
-        continue;
+      const double bytes = point.*panel.bytes;
+      if (!columns.empty() && std::floor(columns.back().x) == std::floor(x(point.time))) {
+        columns.back().fullest = std::max(columns.back().fullest, bytes);
+        columns.back().last = bytes;
+      } else {
+        columns.push_back({x(point.time), bytes, bytes});
       }
-      outline.insert(outline.end(), {x(point.time), y(previous), x(point.time), y(bytes)});
-      previous = bytes;
-      kept_column = column;
+    }
+    std::vector<double> outline{x(0), y(0)};
+    double previous = 0;
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      const Column& column = columns[c];
+      outline.insert(outline.end(), {column.x, y(previous), column.x, y(column.fullest)});
+      if (column.last != column.fullest) {
+        const double column_end =
+            std::min(std::floor(column.x) + 1, c + 1 < columns.size() ? columns[c + 1].x : x(end));
+        outline.insert(outline.end(), {column_end, y(column.fullest), column_end, y(column.last)});
+      }
+      previous = column.last;
     }
     outline.insert(outline.end(), {x(end), y(previous), x(end), y(0)});
     svg.polygon(outline, tier_colour(panel.tier), "class=\"in-use\"");
-    if (panel.capacity > 0)
+    if (capacity_drawn(panel))
       svg.line(x(0), y(panel.capacity), x(end), y(panel.capacity), "#d62728",
                "stroke-dasharray=\"6 4\" class=\"capacity\"");
     svg.x_axis(x, plot_bottom, nice_ticks(end, 8), seconds_label, "simulated time");
-    svg.y_axis(y, left, y_ticks, in_tib ? tib_label : gib_label, panel.tier);
+    svg.y_axis(y, left, y_ticks, unit > gib ? tib_label : unit < gib ? mib_label : gib_label, panel.tier);
     svg.close_group();
   }
   return svg.str();

@@ -24,8 +24,8 @@ std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks
                        const std::vector<RankCoords>& coords);
 
 // Host memory and NVMe over the step, per node with a timeline (StepMetrics::node_timelines; the
-// fullest node first, at most four nodes), one panel per tier the node uses, its capacity dashed;
-// "" when no node offloads anything.
+// fullest node first, at most four nodes), one panel per tier the node uses, its capacity dashed
+// when within four times the peak (else in the title only); "" when no node offloads anything.
 std::string node_memory_svg(const StepMetrics& metrics, const std::vector<GpuInfo>& gpus);
 
 // One row per recorded rank: forward, backward, recompute and optimizer kernels, with

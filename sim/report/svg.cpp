@@ -182,6 +182,10 @@ std::string gib_label(double bytes) {
   return format_double(std::round(bytes / (1024.0 * 1024 * 1024) * 100) / 100) + " GiB";
 }
 
+std::string mib_label(double bytes) {
+  return format_double(std::round(bytes / (1024.0 * 1024) * 100) / 100) + " MiB";
+}
+
 std::string tib_label(double bytes) {
   return format_double(std::round(bytes / (1024.0 * 1024 * 1024 * 1024) * 100) / 100) + " TiB";
 }

@@ -68,5 +68,6 @@ private:
 std::string seconds_label(double seconds);
 std::string gib_label(double bytes);
 std::string tib_label(double bytes);
+std::string mib_label(double bytes);
 
 } // namespace trainsim

@@ -221,7 +221,8 @@ TEST_CASE("a sliding attention window shorter than the sequence is refused under
   const std::string model = " --set model.path=" + (dir / "windowed.json").string();
   expect_input_error("sliding_window", "run " + tiny + " --out out" + model + " --set parallel.cp=2 --set parallel.dp=8",
                      {"sliding window of 256 tokens", "parallel.cp = 1", "training.seq_len at most 256"});
-  // Without context parallelism the window is simulated (the kernels count the keys it sees).
+  // Without context parallelism the window is simulated (FlashAttention skips the blocks outside
+  // it; this scenario's eager attention computes every score).
   const CliResult simulated = run_trainsim("sliding_window_simulated", "memory " + tiny + model);
   CHECK_MESSAGE(simulated.status == 0, simulated.err);
 }

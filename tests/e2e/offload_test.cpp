@@ -239,7 +239,8 @@ TEST_CASE("report.html draws the node's host memory and NVMe over the step when 
   CHECK(peak("nvme") == doctest::Approx(16 * m).epsilon(1e-4));
   CHECK(peak("host") == 8 * std::pow(2.0, 30));
   CHECK(std::stod(xml_attribute(*panels["host"], "data-capacity-bytes")) == 1e12);  // the DGX A100's 1 TB
-  // The drawn area reaches the peak and no higher: its top pixel is the peak's height.
+  // The drawn area reaches the peak and no higher: its top pixel is the peak's height, to half a
+  // pixel. (Each panel spans its peak: the 1 TB and the drives' 15 TB are over four times it.)
   for (const auto& [tier, group] : panels) {
     const double y_max = std::stod(xml_attribute(*group, "data-y-max"));
     const double top = std::stod(xml_attribute(*group, "data-plot-top"));
@@ -252,7 +253,8 @@ TEST_CASE("report.html draws the node's host memory and NVMe over the step when 
       while (points >> x >> comma >> y)
         highest = std::min(highest, y);
     }
-    CHECK_MESSAGE(highest == doctest::Approx(bottom - (bottom - top) * peak(tier) / y_max).epsilon(1e-3), tier);
+    CHECK(y_max < 2 * peak(tier));
+    CHECK_MESSAGE(std::abs(highest - (bottom - (bottom - top) * peak(tier) / y_max)) < 0.5, tier);
   }
   CHECK(fs::exists(result.dir / "out/node-memory.svg"));
   // Without offloading the section and its file are absent, and a rerun into the same folder

@@ -73,8 +73,11 @@ cleanup() {
   trap - INT TERM
   if [ -n "$started" ] && ((status != 0)); then show_logs >&2; fi
   if ((${#pids[@]})); then
-    [ -n "${array:-}" ] && timeout 10 scancel "$array" ${merge:+"$merge"} >/dev/null 2>&1
-    timeout 10 scontrol shutdown >/dev/null 2>&1
+    # Only our controller, through our slurm.conf: never the host's (/etc/slurm) by mistake.
+    if [ -n "${ctld_pid:-}" ]; then
+      [ -n "${array:-}" ] && SLURM_CONF=$tmp/etc/slurm.conf timeout 10 scancel "$array" ${merge:+"$merge"} >/dev/null 2>&1
+      SLURM_CONF=$tmp/etc/slurm.conf timeout 10 scontrol shutdown >/dev/null 2>&1
+    fi
     local pid tries
     for pid in "${pids[@]}"; do
       [ "$pid" = "${munged_pid:-}" ] && continue
@@ -88,6 +91,8 @@ cleanup() {
     done
   fi
   [ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
+  # What the jobs left running (a trainsim of a cancelled task writes under our folder).
+  pkill -KILL -f -- "$tmp/" 2>/dev/null
   if ((status == 0)); then
     rm -rf "$tmp"
   else

@@ -326,19 +326,6 @@ TEST_CASE("sweep merge refuses shards that vary other keys") {
   CHECK_FALSE(fs::exists(merged.dir / "m.csv"));
 }
 
-TEST_CASE("sweep merge refuses shards of sweeps of other scenarios") {
-  const fs::path dir = fresh_dir("sweep_merge_other_scenario");
-  std::ofstream(dir / "a.jsonl")
-      << R"({"index":0,"scenario":"a.ini","settings":[["parallel.dp","2"]],"status":"invalid","reason":"r"})" << "\n";
-  std::ofstream(dir / "b.jsonl")
-      << R"({"index":1,"scenario":"b.ini","settings":[["parallel.dp","4"]],"status":"invalid","reason":"r"})" << "\n";
-  const CliResult merged = run_trainsim("sweep_merge_other_scenario_run", "sweep merge " + (dir / "a.jsonl").string() +
-                                                                              " " + (dir / "b.jsonl").string() + " -o m.csv");
-  CHECK(merged.status == 2);
-  CHECK(merged.err.find("b.jsonl: configuration 1 comes from b.ini, configuration 0 from a.ini") != std::string::npos);
-  CHECK_FALSE(fs::exists(merged.dir / "m.csv"));
-}
-
 TEST_CASE("sweep.svg colours the points by a varied key and, with one key varied, plots throughput against its values") {
   const CliResult result = run_trainsim("sweep_one_key", "sweep " + tiny + " --vary training.micro_batch=1,2,4 -o out/one.csv");
   REQUIRE_MESSAGE(result.status == 0, result.err);

@@ -222,6 +222,16 @@ TEST_CASE("Gemma 2's windowed layers attend over w(1 - w/2s) keys a query, its o
   // The roofline's core: 4 b s^2 (heads x head_dim), a quarter less in a windowed layer.
   CHECK(costs.layer(1).attention_forward.flops - costs.layer(0).attention_forward.flops ==
         doctest::Approx(0.25 * 4 * b * s * s * q_width));
+  // Eager attention computes every score, masked or not: both kinds alike, four times the
+  // scores GEMM's 2 b heads s^2 head_dim (scores and context, forward), soft-capped scores kept.
+  const ModelCosts eager = compute_costs(gemma, 1, 8192, Precision::bf16, Precision::fp32, false);
+  CHECK(eager.layer(0).attention_forward.flops == eager.layer(1).attention_forward.flops);
+  CHECK(eager.layer(0).attention_core.flops == doctest::Approx(4 * b * s * s * q_width));
+  ModelSpec uncapped = gemma;
+  uncapped.score_softcap = false;
+  const ModelCosts eager_uncapped = compute_costs(uncapped, 1, 8192, Precision::bf16, Precision::fp32, false);
+  CHECK(eager.layer(0).activations.attention_core - eager_uncapped.layer(0).activations.attention_core ==
+        doctest::Approx(2 * 16 * s * s * b));
   // Four norms' inputs kept (2 bytes each per element), two more than a Llama layer's.
   const ModelCosts within = compute_costs(gemma, 1, 4096, Precision::bf16, Precision::fp32, true);
   CHECK(within.layer_kinds.size() == 1);  // within the window every layer attends alike

@@ -172,6 +172,25 @@ TEST_CASE("Gemma 2 configs match their published checkpoint sizes, with four nor
   CHECK(gemma.full_attention_layers.back() == 41);
 }
 
+TEST_CASE("Qwen slides its window only with use_sliding_window, and then from max_window_layers on") {
+  const auto qwen = [](const std::string& extra) {
+    return parse_model(R"({"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
+                           "num_attention_heads": 4, "vocab_size": 100, "sliding_window": 16)" + extra + "}",
+                       "q.json", "q", 1);
+  };
+  // Qwen2Config: use_sliding_window defaults to false; max_window_layers to 28 (more than 4: none slides).
+  CHECK(qwen("").attention_window == 0);
+  CHECK(qwen(R"(, "use_sliding_window": true)").attention_window == 0);
+  const ModelSpec sliding = qwen(R"(, "use_sliding_window": true, "max_window_layers": 1)");
+  CHECK(sliding.attention_window == 16);
+  CHECK(sliding.full_attention_layers == std::vector<long long>{0});
+  // Gemma 2 without a window: null.
+  CHECK(parse_model(R"({"model_type": "gemma2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                        "num_attention_heads": 4, "vocab_size": 100, "sliding_window": null})",
+                    "g.json", "g", 1)
+            .attention_window == 0);
+}
+
 TEST_CASE("layer_types says which layers attend over the whole sequence, and what it cannot be is refused") {
   const std::string types = R"("sliding_window": 16, "layer_types": ["full_attention", "sliding_attention"])";
   CHECK(parse_model(llama_with(types), "m.json", "m", 1).full_attention_layers == std::vector<long long>{0});
