@@ -102,20 +102,31 @@ std::string memory_svg(const StepMetrics& metrics, const std::vector<int>& ranks
                    attribute("data-plot-top", plot_top) + " " + attribute("data-plot-bottom", plot_bottom));
     svg.text(left, origin + 20, rank_title(coords, rank) + " on " + gpus[rank].host + ": peak " + format_bytes(peak) +
                                     " of " + format_bytes(capacity), "font-weight=\"bold\"");
-    // Stacked step functions: each category's band lies on the sum of the ones before it. One
-    // point per pixel column is enough: the column's fullest, so that the peak stays drawn.
+    // Stacked step functions: each category's band lies on the sum of the ones before it. Two
+    // points per pixel column are enough: the column's fullest, so that the peak stays drawn, then
+    // at the column's end its last, what holds until the next column.
     std::vector<MemoryPoint> timeline;
-    double kept_column = -1;
+    const double seconds_per_pixel = end / (x(end) - x(0));
+    const auto close_column = [&](const MemoryPoint& last, double next_time) {
+      if (!timeline.empty() && last.gpu != timeline.back().gpu) {
+        const double column_end = (std::floor(x(timeline.back().time)) + 1 - x(0)) * seconds_per_pixel;
+        timeline.push_back(last);
+        timeline.back().time = std::min(next_time, column_end);
+      }
+    };
+    MemoryPoint last;
     for (const MemoryPoint& point : data.timeline) {
-      const double column = std::floor(x(point.time));
-      if (!timeline.empty() && column == kept_column) {
+      if (!timeline.empty() && std::floor(x(point.time)) == std::floor(x(timeline.back().time))) {
         if (sum(point.gpu) > sum(timeline.back().gpu))
           timeline.back().gpu = point.gpu;
+        last = point;
         continue;
       }
+      close_column(last, point.time);
       timeline.push_back(point);
-      kept_column = column;
+      last = point;
     }
+    close_column(last, end);
     std::vector<double> below(timeline.size(), 0.0);
     for (int c = 0; c < category_count; ++c) {
       std::vector<double> upper, lower;

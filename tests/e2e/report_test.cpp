@@ -168,6 +168,42 @@ TEST_CASE("the memory plot reaches each rank's peak and ends at the step time") 
   CHECK(panels == 4);  // one rank per stage
 }
 
+TEST_CASE("the memory plot ends at what a rank holds at the end of the step, not at a fuller moment of its last pixel") {
+  // Under ZeRO-3 the step ends with the optimizer's buffers freed within the last pixel column.
+  const CliResult result = run_trainsim("report_memory_end", "run " + project_file("scenarios/llama3-8b-zero3.ini") +
+                                                                 " --out out");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  const pt::ptree svg = xml_tree(result.dir / "out/memory.svg");
+  for (const pt::ptree* group : xml_elements(svg, "g")) {
+    if (!has_class(*group, "panel"))
+      continue;
+    const int rank = std::stoi(xml_attribute(*group, "data-rank"));
+    CAPTURE(rank);
+    const double y_max = std::stod(xml_attribute(*group, "data-y-max"));
+    const double top = std::stod(xml_attribute(*group, "data-plot-top"));
+    const double bottom = std::stod(xml_attribute(*group, "data-plot-bottom"));
+    // What memory.csv's last row of the rank holds on the GPU (after the time, seven categories).
+    const std::vector<std::vector<double>> rows = memory_rows(result.dir / "out/memory.csv", rank);
+    REQUIRE(!rows.empty());
+    double held_at_end = 0;
+    for (std::size_t c = 1; c < 8; ++c)
+      held_at_end += rows.back()[c];
+    // Each band's outline runs along its top left to right, then back along its bottom: the
+    // top's last point is at the right edge; the highest of them is the stack's top there.
+    double top_at_end = bottom;
+    for (const pt::ptree* polygon : xml_elements(*group, "polygon")) {
+      std::istringstream points(xml_attribute(*polygon, "points"));
+      std::vector<double> ys;
+      std::string pair;
+      while (points >> pair)
+        ys.push_back(std::stod(pair.substr(pair.find(',') + 1)));
+      REQUIRE(ys.size() % 2 == 0);
+      top_at_end = std::min(top_at_end, ys[ys.size() / 2 - 1]);
+    }
+    CHECK(std::abs(top_at_end - (bottom - held_at_end / y_max * (bottom - top))) < 0.5);
+  }
+}
+
 TEST_CASE("the pipeline chart has one row per rank shown, and --trace-ranks chooses them") {
   const CliResult result = run_trainsim("report_rows", "run " + pipeline + " --out out --trace-ranks 1,3");
   REQUIRE_MESSAGE(result.status == 0, result.err);
