@@ -511,7 +511,7 @@ PlanEntry plan_entry(const LayoutChoice& choice, const SweepRow& row, const Plan
   const double gpu_hours = to_train * c.gpus / 3600.0;
   return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.micro_batch, c.zero, c.recompute, c.offload, c.schedule, row,
           to_train, gpu_hours, decision_chain(choice, request), c.sizes_label(), c.ep,
-          c.expert_tp(), fixed_label(request), price > 0 ? gpu_hours * price : -1};
+          c.expert_tp(), c.ep > 1 ? c.dispatcher : "", fixed_label(request), price > 0 ? gpu_hours * price : -1};
 }
 
 // The simulated candidates that ran and fit, best first under the objective; those past the

@@ -38,9 +38,9 @@ bool zero_bubble(const std::string& name) {
   return false;
 }
 
-using LayoutKey = std::tuple<int, int, int, int, int, int, int, int, long long, std::string>;
+using LayoutKey = std::tuple<int, int, int, int, int, int, int, int, long long, std::string, std::string>;
 LayoutKey layout_key(const Candidate& c) {
-  return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.ep, c.expert_tp(), c.micro_batch, c.schedule};
+  return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.ep, c.expert_tp(), c.micro_batch, c.schedule, c.dispatcher};
 }
 
 // The schedules a pipeline layout may run: with two chunks per rank interleaved (m a multiple of
@@ -120,6 +120,8 @@ std::vector<std::string> names_of(const std::string& key) {
   }
   if (key == "memory.recompute")
     return {"none", "selective", "full"};  // what the planner tries
+  if (key == "moe.dispatcher")
+    return {"alltoall", "allgather", "deepep"};
   if (key == "memory.offload_optimizer" || key == "memory.offload_params")
     return {"none", "cpu"};
   return {};  // a whole number
@@ -140,7 +142,7 @@ const std::vector<std::string>& planner_keys() {
       "parallel.dp", "parallel.tp", "parallel.pp", "parallel.vpp", "parallel.cp", "parallel.sp", "parallel.ep",
       "parallel.etp", "parallel.schedule", "parallel.layers_per_stage", "parallel.first_stage_layers",
       "parallel.last_stage_layers", "memory.zero", "memory.recompute", "memory.offload_optimizer",
-      "memory.offload_params", "training.micro_batch"};
+      "memory.offload_params", "training.micro_batch", "moe.dispatcher"};
   return keys;
 }
 
@@ -148,7 +150,7 @@ const std::vector<std::string>& constrainable_keys() {
   static const std::vector<std::string> keys = {
       "parallel.dp", "parallel.tp", "parallel.pp", "parallel.vpp", "parallel.cp", "parallel.ep", "parallel.etp",
       "parallel.schedule", "memory.zero", "memory.recompute", "memory.offload_optimizer", "memory.offload_params",
-      "training.micro_batch"};
+      "training.micro_batch", "moe.dispatcher"};
   return keys;
 }
 
@@ -166,6 +168,7 @@ std::string Candidate::value_of(const std::string& key) const {
   if (key == "memory.offload_optimizer") return offload == "none" ? "none" : "cpu";
   if (key == "memory.offload_params") return offload == "optimizer+params" ? "cpu" : "none";
   if (key == "training.micro_batch") return std::to_string(micro_batch);
+  if (key == "moe.dispatcher") return ep > 1 ? dispatcher : "";
   throw std::logic_error("Candidate::value_of: " + key + " is not a constrainable key");
 }
 
@@ -255,6 +258,8 @@ Settings Candidate::settings(const PlanRequest& request) const {
     out.emplace_back("parallel.ep", std::to_string(ep));
   if (expert_tp() != tp)
     out.emplace_back("parallel.etp", std::to_string(etp));
+  if (ep > 1)
+    out.emplace_back("moe.dispatcher", dispatcher);
   if (last_stage_layers > 0)
     out.emplace_back("parallel.last_stage_layers", std::to_string(last_stage_layers));
   if (!schedule.empty())
@@ -273,7 +278,8 @@ ParallelSizes Candidate::sizes() const { return {dp, tp, pp, vpp, cp, tp > 1, ep
 
 // Virtual stages show in the sizes (pp=4x2); the zero-bubble schedules are named.
 std::string Candidate::sizes_label() const {
-  return sizes().label() + (zero_bubble(schedule) ? " " + schedule : "") +
+  return sizes().label() + (ep > 1 && dispatcher != "alltoall" ? " " + dispatcher : "") +
+         (zero_bubble(schedule) ? " " + schedule : "") +
          (last_stage_layers > 0 ? " (last stage: " + std::to_string(last_stage_layers) +
                                       (last_stage_layers == 1 ? " layer)" : " layers)")
                                 : "");
@@ -334,7 +340,16 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                 if (ep > 1 && tp > 1 && (dp * tp) % ep == 0)
                   expert_layouts.emplace_back(ep, 1);
               }
+              // Each with Megatron-Core's token dispatchers that trainsim simulates on it.
+              std::vector<std::tuple<int, int, std::string>> dispatched;  // (ep, etp, dispatcher)
               for (const auto& [ep, etp] : expert_layouts) {
+                dispatched.emplace_back(ep, etp, "alltoall");
+                if (ep > 1 && tp == 1)
+                  dispatched.emplace_back(ep, etp, "allgather");
+                if (ep > 1 && etp == 1)
+                  dispatched.emplace_back(ep, etp, "deepep");
+              }
+              for (const auto& [ep, etp, dispatcher] : dispatched) {
                 // The stages that differ on this layout (each a distinct plan of model states).
                 std::vector<int> zeros;
                 for (int zero = 0; zero <= (ep > 1 ? 1 : 3); ++zero)
@@ -345,7 +360,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                   for (const char* recompute : {"none", "selective", "full"}) {
                     for (int zero : zeros)
                       variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "none", schedule, ep,
-                                          last_stage_layers, etp});
+                                          last_stage_layers, etp, dispatcher});
                     if (request.host_capacity <= 0 || zero_bubble(schedule) || ep > 1)
                       continue;  // offload needs a CPU host, and is DeepSpeed's, whose pipelines run 1F1B
                     for (int zero : zeros)

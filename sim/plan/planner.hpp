@@ -66,6 +66,9 @@ struct Candidate {
   // the rest (parallel.last_stage_layers, as DeepSeek-V3's 61 layers on 16 stages); 0: even stages.
   long long last_stage_layers = 0;
   int etp = 0;  // a mixture's expert tensor parallelism with ep > 1; 0: tp (part of the layout)
+  // With ep > 1, how tokens reach the experts (moe.dispatcher): alltoall, allgather (without
+  // tensor parallelism) or deepep (whole experts); part of the layout.
+  std::string dispatcher = "alltoall";
 
   int expert_tp() const { return etp > 0 ? etp : tp; }
   Settings settings(const PlanRequest& request) const;   // the --set overrides that make it
@@ -95,7 +98,8 @@ std::vector<Candidate> constrained(std::vector<Candidate> candidates, const std:
 // A mixture of experts adds expert parallelism (ep from 1 up to the experts, dividing dp) to the
 // layout, and under tensor parallelism experts unsplit (etp = 1, ep dividing tp x dp) beside
 // experts split as the attention (etp = tp), with what trainsim simulates beside it (ZeRO 0 or 1 and no offload with ep > 1; no
-// tensor parallelism with a shared expert unless ep > 1).
+// tensor parallelism with a shared expert unless ep > 1), each with the token dispatchers it can
+// run (alltoall; allgather without tensor parallelism; deepep with whole experts).
 std::vector<Candidate> enumerate_candidates(const PlanRequest& request);
 
 struct MemoryCheck {

@@ -656,7 +656,7 @@ void print_memory_comparison_table(std::ostream& out, const std::string& key, co
 }
 
 std::string plan_csv(const std::vector<PlanEntry>& entries) {
-  std::string csv = "rank,gpus,dp,tp,pp,vpp,schedule,cp,ep,etp,micro_batch,zero,recompute,offload,tokens_per_s,step_time_s,mfu,"
+  std::string csv = "rank,gpus,dp,tp,pp,vpp,schedule,cp,ep,etp,dispatcher,micro_batch,zero,recompute,offload,tokens_per_s,step_time_s,mfu,"
                     "peak_bytes,"
                     "headroom_bytes,time_to_train_s,gpu_hours,cost,within_deadline,bottleneck,settings\n";
   for (std::size_t place = 0; place < entries.size(); ++place) {
@@ -664,7 +664,7 @@ std::string plan_csv(const std::vector<PlanEntry>& entries) {
     const SweepRow& row = e.simulated;
     csv += std::to_string(place + 1) + "," + std::to_string(e.gpus) + "," + std::to_string(e.dp) + "," +
            std::to_string(e.tp) + "," + std::to_string(e.pp) + "," + std::to_string(e.vpp) + "," + e.schedule + "," + std::to_string(e.cp) +
-           "," + std::to_string(e.ep) + "," + std::to_string(e.etp) + "," + std::to_string(e.micro_batch) + "," + std::to_string(e.zero) + "," + e.recompute + "," + e.offload + "," +
+           "," + std::to_string(e.ep) + "," + std::to_string(e.etp) + "," + e.dispatcher + "," + std::to_string(e.micro_batch) + "," + std::to_string(e.zero) + "," + e.recompute + "," + e.offload + "," +
            format_double(row.tokens_per_s) + "," + format_double(row.step_time_s) + "," + format_double(row.mfu) + "," +
            csv_byte_count(row.peak_bytes) + "," + csv_byte_count(row.headroom_bytes()) + "," +
            format_double(e.time_to_train_s) + "," + format_double(e.gpu_hours) + "," +
@@ -681,7 +681,7 @@ json plan_json(const std::vector<PlanEntry>& entries) {
     const PlanEntry& e = entries[place];
     const SweepRow& row = e.simulated;
     plan.push_back({{"rank", place + 1}, {"gpus", e.gpus}, {"dp", e.dp}, {"tp", e.tp}, {"pp", e.pp}, {"vpp", e.vpp},
-                    {"schedule", e.schedule}, {"cp", e.cp}, {"ep", e.ep}, {"etp", e.etp}, {"micro_batch", e.micro_batch}, {"zero", e.zero}, {"recompute", e.recompute},
+                    {"schedule", e.schedule}, {"cp", e.cp}, {"ep", e.ep}, {"etp", e.etp}, {"dispatcher", e.dispatcher}, {"micro_batch", e.micro_batch}, {"zero", e.zero}, {"recompute", e.recompute},
                     {"offload", e.offload}, {"tokens_per_s", row.tokens_per_s}, {"step_time_s", row.step_time_s},
                     {"mfu", row.mfu}, {"peak_bytes", row.peak_bytes}, {"reserve_bytes", row.reserve_bytes},
                     {"headroom_bytes", row.headroom_bytes()}, {"capacity_bytes", row.capacity_bytes},

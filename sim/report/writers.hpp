@@ -91,6 +91,7 @@ struct PlanEntry {
   std::string sizes;           // its parallel sizes as reports name them: "dp=2 tp=2+sp pp=1 cp=1"
   int ep = 1;                  // a mixture's expert parallelism
   int etp = 1;                 // and its expert tensor parallelism (tp unless chosen otherwise)
+  std::string dispatcher;      // and its token dispatcher (moe.dispatcher); empty without ep
   std::string fixed;           // plan --set: the settings every candidate took, "key=value key=value"
   double cost = -1;            // GPU-hours at plan --gpu-hour-price; -1: no price given
   bool within_deadline = true; // trains the tokens within plan --deadline (true without one)

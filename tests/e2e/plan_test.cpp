@@ -95,7 +95,7 @@ TEST_CASE("on a workstation too small for the model, the plan offloads to the CP
     CHECK(row["decisions"].get<std::string>().find("offloaded to the CPU fits") != std::string::npos);
     CHECK(row["decisions"].get<std::string>().find("host memory") != std::string::npos);
   }
-  CHECK(read_file(result.dir / "out/plan.csv").rfind("rank,gpus,dp,tp,pp,vpp,schedule,cp,ep,etp,micro_batch,zero,recompute,offload,", 0) == 0);
+  CHECK(read_file(result.dir / "out/plan.csv").rfind("rank,gpus,dp,tp,pp,vpp,schedule,cp,ep,etp,dispatcher,micro_batch,zero,recompute,offload,", 0) == 0);
 }
 
 TEST_CASE("a plan whose results cannot all be written leaves none of them") {

@@ -289,6 +289,42 @@ TEST_CASE("the planner searches expert parallelism for a mixture, with what is s
     CHECK(c.ep == 1);
 }
 
+TEST_CASE("the planner tries the token dispatchers each expert layout can run") {
+  PlanRequest request = tiny_request({16}, 64);
+  request.model = load_model(test::source_dir() / "models" / "mixtral-8x7b.json", 128);
+  request.base_ini = "[model]\nname = mixtral-8x7b\n[platform]\nfile = dgx-a100-2n.xml\n[training]\nseq_len = 512\n"
+                     "global_batch = 64\n";
+  // alltoall everywhere; allgather over the ep group without tensor parallelism (as trainsim
+  // simulates it); deepep with whole experts (etp = 1).
+  std::set<std::string> without_tp, split_experts, whole_experts;
+  for (const Candidate& c : enumerate_candidates(request)) {
+    if (c.ep == 1)
+      continue;
+    (c.tp == 1 ? without_tp : c.expert_tp() == c.tp ? split_experts : whole_experts).insert(c.dispatcher);
+  }
+  CHECK(without_tp == std::set<std::string>{"alltoall", "allgather", "deepep"});
+  CHECK(split_experts == std::set<std::string>{"alltoall"});
+  CHECK(whole_experts == std::set<std::string>{"alltoall", "deepep"});
+  // Each candidate's scenario takes its dispatcher, and the layout names the ones not by default.
+  Candidate deepep{16, 16, 1, 1, 1, 1, 1, 1, "none", "none", "", 8};
+  deepep.dispatcher = "deepep";
+  const MemoryCheck check = check_memory(request, deepep);
+  CHECK_MESSAGE(check.valid, check.reason);
+  CHECK(deepep.sizes_label() == "dp=16 tp=1 pp=1 cp=1 ep=8 deepep");
+  const Settings settings = deepep.settings(request);
+  CHECK(std::count(settings.begin(), settings.end(), std::pair<std::string, std::string>{"moe.dispatcher", "deepep"}) == 1);
+  Candidate allgather = deepep;
+  allgather.dispatcher = "allgather";
+  const MemoryCheck gathered = check_memory(request, allgather);
+  CHECK_MESSAGE(gathered.valid, gathered.reason);
+  // --fix moe.dispatcher keeps those (and the layouts without experts split, which it does not concern).
+  request.constraints = {parse_constraint("moe.dispatcher=deepep", false)};
+  for (const Candidate& c : enumerate_candidates(request))
+    CHECK((c.ep == 1 || c.dispatcher == "deepep"));
+  CHECK_THROWS_WITH_AS(parse_constraint("moe.dispatcher=flex", false),
+                       doctest::Contains("accepted: alltoall, allgather, deepep"), InputError);
+}
+
 TEST_CASE("a layer count the pipeline does not divide gives the last stage the rest, as DeepSeek-V3's 61 on 16") {
   // 7 layers: pp 2 as 4 + 3, pp 4 as 2 + 2 + 2 + 1; pp 8 would leave the last stage none. Uneven
   // stages keep one chunk per rank.
