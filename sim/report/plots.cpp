@@ -182,33 +182,30 @@ std::string node_memory_svg(const StepMetrics& metrics, const std::vector<GpuInf
     std::string node, tier;
     double NodeMemoryPoint::*bytes;
     double capacity;
+    double peak = 0;
+    // The panel spans its peak, and its capacity too unless that is more than four times the
+    // peak (a few GiB on a drive of many TiB would not show): the title gives it then.
+    bool capacity_drawn() const { return capacity > 0 && capacity <= 4 * peak; }
   };
   std::vector<Panel> panels;
   for (const std::string& node : nodes) {
     const auto gpu = std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& g) { return g.node == node; });
-    const std::vector<NodeMemoryPoint>& points = metrics.node_timelines.at(node);
-    for (const Panel& panel : {Panel{node, "host memory", &NodeMemoryPoint::host, gpu->host_memory_capacity},
-                               Panel{node, "NVMe", &NodeMemoryPoint::nvme, gpu->nvme_capacity}})
-      if (std::any_of(points.begin(), points.end(), [&](const NodeMemoryPoint& p) { return p.*panel.bytes > 0; }))
+    for (Panel panel : {Panel{node, "host memory", &NodeMemoryPoint::host, gpu->host_memory_capacity},
+                        Panel{node, "NVMe", &NodeMemoryPoint::nvme, gpu->nvme_capacity}}) {
+      for (const NodeMemoryPoint& point : metrics.node_timelines.at(node))
+        panel.peak = std::max(panel.peak, point.*panel.bytes);
+      if (panel.peak > 0)
         panels.push_back(panel);
+    }
   }
   if (panels.empty())
     return "";
-  // Each panel spans its peak, and its capacity too unless that is more than four times the peak
-  // (a few GiB on a drive of many TiB would not show): the title gives it then.
-  const auto peak_of = [&](const Panel& panel) {
-    double peak = 0;
-    for (const NodeMemoryPoint& point : metrics.node_timelines.at(panel.node))
-      peak = std::max(peak, point.*panel.bytes);
-    return peak;
-  };
-  const auto capacity_drawn = [&](const Panel& panel) { return panel.capacity > 0 && panel.capacity <= 4 * peak_of(panel); };
   Svg svg(width, 30 + panel_height * static_cast<double>(panels.size()));
   std::vector<std::pair<std::string, std::string>> legend;
   for (const char* tier : {"host memory", "NVMe"})
     if (std::any_of(panels.begin(), panels.end(), [&](const Panel& panel) { return panel.tier == tier; }))
       legend.emplace_back(std::string(tier) + " in use (the node's GPUs together)", tier_colour(tier));
-  if (std::any_of(panels.begin(), panels.end(), capacity_drawn))
+  if (std::any_of(panels.begin(), panels.end(), [](const Panel& panel) { return panel.capacity_drawn(); }))
     legend.emplace_back("capacity", "#d62728");
   // The panels start below the legend, which wraps on a narrow canvas, and the note of nodes left out.
   double panels_top = svg.legend(left, 18, legend) + 12;
@@ -222,8 +219,8 @@ std::string node_memory_svg(const StepMetrics& metrics, const std::vector<GpuInf
   for (std::size_t index = 0; index < panels.size(); ++index) {
     const Panel& panel = panels[index];
     const std::vector<NodeMemoryPoint>& points = metrics.node_timelines.at(panel.node);
-    const double peak = peak_of(panel);
-    const double highest = capacity_drawn(panel) ? std::max(panel.capacity, peak) : peak;
+    const double peak = panel.peak;
+    const double highest = panel.capacity_drawn() ? std::max(panel.capacity, peak) : peak;
     // In the unit that reads best: drives of several TiB in TiB, less than a GiB in MiB.
     const double unit = highest >= 2 * 1024 * gib ? 1024 * gib : highest >= gib ? gib : gib / 1024;
     const std::vector<double> y_ticks = byte_ticks(highest, unit);
@@ -268,7 +265,7 @@ std::string node_memory_svg(const StepMetrics& metrics, const std::vector<GpuInf
     }
     outline.insert(outline.end(), {x(end), y(previous), x(end), y(0)});
     svg.polygon(outline, tier_colour(panel.tier), "class=\"in-use\"");
-    if (capacity_drawn(panel))
+    if (panel.capacity_drawn())
       svg.line(x(0), y(panel.capacity), x(end), y(panel.capacity), "#d62728",
                "stroke-dasharray=\"6 4\" class=\"capacity\"");
     svg.x_axis(x, plot_bottom, nice_ticks(end, 8), seconds_label, "simulated time");
