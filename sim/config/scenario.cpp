@@ -63,7 +63,7 @@ const std::vector<OptionSpec>& option_specs() {
       {"parallel.tp", "1", "tensor-parallel degree (Megatron column/row-parallel layers)"},
       {"parallel.pp", "1", "pipeline stages"},
       {"parallel.vpp", "1", "virtual pipeline stages (model chunks) per pipeline rank; > 1 needs the interleaved schedule "
-                            "(zb-v and dualpipev: 2)"},
+                            "(zb-v, dualpipev and dualpipe: 2)"},
       {"parallel.cp", "1", "context-parallel degree: the sequence is split, K/V go around a ring"},
       {"parallel.sp", "false", "sequence parallelism on top of tensor parallelism: true | false"},
       {"parallel.ep", "1", "expert-parallel degree (mixtures of experts): the experts split over ep ranks of a stage, "
@@ -74,14 +74,15 @@ const std::vector<OptionSpec>& option_specs() {
        "the tokens they receive gathered over them; the expert layers fold etp x ep x expert-dp over the tp x cp x dp "
        "ranks of a stage, tp innermost, as Megatron-Core does (auto: parallel.tp)"},
       {"parallel.schedule", "auto",
-       "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v | dualpipev (auto: interleaved if vpp > "
-       "1, else 1f1b); the zero-bubble zb-* split each backward into input and weight gradients, zb-v over two chunks "
-       "per rank in a V; dualpipev (DeepSeek's DualPipe cut in half) on the same V, a forward of one chunk beside a "
-       "backward of the other"},
+       "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v | dualpipev | dualpipe (auto: interleaved "
+       "if vpp > 1, else 1f1b); the zero-bubble zb-* split each backward into input and weight gradients, zb-v over two "
+       "chunks per rank in a V; dualpipe (DeepSeek-V3's) feeds half the micro-batches from each end of the pipeline, "
+       "each rank holding its stage going down and its mirror's going up (two copies of the model), a forward of one "
+       "direction beside a backward of the other; dualpipev is DualPipe cut in half, on ZB-V's V"},
       {"parallel.overlap_pairs", "auto",
-       "dualpipev: each forward and the whole backward of another micro-batch beside it run at once on the GPU, "
-       "sharing it, so that each one's communication (its all-to-alls above all) hides behind the other's compute, as "
-       "DualPipe runs them: true | false (one after the other) (auto: true with dualpipev)"},
+       "dualpipe and dualpipev: each forward and the whole backward of another micro-batch beside it run at once on the "
+       "GPU, sharing it, so that each one's communication (its all-to-alls above all) hides behind the other's compute, "
+       "as DualPipe runs them: true | false (one after the other) (auto: true with them)"},
       {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
       {"parallel.layers_per_stage", "uniform", "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (uniform: equal)"},
       {"parallel.first_stage_layers", "auto",
@@ -519,7 +520,7 @@ const std::vector<std::pair<std::string, Schedule>>& schedule_names() {
   static const std::vector<std::pair<std::string, Schedule>> names = {
       {"gpipe", Schedule::gpipe}, {"1f1b", Schedule::one_f_one_b}, {"interleaved", Schedule::interleaved},
       {"zb-h1", Schedule::zb_h1}, {"zb-h2", Schedule::zb_h2},      {"zb-v", Schedule::zb_v},
-      {"dualpipev", Schedule::dualpipev}};
+      {"dualpipev", Schedule::dualpipev}, {"dualpipe", Schedule::dualpipe}};
   return names;
 }
 
@@ -789,14 +790,18 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
                                       " places two model chunks on each pipeline rank; accepted with it: 2, or unset");
     scenario.vpp = 2;
   } else if (scenario.vpp > 1 && scenario.schedule != Schedule::interleaved) {
-    values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved (or zb-v or dualpipev, with 2)");
+    values.fail("parallel.vpp", "virtual stages need parallel.schedule = interleaved (or zb-v, dualpipev or dualpipe, "
+                                "with 2)");
   }
   values.needs("parallel.schedule", scenario.pp > 1, "parallel.pp > 1 (a schedule orders pipeline stages)");
-  scenario.overlap_pairs = values.text("parallel.overlap_pairs") == "auto" ? scenario.schedule == Schedule::dualpipev
+  scenario.overlap_pairs = values.text("parallel.overlap_pairs") == "auto" ? pairs_passes(scenario.schedule)
                                                                          : values.boolean("parallel.overlap_pairs");
-  if (scenario.overlap_pairs && scenario.schedule != Schedule::dualpipev)
-    values.fail("parallel.overlap_pairs", "runs the forward-backward pairs of DualPipeV; it needs parallel.schedule = "
-                                          "dualpipev");
+  if (scenario.overlap_pairs && !pairs_passes(scenario.schedule))
+    values.fail("parallel.overlap_pairs", "runs the forward-backward pairs of DualPipe and DualPipeV; it needs "
+                                          "parallel.schedule = dualpipe or dualpipev");
+  if (two_directions(scenario.schedule) && scenario.pp % 2 != 0)
+    values.fail("parallel.pp", "dualpipe pairs each pipeline rank r with its mirror pp - 1 - r; accepted with it: an "
+                               "even number");
   if (splits_backward(scenario.schedule) && scenario.cp > 1)
     values.fail("parallel.schedule", std::string(to_string(scenario.schedule)) +
                                          " splits backwards in two, which is not simulated with context "
@@ -819,7 +824,13 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
                                                  "pp x vpp comma-separated counts, e.g. 10,12,12,14");
       scenario.layers_per_stage.push_back(layers);
     }
-    if (scenario.layers_per_stage.size() != static_cast<std::size_t>(scenario.pp) * scenario.vpp)
+    // DualPipe's directions each pass the pp stages of the model.
+    if (two_directions(scenario.schedule) && scenario.layers_per_stage.size() != static_cast<std::size_t>(scenario.pp))
+      values.fail("parallel.layers_per_stage", "gives " + std::to_string(scenario.layers_per_stage.size()) +
+                                                   " stages but dualpipe passes pp = " + std::to_string(scenario.pp) +
+                                                   " in each direction; accepted: pp counts");
+    if (!two_directions(scenario.schedule) &&
+        scenario.layers_per_stage.size() != static_cast<std::size_t>(scenario.pp) * scenario.vpp)
       values.fail("parallel.layers_per_stage", "gives " + std::to_string(scenario.layers_per_stage.size()) +
                                                    " stages but pp x vpp = " + std::to_string(scenario.pp * scenario.vpp));
   }
@@ -829,7 +840,7 @@ void read_layout_keys(const ValueReader& values, Scenario& scenario) {
       continue;
     *layers = values.integer(key, 1, 1'000'000);
     values.needs(key, scenario.pp > 1, "parallel.pp > 1 (it sets a pipeline stage's layers)");
-    if (layers == &scenario.last_stage_layers && v_placement(scenario.schedule))
+    if (layers == &scenario.last_stage_layers && v_placement(scenario.schedule) && !two_directions(scenario.schedule))
       values.fail(key, std::string("under ") + to_string(scenario.schedule) +
                            " the last pipeline rank holds the middle of the model (the first holds the output "
                            "layer); accepted with it: parallel.first_stage_layers");
@@ -1009,6 +1020,12 @@ void read_training_keys(const ValueReader& values, Scenario& scenario) {
   if (scenario.schedule == Schedule::dualpipev && scenario.grad_accum < 2LL * scenario.pp)
     values.fail("training.global_batch", "gives " + std::to_string(scenario.grad_accum) +
                                              " micro-batches per pipeline; dualpipev needs at least 2 x pp = " +
+                                             std::to_string(2 * scenario.pp));
+  // DualPipe feeds half of them from each end, at least pp each (deepseek-ai/DualPipe's assertion).
+  if (two_directions(scenario.schedule) && (scenario.grad_accum < 2LL * scenario.pp || scenario.grad_accum % 2 != 0))
+    values.fail("training.global_batch", "gives " + std::to_string(scenario.grad_accum) +
+                                             " micro-batches per pipeline; dualpipe feeds half from each end and "
+                                             "needs an even number of at least 2 x pp = " +
                                              std::to_string(2 * scenario.pp));
   if (scenario.seq_len % scenario.cp != 0)
     values.fail("training.seq_len", "not divisible by parallel.cp = " + std::to_string(scenario.cp));

@@ -43,25 +43,28 @@ LayoutKey layout_key(const Candidate& c) {
   return {c.gpus, c.dp, c.tp, c.pp, c.vpp, c.cp, c.ep, c.expert_tp(), c.micro_batch, c.schedule, c.dispatcher};
 }
 
-// The schedules a pipeline layout may run: with two chunks per rank interleaved (m a multiple of
-// pp), ZB-V and, with m >= 2p, DualPipeV, with more interleaved; otherwise 1F1B, ZB-H1 and, with the 2p - 1 micro-batches
-// its warm-up fills (Qi et al. 2024), ZB-H2 (with fewer it holds more than ZB-H1 for no shorter
-// step). The zero-bubble schedules split the backward, which is not simulated with context
-// parallelism.
-std::vector<std::string> schedules_for(int pp, int vpp, int cp, long long micro_batches) {
+// The schedules a pipeline layout may run: with two chunks per rank (where the layers split into
+// 2 pp stages) interleaved (m a multiple of pp), ZB-V and, with m >= 2p, DualPipeV, with more
+// interleaved; with two chunks DualPipe too (its two copies of the pp stages; pp and m even, m >=
+// 2p); otherwise 1F1B, ZB-H1 and, with the 2p - 1 micro-batches its warm-up fills (Qi et al.
+// 2024), ZB-H2 (with fewer it holds more than ZB-H1 for no shorter step). The zero-bubble
+// schedules split the backward, which is not simulated with context parallelism.
+std::vector<std::string> schedules_for(int pp, int vpp, int cp, long long micro_batches, bool layers_in_2pp) {
   if (pp == 1)
     return {""};
   std::vector<std::string> schedules;
   if (vpp == 1)
     schedules = {"1f1b", "zb-h1"};
-  else if (micro_batches % pp == 0)
+  else if (micro_batches % pp == 0 && layers_in_2pp)
     schedules = {"interleaved"};
   if (vpp == 1 && micro_batches >= 2LL * pp - 1)
     schedules.push_back("zb-h2");
-  if (vpp == 2)
+  if (vpp == 2 && layers_in_2pp)
     schedules.push_back("zb-v");
-  if (vpp == 2 && micro_batches >= 2LL * pp)
+  if (vpp == 2 && layers_in_2pp && micro_batches >= 2LL * pp)
     schedules.push_back("dualpipev");
+  if (vpp == 2 && pp % 2 == 0 && micro_batches >= 2LL * pp && micro_batches % 2 == 0)
+    schedules.push_back("dualpipe");
   if (cp > 1)
     schedules.erase(std::remove_if(schedules.begin(), schedules.end(), zero_bubble), schedules.end());
   return schedules;
@@ -320,7 +323,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
             continue;
           const int dp = gpus / (tp * pp * cp);
           for (int vpp : {1, 2}) {
-            if (vpp > 1 && (pp == 1 || model.layers % (pp * vpp) || last_stage_layers > 0))
+            if (vpp > 1 && (pp == 1 || model.layers % pp || last_stage_layers > 0))
               continue;
             for (long long micro_batch : {1LL, 2LL, 4LL}) {
               if (request.global_batch % (micro_batch * dp))
@@ -355,7 +358,8 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                 for (int zero = 0; zero <= (ep > 1 ? 1 : 3); ++zero)
                   if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero)
                     zeros.push_back(zero);
-                for (const std::string& schedule : schedules_for(pp, vpp, cp, accumulation)) {
+                for (const std::string& schedule :
+                     schedules_for(pp, vpp, cp, accumulation, model.layers % (2 * pp) == 0)) {
                   std::vector<Candidate> variants;
                   for (const char* recompute : {"none", "selective", "full"}) {
                     for (int zero : zeros)

@@ -15,6 +15,14 @@ int stage_of_virtual_stage(Schedule schedule, int pp, int virtual_stage) {
   return v_placement(schedule) && virtual_stage >= pp ? 2 * pp - 1 - virtual_stage : virtual_stage % pp;
 }
 
+bool first_virtual_stage(Schedule schedule, int pp, int virtual_stage) {
+  return virtual_stage == 0 || (two_directions(schedule) && virtual_stage == pp);
+}
+
+bool last_virtual_stage(Schedule schedule, int pp, int chunks, int virtual_stage) {
+  return virtual_stage == pp * chunks - 1 || (two_directions(schedule) && virtual_stage == pp - 1);
+}
+
 namespace {
 
 // Qi et al. 2024, section 6 (ZB-V, handcrafted for T_F = T_B = T_W; the order PyTorch's
@@ -57,25 +65,27 @@ std::vector<PipelineStep> zb_v_schedule(int pp, long long m, int rank) {
   return steps;
 }
 
-// DualPipeV (DeepSeek's DualPipe cut in half, the order PyTorch's ScheduleDualPipeV runs): the V
-// of ZB-V, fed so that each rank's two chunks run a forward of one beside a whole backward of the
-// other through the steady state. On rank r of p with m >= 2p micro-batches: 2(p - r - 1) forwards
-// of chunk 0; r + 1 pairs F0 F1; p - r - 1 triples B1 W F1 (W: the oldest weight-gradient pass
-// held back); m - 2p + r + 1 pairs of overlapped (F0 with a whole backward of chunk 1, then F1 with
-// one of chunk 0); p - r - 1 pairs B1 (whole), F1 with B0; r + 1 pairs B1 B0, whole until the
-// middle of them, input gradients only from there; p - r - 1 pairs W, B0 (input gradients); the
-// r + 1 W left. The backward of an overlapped pair is marked beside_previous.
-std::vector<PipelineStep> dualpipev_schedule(int pp, long long m, int rank) {
+// The eight steps DeepSeek's DualPipe and DualPipeV share (deepseek-ai/DualPipe), on a rank at
+// `position` r of `ranks` p (DualPipeV: its rank of pp; DualPipe: its distance from the nearer
+// end, of pp / 2) with n micro-batches in each of its two phases; `chunk` is the phase and
+// `micro_batch` counts within it. Phase 0's forwards start the warm-up: 2(p - r - 1) of them;
+// r + 1 pairs F0 F1; p - r - 1 triples B1 W F1 (W: the oldest weight-gradient pass held back);
+// n - 2p + r + 1 pairs of overlapped (F0 with a whole backward of phase 1, then F1 with one of
+// phase 0; with `first_pair_apart` the first F0 and B1 not overlapped, as DualPipe's middle ranks
+// run them); p - r - 1 pairs B1 (whole), F1 with B0; r + 1 pairs B1 B0, whole until the middle of
+// them, input gradients only from there; p - r - 1 pairs W, B0 (input gradients); the r + 1 W
+// left. The backward of an overlapped pair is marked beside_previous.
+std::vector<PipelineStep> dual_phases(long long p, long long r, long long n, bool first_pair_apart) {
   std::vector<PipelineStep> steps;
   long long next_forward[2] = {}, next_backward[2] = {};
   std::deque<PipelineStep> held_weights;  // W passes owed, oldest first
-  const auto forward = [&](int chunk) { steps.push_back({Pass::forward, next_forward[chunk]++, chunk}); };
-  const auto backward = [&](int chunk, bool split, bool beside_forward = false) {
-    const PipelineStep step{split ? Pass::backward_input : Pass::backward, next_backward[chunk]++, chunk,
+  const auto forward = [&](int phase) { steps.push_back({Pass::forward, next_forward[phase]++, phase}); };
+  const auto backward = [&](int phase, bool split, bool beside_forward = false) {
+    const PipelineStep step{split ? Pass::backward_input : Pass::backward, next_backward[phase]++, phase,
                             beside_forward};
     steps.push_back(step);
     if (split)
-      held_weights.push_back({Pass::backward_weight, step.micro_batch, chunk});
+      held_weights.push_back({Pass::backward_weight, step.micro_batch, phase});
   };
   const auto held_weight = [&] {
     if (held_weights.empty())
@@ -83,7 +93,6 @@ std::vector<PipelineStep> dualpipev_schedule(int pp, long long m, int rank) {
     steps.push_back(held_weights.front());
     held_weights.pop_front();
   };
-  const long long p = pp, r = rank;
   for (long long i = 0; i < 2 * (p - r - 1); ++i)
     forward(0);
   for (long long i = 0; i < r + 1; ++i) {
@@ -95,9 +104,9 @@ std::vector<PipelineStep> dualpipev_schedule(int pp, long long m, int rank) {
     held_weight();
     forward(1);
   }
-  for (long long i = 0; i < m - 2 * p + r + 1; ++i) {
+  for (long long i = 0; i < n - 2 * p + r + 1; ++i) {
     forward(0);
-    backward(1, false, true);
+    backward(1, false, !(i == 0 && first_pair_apart));
     forward(1);
     backward(0, false, true);
   }
@@ -122,17 +131,37 @@ std::vector<PipelineStep> dualpipev_schedule(int pp, long long m, int rank) {
   return steps;
 }
 
-// On the first virtual stage, whose input gradient goes nowhere, a W right after its own B (same
-// micro-batch and chunk) runs with it as one backward, as the authors' Megatron implementation
-// does: it keeps tensor parallelism's overlaps. Elsewhere that would hold the input gradient
-// back from the previous stage until W is done as well.
+// DualPipeV (DeepSeek's DualPipe cut in half, the order PyTorch's ScheduleDualPipeV runs): the V
+// of ZB-V, its two phases its two chunks, each micro-batch through both, fed so that each rank
+// runs a forward of one chunk beside a whole backward of the other through the steady state.
+std::vector<PipelineStep> dualpipev_schedule(int pp, long long m, int rank) { return dual_phases(pp, rank, m, false); }
+
+// DualPipe (DeepSeek-AI 2024; the order of deepseek-ai/DualPipe's DualPipe.step): rank r and rank
+// pp - 1 - r run the same steps, r's phase 0 being its chunk going down and the other's its chunk
+// going up; the middle two ranks do not overlap their first pair.
+std::vector<PipelineStep> dualpipe_schedule(int pp, long long m, int rank) {
+  const int half_ranks = pp / 2;
+  const int position = std::min(rank, pp - 1 - rank);
+  const int second_half = rank >= half_ranks ? 1 : 0;
+  std::vector<PipelineStep> steps = dual_phases(half_ranks, position, m / 2, position == half_ranks - 1);
+  for (PipelineStep& step : steps) {
+    step.chunk ^= second_half;
+    step.micro_batch += step.chunk * (m / 2);
+  }
+  return steps;
+}
+
+// On a micro-batch's first virtual stage, whose input gradient goes nowhere, a W right after its
+// own B (same micro-batch and chunk) runs with it as one backward, as the authors' Megatron
+// implementation does: it keeps tensor parallelism's overlaps. Elsewhere that would hold the
+// input gradient back from the previous stage until W is done as well.
 std::vector<PipelineStep> joined_backwards(std::vector<PipelineStep> steps, Schedule schedule, int pp, int stage) {
   std::vector<PipelineStep> joined;
   for (const PipelineStep& step : steps) {
     PipelineStep* previous = joined.empty() ? nullptr : &joined.back();
     if (step.pass == Pass::backward_weight && previous && previous->pass == Pass::backward_input &&
         previous->micro_batch == step.micro_batch && previous->chunk == step.chunk &&
-        virtual_stage(schedule, pp, step.chunk, stage) == 0)
+        first_virtual_stage(schedule, pp, virtual_stage(schedule, pp, step.chunk, stage)))
       previous->pass = Pass::backward;
     else
       joined.push_back(step);
@@ -157,6 +186,8 @@ std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunk
     return joined_backwards(zb_v_schedule(pp, m, stage), schedule, pp, stage);
   if (schedule == Schedule::dualpipev)
     return joined_backwards(dualpipev_schedule(pp, m, stage), schedule, pp, stage);
+  if (schedule == Schedule::dualpipe)
+    return joined_backwards(dualpipe_schedule(pp, m, stage), schedule, pp, stage);
   if (splits_backward(schedule)) {
     // Qi et al. 2024, section 2: in time slot x stage i runs F of micro-batch x, B of x - (p-1-i)
     // and W of x - (p-1), those that exist. B follows F as soon as 1F1B would let it, so the

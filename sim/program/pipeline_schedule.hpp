@@ -4,8 +4,8 @@
 // (Narayanan et al. 2021, PipeDream-Flush), interleaved 1F1B with virtual stages (Megatron-LM),
 // the zero-bubble schedules ZB-H1, ZB-H2 and ZB-V (Qi et al. 2024), which split each backward
 // into its input-gradient pass (B) and its weight-gradient pass (W) and move W into the bubbles,
-// and DualPipeV (DeepSeek-AI 2024, in its V form), which also splits some backwards; on the first
-// virtual stage a W right after its own B runs with it as one backward.
+// and DualPipe (DeepSeek-AI 2024) and its V form DualPipeV, which also split some backwards; on a
+// micro-batch's first virtual stage a W right after its own B runs with it as one backward.
 // Pure: the replay makes the bubbles, this only says the order.
 // 1F1B runs p - stage - 1 warm-up forwards, then alternates; interleaved follows Megatron's order
 // over chunks, (p - stage - 1) x 2 + (v - 1) x p warm-up steps, and needs m divisible by p.
@@ -23,7 +23,7 @@ struct PipelineStep {
   Pass pass = Pass::forward;
   long long micro_batch = 0;
   int chunk = 0;              // model chunk on this rank; virtual stage = chunk * pp + stage
-  // A whole backward paired with the forward before it (DualPipeV's overlapped pairs): the two
+  // A whole backward paired with the forward before it (DualPipe's overlapped pairs): the two
   // may run at once (parallel.overlap_pairs).
   bool beside_previous = false;
 };
@@ -32,8 +32,13 @@ struct PipelineStep {
 // 2 pp - 1 - stage; and the pipeline rank of a virtual stage.
 int virtual_stage(Schedule schedule, int pp, int chunk, int stage);
 int stage_of_virtual_stage(Schedule schedule, int pp, int virtual_stage);
+// Whether a micro-batch enters the model (embedding) or leaves it (loss) at a virtual stage: the
+// first and the last of the pp x chunks, or under DualPipe those of each direction.
+bool first_virtual_stage(Schedule schedule, int pp, int virtual_stage);
+bool last_virtual_stage(Schedule schedule, int pp, int chunks, int virtual_stage);
 
-// `stage` in [0, pp), `micro_batches` per pipeline per step, `chunks` = vpp.
+// `stage` in [0, pp), `micro_batches` per pipeline per step, `chunks` = vpp. DualPipe sends
+// micro-batches 0 to m/2 - 1 down the pipeline (chunk 0) and the rest up it (chunk 1).
 std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage);
 
 // The most micro-batch chunks whose activations a rank holds at once under the schedule (from a

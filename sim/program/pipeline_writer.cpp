@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "common/error.hpp"
 #include "program/offloaded_optimizer.hpp"
@@ -33,9 +34,10 @@ class PipelineWriter : private ProgramWriter {
 public:
   PipelineWriter(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs, const ModelStatePlan& states,
                  const std::vector<RecomputePlan>& plans, const PipelinePlacement& placement, int rank)
-      : s_(scenario), model_(model), costs_(costs), states_(states), plans_(plans),
+      : s_(scenario), model_(model), costs_(costs), states_(states), experts_plan_(placement.expert_states),
+        plans_(plans),
         coords_(placement.layout->coords(rank)), p_(scenario.pp), v_(scenario.vpp),
-        embedding_group_(placement.embedding_group[rank] >= 0 ? embedding_slot : -1),
+        copies_group_(placement.copies_group[rank] >= 0 ? copies_slot : -1),
         runtime_(placement.runtime[static_cast<std::size_t>(rank)]),
         ops_(*this, costs,
              model_parallel_groups(scenario, placement.expert_states)),
@@ -54,7 +56,11 @@ public:
     const auto steps = pipeline_schedule(s_.schedule, p_, v_, s_.grad_accum, coords_.pp);
     // Per step: a chunk's layers with their collectives, allocs and frees, and the transfers.
     expect(steps.size() * static_cast<std::size_t>(stage_layers_.front() + 2) * 12 + 64);
-    std::vector<long long> backwards_left(static_cast<std::size_t>(v_), s_.grad_accum);
+    // Per chunk: the passes left that end a micro-batch's backward (DualPipe: half in each).
+    std::vector<long long> backwards_left(static_cast<std::size_t>(v_), 0);
+    for (const PipelineStep& step : steps)
+      if (step.pass == Pass::backward || step.pass == Pass::backward_weight)
+        ++backwards_left[step.chunk];
     // Receives are posted two steps ahead, so that a sender rarely waits for its receiver. (Posting
     // them further ahead keeps more communication unfinished, which the replay cannot settle ahead
     // of the clock: GPT-3 on 1,024 GPUs took five times as long with a whole warm-up's worth. Under
@@ -87,7 +93,16 @@ public:
       }
       if (step.pass == Pass::forward) {
         before_forward = passes_before;
-        last = forward(step, post_after, step_start[i]);
+        // A pair starts once both its inputs are in, as DualPipe receives them before computing
+        // either (deepseek-ai/DualPipe, _forward_backward_chunk): the forward waits for the
+        // gradient its backward receives.
+        std::vector<OpId> pair_input;
+        if (i + 1 < steps.size() && steps[i + 1].beside_previous) {
+          early_gradient_ = receive_gradient(steps[i + 1], i + 1 >= ahead ? step_start[i + 1 - ahead] : std::vector<OpId>{});
+          if (early_gradient_)
+            pair_input.push_back(*early_gradient_);
+        }
+        last = forward(step, post_after, step_start[i], pair_input);
       } else if (step.pass == Pass::backward_weight) {
         last = weight_gradients(step, last, step_start[i]);
       } else {
@@ -116,7 +131,7 @@ public:
 private:
   int virtual_stage(int chunk) const { return trainsim::virtual_stage(s_.schedule, p_, chunk, coords_.pp); }
   std::vector<long long> first_layer_of_chunks() const {
-    const std::vector<long long> of_stage = first_layer_of_virtual_stages(stage_layers_);
+    const std::vector<long long> of_stage = first_layer_of_virtual_stages(s_, stage_layers_);
     std::vector<long long> firsts;
     for (int c = 0; c < v_; ++c)
       firsts.push_back(of_stage[static_cast<std::size_t>(virtual_stage(c))]);
@@ -137,8 +152,12 @@ private:
       return previous_stage_slot;
     return coords_.pp == p_ - 1 ? -1 : next_stage_slot;
   }
-  bool first_virtual_stage(int chunk) const { return virtual_stage(chunk) == 0; }
-  bool last_virtual_stage(int chunk) const { return virtual_stage(chunk) == p_ * v_ - 1; }
+  bool first_virtual_stage(int chunk) const {
+    return trainsim::first_virtual_stage(s_.schedule, p_, virtual_stage(chunk));
+  }
+  bool last_virtual_stage(int chunk) const {
+    return trainsim::last_virtual_stage(s_.schedule, p_, v_, virtual_stage(chunk));
+  }
   long long chunk_layers(int chunk) const { return stage_layers_[virtual_stage(chunk)]; }
 
   int tag(long long micro_batch, int stage, int direction) const {
@@ -264,17 +283,18 @@ private:
     expert_optimizer_parameters_ = experts_.allocate();
   }
 
-  // Runs the chunk's forward for one micro-batch; returns its last op.
-  OpId forward(const PipelineStep& step, const std::vector<OpId>& post_after, std::vector<OpId>& started) {
+  // Runs the chunk's forward for one micro-batch, its first op also after `also`; returns its last op.
+  OpId forward(const PipelineStep& step, const std::vector<OpId>& post_after, std::vector<OpId>& started,
+               std::vector<OpId> also) {
     const std::string sfx = suffix(step);
     const PlacedAt in_step(*this, place_in_step(step));
     const int vs = virtual_stage(step.chunk);
-    std::vector<OpId> deps;
-    if (vs > 0 && upstream_slot(step.chunk) >= 0)
+    std::vector<OpId> deps = std::move(also);
+    if (!first_virtual_stage(step.chunk) && upstream_slot(step.chunk) >= 0)
       deps.push_back(gather_boundary(recv(Stream::pp_comm, upstream_slot(step.chunk), tag(step.micro_batch, vs, 0),
                                           boundary_bytes(), "recv.act" + sfx, post_after),
                                      "recv.act" + sfx));
-    else if (vs > 0)
+    else if (!first_virtual_stage(step.chunk))
       deps.push_back(turn_.at(static_cast<std::size_t>(step.micro_batch)));
     StepOps track(started);
     OpId& last = track.last;
@@ -341,8 +361,7 @@ private:
       release("head.act" + sfx);
       hold_for_weight_gradients("head", costs_.head_weight_gradient_inputs);
     } else if (downstream_slot(step.chunk) >= 0) {
-      track(recv(Stream::pp_bwd, downstream_slot(step.chunk), tag(step.micro_batch, vs, 1), boundary_bytes(),
-                 "recv.grad" + sfx, post_after));
+      track(early_gradient_ ? *std::exchange(early_gradient_, std::nullopt) : *receive_gradient(step, post_after));
       if (scatters_boundary())
         track(gather_boundary(last, "recv.grad" + sfx));
     }
@@ -395,6 +414,15 @@ private:
     return last;
   }
 
+  // The receive of the gradient a backward step starts from, when it comes from another rank.
+  std::optional<OpId> receive_gradient(const PipelineStep& step, const std::vector<OpId>& post_after) {
+    if (last_virtual_stage(step.chunk) || downstream_slot(step.chunk) < 0)
+      return std::nullopt;
+    const PlacedAt in_step(*this, place_in_step(step));
+    return recv(Stream::pp_bwd, downstream_slot(step.chunk), tag(step.micro_batch, virtual_stage(step.chunk), 1),
+                boundary_bytes(), "recv.grad" + suffix(step), post_after);
+  }
+
   // The weight-gradient pass of a split backward, after `after` (the previous step's last op):
   // the head's, then the layers' in backward order.
   OpId weight_gradients(const PipelineStep& step, OpId after, std::vector<OpId>& started) {
@@ -424,10 +452,10 @@ private:
       parameters += costs_.embedding_parameters;
     if (last_virtual_stage(chunk))
       parameters += costs_.head_parameters;
-    if (embedding_group_ >= 0 && (first_virtual_stage(chunk) || last_virtual_stage(chunk))) {
+    if (!two_directions(s_.schedule) && copies_group_ >= 0 && (first_virtual_stage(chunk) || last_virtual_stage(chunk))) {
       // The first and last stages hold the tied embedding: their gradients are summed first.
       const double embedding = static_cast<double>(count_parameters(model_).embedding) / s_.tp;
-      producer = collective(Stream::dp_comm, Collective::all_reduce, embedding_group_,
+      producer = collective(Stream::dp_comm, Collective::all_reduce, copies_group_,
                             embedding * states_.gradient_element_bytes, "embedding-grad-allreduce", {producer});
       sync_ops_.push_back(producer);
       if (last_virtual_stage(chunk))
@@ -438,26 +466,52 @@ private:
     const PlacedAt in_chunk(*this, {OpPlace::none, OpPlace::none, static_cast<std::int16_t>(chunk)});
     const double expert_parameters = costs_.layer_expert_parameters(chunk_first_[chunk], chunk_layers(chunk));
     experts_.start_reducing(expert_parameters);
+    const std::size_t expert_reductions = sync_ops_.size();
     experts_.gradients_ready(expert_parameters, producer, true, sync_ops_);
+    if (two_directions(s_.schedule) && experts_plan_ && expert_parameters > 0) {
+      // The mirror's copies of the local experts, summed once the chunk's expert buckets are.
+      std::vector<OpId> reduced(sync_ops_.begin() + static_cast<std::ptrdiff_t>(expert_reductions), sync_ops_.end());
+      sync_ops_.resize(expert_reductions);
+      if (reduced.empty())
+        reduced = {producer};
+      const double expert_bytes = expert_parameters * experts_plan_->gradient_element_bytes;
+      sync_ops_.push_back(sum_with_mirror(held_share(expert_bytes, *experts_plan_), "expert" + name, reduced));
+    }
+    // Each bucket, once reduced, summed with the mirror's copy (DualPipe) and its share sent to
+    // the host (offloaded optimizer).
+    const auto finish = [&](double share, const std::string& bucket, OpId reduced) {
+      if (two_directions(s_.schedule))
+        reduced = sum_with_mirror(share, bucket, {reduced});
+      sync_ops_.push_back(offloaded_ ? offloaded_->gradients(share, bucket, reduced).done : reduced);
+    };
     if (states_.ranks <= 1) {
-      if (offloaded_)
-        sync_ops_.push_back(offloaded_->gradients(bytes, name, producer).done);
+      if (offloaded_ || two_directions(s_.schedule))
+        finish(bytes, name, producer);
       return;
     }
     const Collective kind = states_.gradient_reduction;
     const auto reductions = bucketed_collective(
         Stream::dp_comm, kind, gradient_slot, bytes, s_.bucket_bytes,
         std::string(kind == Collective::all_reduce ? "grad-allreduce" : "grad-reducescatter") + name, {producer});
-    if (!offloaded_) {
+    if (!offloaded_ && !two_directions(s_.schedule)) {
       sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
       return;
     }
-    // Each bucket's share goes to the host once reduced.
     const std::vector<double> buckets = bucket_sizes(bytes, s_.bucket_bytes);
-    for (std::size_t b = 0; b < reductions.size(); ++b) {
-      const double share = states_.optimizer.sharded ? buckets[b] / states_.ranks : buckets[b];
-      sync_ops_.push_back(offloaded_->gradients(share, name + ".bucket" + std::to_string(b), reductions[b]).done);
-    }
+    for (std::size_t b = 0; b < reductions.size(); ++b)
+      finish(held_share(buckets[b], states_), name + ".bucket" + std::to_string(b), reductions[b]);
+  }
+
+  // What a rank holds of `bytes` of gradients once they are reduced over its data-parallel
+  // group: its shard under a sharded optimizer, else all.
+  static double held_share(double bytes, const ModelStatePlan& plan) {
+    return plan.optimizer.sharded && plan.ranks > 1 ? bytes / plan.ranks : bytes;
+  }
+
+  // DualPipe: this rank's copy of a stage and its mirror rank's sum their gradients.
+  OpId sum_with_mirror(double bytes, const std::string& name, const std::vector<OpId>& after) {
+    return collective(Stream::dp_comm, Collective::all_reduce, copies_group_, bytes, "mirror-grad-allreduce" + name,
+                      after);
   }
 
   // The update on the GPU, or on the CPU with the new 16-bit parameters copied up; each rank
@@ -483,10 +537,12 @@ private:
   const ModelSpec& model_;
   const ModelCosts& costs_;
   const ModelStatePlan& states_;
+  const ModelStatePlan* experts_plan_;  // under expert parallelism
   const std::vector<RecomputePlan>& plans_;
   const RankCoords coords_;
   const int p_, v_;
-  const int embedding_group_;
+  // The pair of ranks summing copies' gradients: the ends tying the embedding, or DualPipe's mirror.
+  const int copies_group_;
   const RuntimeMemory runtime_;
   LayerOps ops_;
   const std::vector<long long> stage_layers_;
@@ -501,6 +557,7 @@ private:
   // chunk before the turn (chunk 0's forward, then chunk 1's input gradients) on this rank.
   std::vector<OpId> turn_;
   std::optional<OffloadedOptimizer> offloaded_;  // when the optimizer runs on the CPU
+  std::optional<OpId> early_gradient_;  // received for the next step, a pair's backward
 };
 
 // Megatron-Core's first and last pipeline ranks with their own layer counts (to balance the
@@ -525,6 +582,8 @@ std::vector<long long> uneven_virtual_stages(const Scenario& scenario, const Mod
   for (long long& layers : per_rank)
     if (layers == 0)
       layers = rest / others;
+  if (two_directions(scenario.schedule))  // the pp stages of the model, each direction's
+    return per_rank;
   std::vector<long long> stages(static_cast<std::size_t>(scenario.pp) * scenario.vpp);
   for (int rank = 0; rank < scenario.pp; ++rank) {
     if (per_rank[rank] % scenario.vpp != 0)
@@ -536,17 +595,9 @@ std::vector<long long> uneven_virtual_stages(const Scenario& scenario, const Mod
   return stages;
 }
 
-} // namespace
-
-std::vector<long long> first_layer_of_virtual_stages(const std::vector<long long>& stage_layers) {
-  std::vector<long long> firsts(stage_layers.size(), 0);
-  for (std::size_t vs = 1; vs < stage_layers.size(); ++vs)
-    firsts[vs] = firsts[vs - 1] + stage_layers[vs - 1];
-  return firsts;
-}
-
-std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const ModelSpec& model) {
-  const long long stages = static_cast<long long>(scenario.pp) * scenario.vpp;
+// The layers of each stage a micro-batch passes (pp x vpp of them, DualPipe's pp).
+std::vector<long long> layers_per_stage_of_a_pass(const Scenario& scenario, const ModelSpec& model) {
+  const long long stages = stages_of_a_pass(scenario);
   if (!scenario.layers_per_stage.empty()) {
     long long sum = 0;
     for (long long layers : scenario.layers_per_stage)
@@ -560,9 +611,33 @@ std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const 
     return uneven_virtual_stages(scenario, model);
   if (model.layers % stages != 0)
     throw InputError(scenario.file.string() + ": model " + model.name + " has " + std::to_string(model.layers) +
-                     " layers, not divisible by pp x vpp = " + std::to_string(scenario.pp) + " x " +
-                     std::to_string(scenario.vpp) + "; accepted: a divisor, or parallel.layers_per_stage");
+                     " layers, not divisible by " +
+                     (two_directions(scenario.schedule)
+                          ? "pp = " + std::to_string(scenario.pp) + " (dualpipe's stages in each direction)"
+                          : "pp x vpp = " + std::to_string(scenario.pp) + " x " + std::to_string(scenario.vpp)) +
+                     "; accepted: a divisor, or parallel.layers_per_stage");
   return std::vector<long long>(static_cast<std::size_t>(stages), model.layers / stages);
+}
+
+} // namespace
+
+long long stages_of_a_pass(const Scenario& scenario) {
+  return two_directions(scenario.schedule) ? scenario.pp : static_cast<long long>(scenario.pp) * scenario.vpp;
+}
+
+std::vector<long long> first_layer_of_virtual_stages(const Scenario& scenario, const std::vector<long long>& stage_layers) {
+  const auto per_pass = static_cast<std::size_t>(stages_of_a_pass(scenario));
+  std::vector<long long> firsts(stage_layers.size(), 0);
+  for (std::size_t vs = 1; vs < stage_layers.size(); ++vs)
+    firsts[vs] = vs % per_pass == 0 ? 0 : firsts[vs - 1] + stage_layers[vs - 1];
+  return firsts;
+}
+
+std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const ModelSpec& model) {
+  std::vector<long long> stages = layers_per_stage_of_a_pass(scenario, model);
+  if (two_directions(scenario.schedule))  // going up, the same stages again
+    stages.insert(stages.end(), stages.begin(), stages.end());
+  return stages;
 }
 
 Program build_pipeline_program(const Scenario& scenario, const ModelSpec& model, const ModelCosts& costs,

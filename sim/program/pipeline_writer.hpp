@@ -12,7 +12,12 @@
 // virtual_stage: c x pp + r, or the V of ZB-V and DualPipeV, whose turn on the last rank passes between its two
 // chunks without a transfer); the first holds the embedding, the last the output layer (with a
 // tied embedding on another rank the last stage holds a copy and the two all-reduce its
-// gradient, group kind `emb`). A forward step receives (pp-comm), runs the chunk's layers and
+// gradient, group kind `emb`). DualPipe's two directions each pass the whole model in pp
+// stages: rank r holds stage r going down and stage pp - 1 - r going up, a copy of the stage its
+// mirror rank pp - 1 - r holds going down; the two sum their gradients (group kind `mirror`, an
+// all-reduce of what each holds after the data-parallel reduction, bucket by bucket) and keep
+// both copies' weights, gradients and optimizer states, as the reference DualPipe module under
+// one optimizer does. A forward step receives (pp-comm), runs the chunk's layers and
 // sends on; a backward step receives the gradient (pp-bwd), recomputes, runs backward (or its
 // input-gradient pass, keeping what the weight-gradient pass needs) and sends back. Receives are
 // posted two steps ahead and sends and receives are not stream-ordered, so the schedule
@@ -34,15 +39,20 @@
 
 namespace trainsim {
 
-// Layers of each virtual stage (pp x vpp of them): the scenario's list, or an equal split.
+// The stages one micro-batch passes through the model: pp x vpp, or under DualPipe pp.
+long long stages_of_a_pass(const Scenario& scenario);
+// Layers of each virtual stage (pp x vpp of them): the scenario's list (stages_of_a_pass counts),
+// or an equal split; under DualPipe the pp stages going down, then the same going up.
 std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const ModelSpec& model);
 // Each virtual stage's first layer in the model, from the layers of each.
-std::vector<long long> first_layer_of_virtual_stages(const std::vector<long long>& stage_layers);
+std::vector<long long> first_layer_of_virtual_stages(const Scenario& scenario, const std::vector<long long>& stage_layers);
 
 struct PipelinePlacement {
   const Layout* layout = nullptr;
   const LayoutGroups* groups = nullptr;
-  std::vector<int> embedding_group;   // per rank: the first and last stages tying the embedding, -1 if none
+  // Per rank, the group of the pair of ranks summing copies' gradients, -1 if none: the first and
+  // last stages tying the embedding, or under DualPipe rank r and its mirror pp - 1 - r.
+  std::vector<int> copies_group;
   std::vector<RuntimeMemory> runtime; // per rank: the CUDA context and NCCL buffers
   const ModelStatePlan* expert_states = nullptr;  // under expert parallelism: the local experts' plan
 };

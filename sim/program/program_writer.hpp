@@ -160,7 +160,7 @@ struct ModelParallelGroups {
 // The slots of the programs trainsim builds: each rank binds them to its own groups and pipeline
 // neighbours (Workload::bindings), so that ranks doing the same work share one program.
 enum GroupSlot : int {
-  gradient_slot, tp_slot, cp_slot, embedding_slot, ep_slot, expert_gradient_slot, expert_tp_slot, ep_node_slot, ep_rail_slot
+  gradient_slot, tp_slot, cp_slot, copies_slot, ep_slot, expert_gradient_slot, expert_tp_slot, ep_node_slot, ep_rail_slot
 };
 
 // The slots of a rank's model-parallel groups (the same on every rank); `experts`: the expert

@@ -156,32 +156,36 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
           " ops per rank; accepted: at most 50M (fewer accumulation steps or layers)");
 }
 
-// Pipelines whose first and last stages both hold a tied embedding sum its gradients.
-std::vector<int> embedding_groups(const Scenario& s, const ModelSpec& model, const Layout& layout,
-                                  LayoutGroups& groups) {
+// The pairs of pipeline ranks holding copies of the same parameters, which sum their gradients:
+// under DualPipe each rank r < pp / 2 and its mirror pp - 1 - r (kind `mirror`); else, when the
+// first and last stages both hold a tied embedding, those two (kind `emb`; ZB-V and DualPipeV
+// hold both ends on the first rank).
+std::vector<int> copies_groups(const Scenario& s, const ModelSpec& model, const Layout& layout, LayoutGroups& groups) {
   std::vector<int> of_rank(static_cast<std::size_t>(layout.world()), -1);
-  if (!model.tied_embeddings || s.pp == 1 || v_placement(s.schedule))  // ZB-V: both ends on the first rank
+  const bool mirrors = two_directions(s.schedule);
+  if (!mirrors && (!model.tied_embeddings || s.pp == 1 || v_placement(s.schedule)))
     return of_rank;
+  const std::string kind = mirrors ? "mirror" : "emb";
   int count = 0;
   for (int rank = 0; rank < layout.world(); ++rank) {
     const RankCoords c = layout.coords(rank);
-    if (c.pp != 0)
+    if (mirrors ? c.pp >= s.pp / 2 : c.pp != 0)
       continue;
-    RankCoords last = c;
-    last.pp = s.pp - 1;
-    const int partner = layout.rank_of(last);
+    RankCoords partner_coords = c;
+    partner_coords.pp = s.pp - 1 - c.pp;
+    const int partner = layout.rank_of(partner_coords);
     of_rank[rank] = of_rank[partner] = static_cast<int>(groups.groups.size());
-    groups.groups.push_back({"emb" + std::to_string(count++), "emb", {rank, partner}});
+    groups.groups.push_back({kind + std::to_string(count++), kind, {rank, partner}});
   }
   return of_rank;
 }
 
 // What the program slots (GroupSlot, PeerSlot) are on `rank`; the tp ring's neighbours only
 // when `tp_ring` (comm.tp_comm_overlap), unused slots before them unbound (-1).
-Binding binding_of(const Layout& layout, const LayoutGroups& groups, const std::vector<int>& tied, int rank,
+Binding binding_of(const Layout& layout, const LayoutGroups& groups, const std::vector<int>& copies, int rank,
                    bool tp_ring) {
   Binding binding;
-  binding.groups = {groups.gradient[rank], groups.tp[rank], groups.cp[rank], tied[rank]};
+  binding.groups = {groups.gradient[rank], groups.tp[rank], groups.cp[rank], copies[rank]};
   if (layout.ep > 1) {
     binding.groups.push_back(groups.ep[rank]);
     binding.groups.push_back(groups.expert_gradient[rank]);
@@ -238,7 +242,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   const Layout& layout = build.layout;
   LayoutGroups groups = groups_of(layout);
   const long long ep_nodes = expert_node_groups(scenario, node_of_rank, groups);
-  const std::vector<int> tied = embedding_groups(scenario, model, layout, groups);
+  const std::vector<int> copies = copies_groups(scenario, model, layout, groups);
   // Under uneven routing the ranks of an ep group hold experts of different loads: costs (and
   // programs) per place in the group, their kernel sets in one list. The first place's costs
   // stand for the rest where one is needed (its experts are the most popular under zipf).
@@ -290,7 +294,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   workload.all_to_all_splits = costs_of_place.back().all_to_all_splits;
   for (int rank = 0; rank < layout.world(); ++rank) {
     build.coords.push_back(layout.coords(rank));
-    workload.bindings.push_back(binding_of(layout, groups, tied, rank, scenario.tp_comm_overlap));
+    workload.bindings.push_back(binding_of(layout, groups, copies, rank, scenario.tp_comm_overlap));
   }
   workload.groups = groups.groups;
   std::vector<RuntimeMemory> runtime;
@@ -331,7 +335,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   // Pipeline: one plan per chunk; an optimal plan shares the budget among the micro-batches the
   // schedule keeps in flight on the first stage.
   const std::vector<long long> stage_layers = layers_per_virtual_stage(scenario, model);
-  const std::vector<long long> stage_first = first_layer_of_virtual_stages(stage_layers);
+  const std::vector<long long> stage_first = first_layer_of_virtual_stages(scenario, stage_layers);
   // The layers of a stage's chunk, in the costs of one place of the ep group.
   const auto chunk_layers = [&](int chunk, int stage, const ModelCosts& of) {
     const auto vs = static_cast<std::size_t>(virtual_stage(scenario.schedule, scenario.pp, chunk, stage));
@@ -355,7 +359,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                              : std::numeric_limits<double>::infinity();
     budget = total / static_cast<double>(std::max(1LL, in_flight));
   }
-  PipelinePlacement placement{&layout, &groups, tied, runtime, experts};
+  PipelinePlacement placement{&layout, &groups, copies, runtime, experts};
   // The ranks of a stage differ only in their groups and neighbours: one program per stage (and
   // place in the ep group under uneven routing).
   std::vector<std::shared_ptr<const Program>> of_stage(static_cast<std::size_t>(scenario.pp) * costs_of_place.size());

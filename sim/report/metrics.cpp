@@ -347,7 +347,7 @@ StepBreakdown StepCollector::breakdown_of(const RankState& state, const RankMetr
   breakdown.compute_s = rank.compute_s - rank.recompute_s - rank.optimizer_s;
   // Communication kinds in a fixed priority: the ones inside a layer first, then the gradient
   // reductions, then the pipeline transfers, then any other.
-  static const std::vector<std::string> priority = {"tp", "cp", "ep", "dp", "emb", "pp"};
+  static const std::vector<std::string> priority = {"tp", "cp", "ep", "dp", "emb", "mirror", "pp"};
   std::vector<std::size_t> order;
   for (const std::string& kind : priority)
     for (std::size_t k = 0; k < kinds_.size(); ++k)

@@ -33,7 +33,7 @@ std::string phase_colour(Phase phase) {
 const std::vector<std::pair<std::string, std::string>>& kind_colours() {
   static const std::vector<std::pair<std::string, std::string>> colours = {
       {"tp", "#e15759"},        {"cp", "#ff9da7"},        {"ep", "#f28e2b"},         {"dp", "#edc948"},
-      {"emb", "#bab0ac"},
+      {"emb", "#bab0ac"},       {"mirror", "#7f3c8d"},
       {"pp", "#76b7b2"},        {"h2d", "#d37295"},       {"d2h", "#d4a6c8"},        {"nvme_read", "#8cd17d"},
       {"nvme_write", "#499894"}, {"cpu_optimizer", "#9d7660"}, {"cpu", "#d7b5a6"}};
   return colours;

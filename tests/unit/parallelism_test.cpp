@@ -217,6 +217,51 @@ TEST_CASE("DualPipeV runs each rank's chunks in the order of PyTorch's ScheduleD
   CHECK(virtual_stage(Schedule::dualpipev, 4, 1, 0) == 7);
 }
 
+TEST_CASE("DualPipe runs each rank's chunks in the order of deepseek-ai/DualPipe's DualPipe.step") {
+  // p = 4, m = 8, by hand from the eight steps of DualPipe.step: micro-batches 0-3 go down the
+  // pipeline (chunk 0, virtual stages 0-3), 4-7 up it (chunk 1, stages 4-7, rank r holding 7 - r).
+  // A rank's steps take its distance from the nearer end, r' of p / 2 = 2, and its phase 0 is
+  // chunk 0 on the first half of the ranks, chunk 1 on the second. Rank 0 (r' = 0): 2(p/2 - r' - 1)
+  // = 2 forwards of phase 0; r' + 1 = 1 pair F0 F1; 1 triple B1 W F1 (B of virtual stage 7, the
+  // loss, split); n - p + r' + 1 = 1 pair of overlapped pairs (F0 with a whole backward of phase 1,
+  // F1 with one of phase 0); 1 triple B1, F1 with B0; r' + 1 = 1 pair B1 B0, B0 split (the middle
+  // of the pairs, r' even); 1 pair W B0 (split); the W left. On virtual stage 0 each W right
+  // after its B runs with it (BW). Rank 1 (r' = 1, a middle rank): 2 pairs F0 F1, 2 pairs of
+  // pairs whose first F0 and B1 are not overlapped, 2 pairs B1 B0, split from the second (r' odd),
+  // 2 W. Ranks 3 and 2 run the steps of ranks 0 and 1 with the chunks swapped.
+  CHECK(pass_order(Schedule::dualpipe, 4, 8, 0) == "F0 F1 F2 F4' B4' W4' F5' F3 +BW5' F6' +BW0 BW6' F7' +BW1 BW7' BW2 BW3 ");
+  CHECK(pass_order(Schedule::dualpipe, 4, 8, 1) == "F0 F4' F1 F5' F2 BW4' F6' +BW0 F3 +BW5' F7' +BW1 BW6' BW2 B7' B3 W7' W3 ");
+  CHECK(pass_order(Schedule::dualpipe, 4, 8, 2) == "F4' F0 F5' F1 F6' BW0 F2 +BW4' F7' +BW1 F3 +BW5' BW2 BW6' B3 B7' W3 W7' ");
+  CHECK(pass_order(Schedule::dualpipe, 4, 8, 3) == "F4' F5' F6' F0 B0 W0 F1 F7' +BW1 F2 +BW4' BW2 F3 +BW5' BW3 BW6' BW7' ");
+  for (const auto& [pp, m] : {std::pair{4, 8LL}, {4, 14LL}, {8, 16LL}, {8, 40LL}}) {
+    for (int stage = 0; stage < pp; ++stage) {
+      CAPTURE(pp);
+      CAPTURE(m);
+      CAPTURE(stage);
+      const auto steps = pipeline_schedule(Schedule::dualpipe, pp, 2, m, stage);
+      // Each micro-batch once, through the chunk of its direction only.
+      check_each_micro_batch_done(steps, 1, m);
+      for (const PipelineStep& step : steps)
+        CHECK(step.chunk == (step.micro_batch < m / 2 ? 0 : 1));
+      // DeepSeek-AI 2024, Table 2: DualPipe's activations per device, PP + 1 micro-batches' of a
+      // stage (1F1B: PP), reached on the end ranks.
+      CHECK(peak_in_flight(steps) <= pp + 1);
+      if (stage == 0 || stage == pp - 1)
+        CHECK(peak_in_flight(steps) == pp + 1);
+    }
+  }
+  // Rank r holds stage r going down and stage p - 1 - r going up (virtual stage 2p - 1 - r), which
+  // begins and ends each direction on the end ranks.
+  CHECK(virtual_stage(Schedule::dualpipe, 4, 1, 1) == 6);
+  CHECK(stage_of_virtual_stage(Schedule::dualpipe, 4, 4) == 3);
+  for (const int vs : {0, 4})
+    CHECK(first_virtual_stage(Schedule::dualpipe, 4, vs));
+  for (const int vs : {3, 7})
+    CHECK(last_virtual_stage(Schedule::dualpipe, 4, 2, vs));
+  CHECK(!first_virtual_stage(Schedule::dualpipev, 4, 4));
+  CHECK(!last_virtual_stage(Schedule::dualpipev, 4, 2, 3));
+}
+
 TEST_CASE("ZB-H1 runs F, B and W in the slots of Qi et al.") {
   // p = 4, m = 8, stage 1: slot x runs F(x), B(x - 2), W(x - 3) (section 2, figure 3 top).
   const auto steps = pipeline_schedule(Schedule::zb_h1, 4, 1, 8, 1);

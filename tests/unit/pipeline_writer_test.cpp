@@ -5,8 +5,6 @@
 // chunk's last backward.
 #include <doctest/doctest.h>
 
-#include <numeric>
-
 #include <algorithm>
 #include <map>
 #include <regex>
@@ -19,6 +17,7 @@
 #include "memory/memory_tracker.hpp"
 #include "model/costs.hpp"
 #include "program/model_states.hpp"
+#include "program/pipeline_schedule.hpp"
 #include "program/pipeline_writer.hpp"
 #include "program/program_writer.hpp"
 #include "program/recompute_plan.hpp"
@@ -52,8 +51,9 @@ Scenario pipeline_scenario(Schedule schedule, int pp, int vpp, long long micro_b
   return scenario;
 }
 
-// The program of the rank at pipeline stage `stage` whose other coordinates are 0.
-Program stage_program(const Scenario& scenario, int stage) {
+// The program of the rank at pipeline stage `stage` whose other coordinates are 0; `copies`: the
+// rank is bound to a group summing copies' gradients (tied embedding, DualPipe's mirror).
+Program stage_program(const Scenario& scenario, int stage, bool copies = false) {
   const ModelSpec model = small_gpt();
   const ModelCosts costs =
       compute_costs(model, scenario.micro_batch, scenario.seq_len, scenario.precision, scenario.grad_precision,
@@ -62,13 +62,14 @@ Program stage_program(const Scenario& scenario, int stage) {
   const Layout layout = layout_of(scenario);
   const LayoutGroups groups = groups_of(layout);
   const std::vector<long long> layers = layers_per_virtual_stage(scenario, model);
+  const std::vector<long long> firsts = first_layer_of_virtual_stages(scenario, layers);
   std::vector<RecomputePlan> plans;
   for (int chunk = 0; chunk < scenario.vpp; ++chunk) {
-    const auto virtual_stage = static_cast<std::size_t>(chunk * scenario.pp + stage);
-    const long long first = std::accumulate(layers.begin(), layers.begin() + static_cast<long>(virtual_stage), 0LL);
-    plans.push_back(plan_recompute(scenario, costs.layers_from(first, layers[virtual_stage]), 0));
+    const auto vs = static_cast<std::size_t>(virtual_stage(scenario.schedule, scenario.pp, chunk, stage));
+    plans.push_back(plan_recompute(scenario, costs.layers_from(firsts[vs], layers[vs]), 0));
   }
-  const PipelinePlacement placement{&layout, &groups, std::vector<int>(static_cast<std::size_t>(layout.world()), -1),
+  const PipelinePlacement placement{&layout, &groups,
+                                    std::vector<int>(static_cast<std::size_t>(layout.world()), copies ? 0 : -1),
                                     std::vector<RuntimeMemory>(static_cast<std::size_t>(layout.world()))};
   RankCoords coords;
   coords.pp = stage;
@@ -133,6 +134,14 @@ constexpr double embedding_activations = sbh;
 // The last stage keeps the final norm's and the output projection's 2-byte inputs (4 sbh) and
 // the fp32 logits of the loss (4 b s V).
 constexpr double head_activations = 4 * sbh + 4 * b * s * vocab;
+
+// The op of the optimizer step (0 if none).
+OpId optimizer_step(const Program& program) {
+  for (OpId id = 0; id < program.ops.size(); ++id)
+    if (program.ops[id].kind == OpKind::compute && program.ops[id].phase == Phase::optimizer)
+      return id;
+  return 0;
+}
 
 double activations_at_peak(const Program& program) {
   return memory_in_program_order(program).gpu().at_peak[static_cast<int>(MemCategory::activations)];
@@ -297,11 +306,9 @@ TEST_CASE("each chunk's gradients are reduced over data parallelism once its las
       CAPTURE(stage);
       const Program program = stage_program(scenario, stage);
       std::vector<OpId> reductions;
-      OpId step = 0;
+      const OpId step = optimizer_step(program);
       for (OpId id = 0; id < program.ops.size(); ++id) {
         const Op& op = program.ops[id];
-        if (op.kind == OpKind::compute && op.phase == Phase::optimizer)
-          step = id;
         if (op.kind != OpKind::collective || op.stream != Stream::dp_comm || op.collective == Collective::all_gather)
           continue;
         CHECK(op.collective == reduction);
@@ -340,6 +347,64 @@ TEST_CASE("each chunk's gradients are reduced over data parallelism once its las
       CHECK(gathered ==
             doctest::Approx(zero == 1 ? 2 * (chunk_parameters[stage][0] + chunk_parameters[stage][1]) : 0.0));
     }
+  }
+}
+
+TEST_CASE("DualPipe's ranks hold two copies of the model's stages and sum their gradients with their mirror") {
+  // p = 2, m = 4, dp = 2: micro-batches 0 and 1 go down (rank 0's chunk 0 is stage 0: embedding
+  // + 4 layers; rank 1's is stage 1: 4 layers + final norm + output layer), 2 and 3 go up, each
+  // rank's chunk 1 being the other stage: both ranks hold the whole model, each stage once going
+  // down on one rank and once going up on the other. Parameters as in the interleaved test above.
+  const double layer = 12 * h * h + 13 * h;
+  const double embedding = vocab * h + 64 * h, head = 2 * h + vocab * h;
+  const double first_stage = embedding + 4 * layer, last_stage = 4 * layer + head;
+  const std::vector<std::vector<double>> chunk_parameters = {{first_stage, last_stage}, {last_stage, first_stage}};
+  for (const int zero : {0, 1}) {
+    CAPTURE(zero);
+    Scenario scenario = pipeline_scenario(Schedule::dualpipe, 2, 2, 4);
+    scenario.dp = 2;
+    scenario.zero = zero;
+    std::vector<std::vector<double>> mirror_bytes(2);
+    for (int stage = 0; stage < 2; ++stage) {
+      CAPTURE(stage);
+      const Program program = stage_program(scenario, stage, true);
+      // Both copies' weights, bf16: 2 bytes per parameter of the whole model.
+      CHECK(memory_in_program_order(program).gpu().at_peak[static_cast<int>(MemCategory::weights)] ==
+            doctest::Approx(2 * (first_stage + last_stage)));
+      std::map<OpId, int> reduced_chunk;  // each chunk's data-parallel reduction
+      std::vector<OpId> mirror_sums;
+      for (OpId id = 0; id < program.ops.size(); ++id) {
+        const Op& op = program.ops[id];
+        if (op.kind != OpKind::collective || op.collective == Collective::all_gather)
+          continue;
+        if (op.group == copies_slot) {
+          mirror_sums.push_back(id);
+          continue;
+        }
+        CHECK(op.group == gradient_slot);
+        reduced_chunk[id] = op.name.find(".c0") != std::string::npos ? 0 : 1;
+        CHECK(op.bytes == doctest::Approx(4 * chunk_parameters[stage][static_cast<std::size_t>(reduced_chunk[id])]));
+      }
+      REQUIRE(reduced_chunk.size() == 2);
+      REQUIRE(mirror_sums.size() == 2);
+      // Each chunk's reduced gradients (under ZeRO-1 the rank's half) summed with the mirror's
+      // copy right after its reduction, all-reduced over the pair; the step waits for the sums.
+      for (const OpId id : mirror_sums) {
+        const Op& op = program.ops[id];
+        CHECK(op.collective == Collective::all_reduce);
+        REQUIRE(op.deps.size() == 1);
+        REQUIRE(reduced_chunk.count(op.deps[0]) == 1);
+        const double chunk = chunk_parameters[stage][static_cast<std::size_t>(reduced_chunk[op.deps[0]])];
+        CHECK(op.bytes == doctest::Approx(4 * chunk / (zero == 1 ? 2 : 1)));
+        mirror_bytes[static_cast<std::size_t>(stage)].push_back(op.bytes);
+      }
+      const OpId step = optimizer_step(program);
+      REQUIRE(step > 0);
+      CHECK(program.ops[step].deps == mirror_sums);
+    }
+    // The two mirror ranks issue their sums in the same order, the same stage each time, as
+    // collectives on one communicator must.
+    CHECK(mirror_bytes[0] == mirror_bytes[1]);
   }
 }
 

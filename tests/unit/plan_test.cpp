@@ -59,23 +59,33 @@ TEST_CASE("candidates use every GPU, divide the model and the batch, and try mem
   for (const Candidate& c : candidates) {
     CHECK(c.dp * c.tp * c.pp * c.cp == c.gpus);
     CHECK(request.model.heads % c.tp == 0);
-    CHECK(request.model.layers % (c.pp * c.vpp) == 0);
+    // DualPipe's two chunks are two copies of the pp stages; the others split the layers pp x vpp ways.
+    CHECK(request.model.layers % (c.schedule == "dualpipe" ? c.pp : c.pp * c.vpp) == 0);
     CHECK(request.global_batch % (c.micro_batch * c.dp) == 0);
     if (c.pp > 1)
       CHECK(c.zero <= 1);  // pipelines support ZeRO 0 and 1
-    // A pipeline names its schedule: 1F1B or ZB-H1/H2 on one chunk per rank, interleaved, ZB-V or
-    // DualPipeV on two; the zero-bubble ones and DualPipeV never with offload (DeepSpeed's, whose
-    // pipelines run 1F1B).
+    // A pipeline names its schedule: 1F1B or ZB-H1/H2 on one chunk per rank, interleaved, ZB-V,
+    // DualPipeV or DualPipe on two; the zero-bubble ones and the DualPipes never with offload
+    // (DeepSpeed's, whose pipelines run 1F1B).
     if (c.pp == 1)
       CHECK(c.schedule.empty());
     else if (c.vpp == 1)
       CHECK((c.schedule == "1f1b" || c.schedule == "zb-h1" || c.schedule == "zb-h2"));
     else
-      CHECK((c.schedule == "interleaved" || (c.vpp == 2 && (c.schedule == "zb-v" || c.schedule == "dualpipev"))));
+      CHECK((c.schedule == "interleaved" ||
+             (c.vpp == 2 && (c.schedule == "zb-v" || c.schedule == "dualpipev" || c.schedule == "dualpipe"))));
     // DualPipeV with at least 2p micro-batches, as PyTorch's ScheduleDualPipeV requires.
     if (c.schedule == "dualpipev")
       CHECK(request.global_batch / (c.micro_batch * c.dp) >= 2 * c.pp);
-    if (c.schedule.rfind("zb-", 0) == 0 || c.schedule == "dualpipev")
+    // DualPipe: half the micro-batches from each end, at least p each (deepseek-ai/DualPipe), on
+    // pairs of mirror ranks.
+    if (c.schedule == "dualpipe") {
+      const long long m = request.global_batch / (c.micro_batch * c.dp);
+      CHECK(m >= 2 * c.pp);
+      CHECK(m % 2 == 0);
+      CHECK(c.pp % 2 == 0);
+    }
+    if (c.schedule.rfind("zb-", 0) == 0 || c.schedule.rfind("dualpipe", 0) == 0)
       CHECK(c.offload == "none");
     // ZB-H2 only where its warm-up fills: 2p - 1 micro-batches (Qi et al. 2024).
     if (c.schedule == "zb-h2")
@@ -83,10 +93,13 @@ TEST_CASE("candidates use every GPU, divide the model and the batch, and try mem
     by_layout[c.layout_label()].push_back(&c);
   }
   // Pipeline layouts of one chunk per rank with enough micro-batches are tried under ZB-H2 too.
-  int zb_h2 = 0;
-  for (const Candidate& c : candidates)
+  int zb_h2 = 0, dualpipe = 0;
+  for (const Candidate& c : candidates) {
     zb_h2 += c.schedule == "zb-h2";
+    dualpipe += c.schedule == "dualpipe";
+  }
   CHECK(zb_h2 > 0);
+  CHECK(dualpipe > 0);
   for (const auto& [layout, variants] : by_layout) {
     CAPTURE(layout);
     CHECK(variants.front()->recompute == "none");
