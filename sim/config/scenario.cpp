@@ -84,11 +84,15 @@ const std::vector<OptionSpec>& option_specs() {
        "GPU, sharing it, so that each one's communication (its all-to-alls above all) hides behind the other's compute, "
        "as DualPipe runs them: true | false (one after the other) (auto: true with them)"},
       {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
-      {"parallel.layers_per_stage", "uniform", "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (uniform: equal)"},
+      {"parallel.layers_per_stage", "uniform",
+       "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (dualpipe: of the pp stages each direction passes) "
+       "(uniform: equal)"},
       {"parallel.first_stage_layers", "auto",
        "layers of the first pipeline rank (Megatron-Core's --decoder-first-pipeline-num-layers), the others sharing "
-       "the rest evenly; auto: as many as the others"},
-      {"parallel.last_stage_layers", "auto", "layers of the last pipeline rank, as first_stage_layers"},
+       "the rest evenly (dualpipe: of the model's first stage, which ranks 0 and pp - 1 hold); auto: as many as the "
+       "others"},
+      {"parallel.last_stage_layers", "auto", "layers of the last pipeline rank (dualpipe: of the model's last stage), as "
+                                             "first_stage_layers"},
       {"moe.routing", "uniform", "how a mixture's router spreads tokens over its experts: uniform | zipf:S (expert e, "
                                  "counted from 0, gets a share proportional to 1/(e+1)^S; experts are placed in order, "
                                  "so the popular ones share the first expert-parallel rank) | file:PATH (a CSV of the "

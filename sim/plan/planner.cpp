@@ -323,7 +323,8 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
             continue;
           const int dp = gpus / (tp * pp * cp);
           for (int vpp : {1, 2}) {
-            if (vpp > 1 && (pp == 1 || model.layers % pp || last_stage_layers > 0))
+            // Two chunks: two copies of the pp stages under DualPipe, which takes an uneven split too.
+            if (vpp > 1 && pp == 1)
               continue;
             for (long long micro_batch : {1LL, 2LL, 4LL}) {
               if (request.global_batch % (micro_batch * dp))
@@ -359,7 +360,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                   if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero)
                     zeros.push_back(zero);
                 for (const std::string& schedule :
-                     schedules_for(pp, vpp, cp, accumulation, model.layers % (2 * pp) == 0)) {
+                     schedules_for(pp, vpp, cp, accumulation, model.layers % (2 * pp) == 0 && last_stage_layers == 0)) {
                   std::vector<Candidate> variants;
                   for (const char* recompute : {"none", "selective", "full"}) {
                     for (int zero : zeros)

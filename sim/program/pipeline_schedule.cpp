@@ -23,6 +23,10 @@ bool last_virtual_stage(Schedule schedule, int pp, int chunks, int virtual_stage
   return virtual_stage == pp * chunks - 1 || (two_directions(schedule) && virtual_stage == pp - 1);
 }
 
+long long first_micro_batch(Schedule schedule, int chunk, long long micro_batches) {
+  return two_directions(schedule) ? chunk * (micro_batches / 2) : 0;
+}
+
 namespace {
 
 // Qi et al. 2024, section 6 (ZB-V, handcrafted for T_F = T_B = T_W; the order PyTorch's
@@ -134,7 +138,10 @@ std::vector<PipelineStep> dual_phases(long long p, long long r, long long n, boo
 // DualPipeV (DeepSeek's DualPipe cut in half, the order PyTorch's ScheduleDualPipeV runs): the V
 // of ZB-V, its two phases its two chunks, each micro-batch through both, fed so that each rank
 // runs a forward of one chunk beside a whole backward of the other through the steady state.
-std::vector<PipelineStep> dualpipev_schedule(int pp, long long m, int rank) { return dual_phases(pp, rank, m, false); }
+// The last rank runs its first F0 and B1 apart, as both DeepSeek's DualPipeV and PyTorch's do.
+std::vector<PipelineStep> dualpipev_schedule(int pp, long long m, int rank) {
+  return dual_phases(pp, rank, m, rank == pp - 1);
+}
 
 // DualPipe (DeepSeek-AI 2024; the order of deepseek-ai/DualPipe's DualPipe.step): rank r and rank
 // pp - 1 - r run the same steps, r's phase 0 being its chunk going down and the other's its chunk
@@ -146,7 +153,7 @@ std::vector<PipelineStep> dualpipe_schedule(int pp, long long m, int rank) {
   std::vector<PipelineStep> steps = dual_phases(half_ranks, position, m / 2, position == half_ranks - 1);
   for (PipelineStep& step : steps) {
     step.chunk ^= second_half;
-    step.micro_batch += step.chunk * (m / 2);
+    step.micro_batch += first_micro_batch(Schedule::dualpipe, step.chunk, m);
   }
   return steps;
 }

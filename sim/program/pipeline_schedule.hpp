@@ -41,6 +41,9 @@ bool last_virtual_stage(Schedule schedule, int pp, int chunks, int virtual_stage
 // micro-batches 0 to m/2 - 1 down the pipeline (chunk 0) and the rest up it (chunk 1).
 std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage);
 
+// The first micro-batch a rank's chunk runs: 0, or under DualPipe m / 2 going up (chunk 1).
+long long first_micro_batch(Schedule schedule, int chunk, long long micro_batches);
+
 // The most micro-batch chunks whose activations a rank holds at once under the schedule (from a
 // forward until the pass that ends its backward; a split backward holds some until W).
 long long peak_in_flight(const std::vector<PipelineStep>& steps);

@@ -262,11 +262,11 @@ private:
   }
 
   // What piece `piece` of a step's chunk (in forward order) waits for besides `deps`: its bucket's
-  // all-gather, in the first micro-batch (set 0: the dense parameters'; set 1: its routed
+  // all-gather, in the chunk's first micro-batch (set 0: the dense parameters'; set 1: its routed
   // experts', which only their GEMMs wait for).
   std::vector<OpId> updated(const PipelineStep& step, std::size_t piece, std::vector<OpId> deps,
                             std::size_t set = 0) const {
-    if (step.micro_batch == 0 && !updated_parameters_.empty()) {
+    if (step.micro_batch == first_micro_batch(s_.schedule, step.chunk, s_.grad_accum) && !updated_parameters_.empty()) {
       const std::vector<std::vector<OpId>>& chunk = updated_parameters_.at(static_cast<std::size_t>(step.chunk));
       if (set < chunk.size() && chunk[set].at(piece) != no_gather)
         deps.push_back(chunk[set].at(piece));
@@ -475,7 +475,7 @@ private:
       if (reduced.empty())
         reduced = {producer};
       const double expert_bytes = expert_parameters * experts_plan_->gradient_element_bytes;
-      sync_ops_.push_back(sum_with_mirror(held_share(expert_bytes, *experts_plan_), "expert" + name, reduced));
+      sync_ops_.push_back(sum_with_mirror(held_share(expert_bytes, *experts_plan_), ".expert" + name, reduced));
     }
     // Each bucket, once reduced, summed with the mirror's copy (DualPipe) and its share sent to
     // the host (offloaded optimizer).
@@ -485,8 +485,13 @@ private:
       sync_ops_.push_back(offloaded_ ? offloaded_->gradients(share, bucket, reduced).done : reduced);
     };
     if (states_.ranks <= 1) {
-      if (offloaded_ || two_directions(s_.schedule))
+      if (two_directions(s_.schedule)) {
+        const std::vector<double> buckets = bucket_sizes(bytes, s_.bucket_bytes);
+        for (std::size_t b = 0; b < buckets.size(); ++b)
+          finish(buckets[b], name + ".bucket" + std::to_string(b), producer);
+      } else if (offloaded_) {
         finish(bytes, name, producer);
+      }
       return;
     }
     const Collective kind = states_.gradient_reduction;

@@ -380,9 +380,11 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
           build_pipeline_program(scenario, model, rank_costs, states, plans, placement, rank));
     }
     workload.programs.push_back(program);
+    // Per micro-batch of the pipeline: under DualPipe each chunk runs half of them.
+    const double share = two_directions(scenario.schedule) ? 0.5 : 1.0;
     for (int chunk = 0; chunk < scenario.vpp; ++chunk)
       build.recompute_flops +=
-          recompute_flops(plans[static_cast<std::size_t>(chunk)], chunk_layers(chunk, stage, rank_costs));
+          share * recompute_flops(plans[static_cast<std::size_t>(chunk)], chunk_layers(chunk, stage, rank_costs));
   }
   return build;
 }

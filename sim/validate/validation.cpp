@@ -38,6 +38,7 @@ const std::vector<std::pair<MeasuredKind, const char*>>& kind_names() {
   static const std::vector<std::pair<MeasuredKind, const char*>> names = {
       {MeasuredKind::step_time_s, "step_time_s"},
       {MeasuredKind::tokens_per_s_per_gpu, "tokens_per_s_per_gpu"},
+      {MeasuredKind::samples_per_s_per_gpu, "samples_per_s_per_gpu"},
       {MeasuredKind::megatron_tflops_per_gpu, "megatron_tflops_per_gpu"},
       {MeasuredKind::megatron_mfu, "megatron_mfu"},
       {MeasuredKind::megatron_core_tflops_per_gpu, "megatron_core_tflops_per_gpu"},
@@ -338,6 +339,8 @@ double predicted_quantity(const PublishedRow& row, const ModelSpec& model, doubl
     return step_time_s;
   case MeasuredKind::tokens_per_s_per_gpu:
     return B * s / (gpus * step_time_s);
+  case MeasuredKind::samples_per_s_per_gpu:
+    return B / (gpus * step_time_s);
   case MeasuredKind::megatron_tflops_per_gpu:
     return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)) / (gpus * step_time_s) / 1e12;
   case MeasuredKind::megatron_mfu:

@@ -21,6 +21,7 @@ struct ModelSpec;
 enum class MeasuredKind {
   step_time_s,              // seconds per optimizer step
   tokens_per_s_per_gpu,     // global batch x sequence / (GPUs x step time)
+  samples_per_s_per_gpu,    // global batch / (GPUs x step time)
   megatron_tflops_per_gpu,  // Narayanan et al. 2021, eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh) / (GPUs x step)
   megatron_mfu,             // Korthikanti et al. 2022: 72 B s l h^2 (1 + s/6h + V/12lh) / (GPUs x step x peak)
   // Megatron-LM's num_floating_point_operations (training.py, 2024: grouped-query attention,

@@ -109,10 +109,10 @@ TEST_CASE("the zero-bubble schedules: ZB-H1's bubble as Qi et al. give it, ZB-H2
   // forward and a backward run as a pair, each pair starting once both its inputs are in (the
   // reference receives both first). Its figure's forward and input-gradient cells are equal; by
   // hand from the schedule of p = 4 (test "DualPipe runs each rank's chunks in the order of ...")
-  // with T_F and T_B apart: rank 0 waits for a forward twice (its pairs F3 + BW5' and F7' + BW1
-  // wait for the gradient of 6' and 1 coming back from ranks 1 and 3, each a forward behind) and
-  // for B_i - W at the drain (rank 1 sends B2's gradient after its input-gradient pass B7', while
-  // rank 0 runs the whole BW7'), and each further pair of ranks adds as much: (p/2 - 1)(2 T_F +
+  // with T_F and T_B apart: rank 0 waits a forward's time before each of its pairs F6' + BW0 and
+  // F7' + BW1 (for the gradients of micro-batches 0 and 1 coming back from rank 1) and B_i - W
+  // before BW3 at the drain (rank 1 sends B3's gradient after its input-gradient pass B7', while
+  // rank 0 runs the whole BW2), and each further pair of ranks adds as much: (p/2 - 1)(2 T_F +
   // T_B - T_W), the table's where T_F = T_B. Ranks 0 and p - 1 also run the embedding and the
   // output layer of both directions, a little more compute than the others: within 2.5 %.
   const double forward = 18, input = 20, weight = 16, work = forward + input + weight;

@@ -18,10 +18,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // The regression bound on mean |error| per set, over the rows of validation/published.csv of at
-// most 64 GPUs (24 rows, about 20 s on two cores; the whole table, up to 3,360 GPUs, takes far
+// most 64 GPUs (48 rows, about 25 s on two cores; the whole table, up to 3,360 GPUs, takes far
 // longer than a test should: `trainsim validate` runs it). Each bound is the figure this version
 // of the defaults reaches on those rows (December 2026, with the framework profiles: 19.5 %,
-// 11.4 %, 16.1 %; Megatron-Core's Mixtral row 0.9 %) plus one point, so that a change that makes the predictions worse fails here.
+// 11.4 %, 16.1 %; Megatron-Core's Mixtral row 0.9 %; Qi et al.'s pipeline schedules 6.7 %) plus
+// one point, so that a change that makes the predictions worse fails here.
 // It is a regression bound measured on this version, not the goal: the goal is 3 % mean |error| (6 % max) on every set. The compute
 // model is being replaced: a change that improves the figures should lower these bounds.
 const std::map<std::string, double> mean_error_bound = {
@@ -29,6 +30,7 @@ const std::map<std::string, double> mean_error_bound = {
     {"korthikanti-2022", 0.124},
     {"llm-foundry", 0.171},
     {"megatron-moe-2024", 0.019},
+    {"zero-bubble-2024", 0.077},
 };
 constexpr int bounded_rows_max_gpus = 64;
 
@@ -147,7 +149,7 @@ TEST_CASE("the published table's mean error up to 64 GPUs stays under this versi
       ++rows;
     }
   }
-  REQUIRE(rows == 24);
+  REQUIRE(rows == 48);
   const fs::path dir = fresh_dir("validate_published_input");
   std::ofstream(dir / "up-to-64-gpus.csv") << header << "\n" << subset;
   const CliResult result = run_trainsim("validate_published", "validate " + (dir / "up-to-64-gpus.csv").string() + " -j 2 --out out");

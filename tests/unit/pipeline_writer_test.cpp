@@ -135,6 +135,22 @@ constexpr double embedding_activations = sbh;
 // the fp32 logits of the loss (4 b s V).
 constexpr double head_activations = 4 * sbh + 4 * b * s * vocab;
 
+// p = 2, v = 2, m = 4, dp = 2, ZeRO-1 with Megatron's overlap_grad_reduce and overlap_param_gather.
+Scenario overlapped_gathers(Schedule schedule) {
+  Scenario scenario = pipeline_scenario(schedule, 2, 2, 4);
+  scenario.dp = 2;
+  scenario.zero = 1;
+  scenario.overlap_grad_reduce = true;
+  scenario.overlap_param_gather = true;
+  return scenario;
+}
+
+// Whether the op named `name` waits for `op`.
+bool waits_for(const Program& program, const std::string& name, OpId op) {
+  const std::vector<OpId> deps = test::op_named(program, name).deps;
+  return std::find(deps.begin(), deps.end(), op) != deps.end();
+}
+
 // The op of the optimizer step (0 if none).
 OpId optimizer_step(const Program& program) {
   for (OpId id = 0; id < program.ops.size(); ++id)
@@ -437,11 +453,7 @@ TEST_CASE("overlapped parameter all-gathers are cut per chunk and waited for by 
   // ends 49,984 parameters into the chunk, past the first bucket gathered (49,968): it waits for
   // chunk 0's second; layer 6 ends 58,304 before chunk 1's end, in its backward bucket 1 (gathered
   // second); layer 7 and the head end in backward bucket 0, gathered third.
-  Scenario scenario = pipeline_scenario(Schedule::interleaved, 2, 2, 4);
-  scenario.dp = 2;
-  scenario.zero = 1;
-  scenario.overlap_grad_reduce = true;
-  scenario.overlap_param_gather = true;
+  Scenario scenario = overlapped_gathers(Schedule::interleaved);
   scenario.bucket_bytes = 200'000;
   const Program program = stage_program(scenario, 1);
   std::map<std::string, std::vector<OpId>> gathers;  // by chunk
@@ -457,10 +469,7 @@ TEST_CASE("overlapped parameter all-gathers are cut per chunk and waited for by 
   }
   CHECK(bytes["c0"] == std::vector<double>{2 * 49'968, 2 * 50'000});
   CHECK(bytes["c1"] == std::vector<double>{2 * 8'288, 2 * 50'000, 2 * 50'000});
-  const auto waits = [&](const std::string& name, OpId gather) {
-    const std::vector<OpId> deps = test::op_named(program, name).deps;
-    return std::find(deps.begin(), deps.end(), gather) != deps.end();
-  };
+  const auto waits = [&](const std::string& name, OpId gather) { return waits_for(program, name, gather); };
   CHECK(waits("L2.fwd.mb0.c0", gathers["c0"][1]));
   CHECK(waits("L3.fwd.mb0.c0", gathers["c0"][1]));
   CHECK(waits("L6.fwd.mb0.c1", gathers["c1"][1]));
@@ -469,6 +478,20 @@ TEST_CASE("overlapped parameter all-gathers are cut per chunk and waited for by 
   // Later micro-batches find the parameters there.
   for (const OpId gather : gathers["c1"])
     CHECK_FALSE(waits("L6.fwd.mb1.c1", gather));
+}
+
+TEST_CASE("under DualPipe each chunk's first micro-batch waits for its overlapped parameter all-gathers") {
+  // p = 2, m = 4, dp = 2, ZeRO-1, overlap_param_gather: rank 0's chunk 0 first runs micro-batch
+  // 0 (going down), its chunk 1 micro-batch 2 (the first going up); every gather is waited for.
+  const Program program = stage_program(overlapped_gathers(Schedule::dualpipe), 0, true);
+  std::vector<OpId> gathers;
+  for (OpId id = 0; id < program.ops.size(); ++id)
+    if (program.ops[id].kind == OpKind::collective && program.ops[id].collective == Collective::all_gather)
+      gathers.push_back(id);
+  REQUIRE(gathers.size() == 2);  // one bucket per chunk
+  CHECK(waits_for(program, "embedding.fwd.mb0.c0", gathers[0]));
+  CHECK(waits_for(program, "L4.fwd.mb2.c1", gathers[1]));
+  CHECK_FALSE(waits_for(program, "L4.fwd.mb3.c1", gathers[1]));
 }
 
 TEST_CASE("with scatter/gather each tp rank sends 1/tp of a boundary and the receiving stage all-gathers it over tp") {

@@ -340,7 +340,7 @@ TEST_CASE("the planner tries the token dispatchers each expert layout can run") 
 
 TEST_CASE("a layer count the pipeline does not divide gives the last stage the rest, as DeepSeek-V3's 61 on 16") {
   // 7 layers: pp 2 as 4 + 3, pp 4 as 2 + 2 + 2 + 1; pp 8 would leave the last stage none. Uneven
-  // stages keep one chunk per rank.
+  // stages keep one chunk per rank, but under DualPipe, whose two chunks are two copies of them.
   PlanRequest request = tiny_request({8}, 64);
   std::ifstream in(resolve_data_file("tiny-gpt", "models", ".json", ".", "test"));
   std::string gpt((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -352,15 +352,16 @@ TEST_CASE("a layer count the pipeline does not divide gives the last stage the r
   REQUIRE(request.model.layers == 7);
   request.base_ini = "[model]\npath = " + model_file.string() + "\n[platform]\nfile = dgx-a100-2n.xml\n"
                      "[memory]\nflash_attention = false\n[training]\nseq_len = 512\nglobal_batch = 64\n";
-  std::set<std::pair<int, long long>> uneven;
+  std::set<std::pair<int, long long>> uneven, dualpipe;
   for (const Candidate& c : enumerate_candidates(request)) {
     CHECK(c.pp != 8);
     if (c.pp > 1) {
-      CHECK(c.vpp == 1);
-      uneven.insert({c.pp, c.last_stage_layers});
+      CHECK((c.vpp == 1 || c.schedule == "dualpipe"));
+      (c.vpp == 1 ? uneven : dualpipe).insert({c.pp, c.last_stage_layers});
     }
   }
   CHECK(uneven == std::set<std::pair<int, long long>>{{2, 3}, {4, 1}});
+  CHECK(dualpipe == uneven);
   Candidate four;
   for (const Candidate& c : enumerate_candidates(request))
     if (c.pp == 4 && four.pp == 1)

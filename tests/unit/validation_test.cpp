@@ -127,7 +127,7 @@ TEST_CASE("a bad table is refused with one line naming the file, the line and th
   CHECK(parse_error(header + with_field(21, "-3")) ==
         "table.csv:2: column 'measured' = '-3': accepted: a positive number such as 137 or 13.75");
   CHECK(parse_error(header + with_field(20, "seconds")) ==
-        "table.csv:2: column 'measured_kind' = 'seconds': accepted: step_time_s, tokens_per_s_per_gpu, "
+        "table.csv:2: column 'measured_kind' = 'seconds': accepted: step_time_s, tokens_per_s_per_gpu, samples_per_s_per_gpu, "
         "megatron_tflops_per_gpu, megatron_mfu, megatron_core_tflops_per_gpu, megatron_core_2025_tflops_per_gpu");
   CHECK(parse_error(header + with_field(2, "a99")).find("table.csv:2: column 'gpu'") == 0);
   CHECK(parse_error(header + with_field(19, "comm.colour=red")).find("table.csv:2: column 'settings': unknown key 'comm.colour'") == 0);
