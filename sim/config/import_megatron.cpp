@@ -270,6 +270,10 @@ void import_parallelism(const MegatronArguments& in, int world, ImportedScenario
   if (vpp > 1) {
     out.set("parallel.schedule", "interleaved", "virtual pipeline stages (Megatron's interleaved 1F1B)");
     out.set("parallel.vpp", std::to_string(vpp), vpp_source);
+    if (in.has("microbatch-group-size-per-virtual-pipeline-stage"))
+      out.set("parallel.microbatch_group_size",
+              std::to_string(in.whole("microbatch-group-size-per-virtual-pipeline-stage", 1)),
+              "--microbatch-group-size-per-virtual-pipeline-stage");
   } else if (pp > 1) {
     out.set("parallel.schedule", "1f1b", "Megatron's schedule without virtual stages");
   }

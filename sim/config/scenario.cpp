@@ -79,6 +79,10 @@ const std::vector<OptionSpec>& option_specs() {
        "chunks per rank in a V; dualpipe (DeepSeek-V3's) feeds half the micro-batches from each end of the pipeline, "
        "each rank holding its stage going down and its mirror's going up (two copies of the model), a forward of one "
        "direction beside a backward of the other; dualpipev is DualPipe cut in half, on ZB-V's V"},
+      {"parallel.microbatch_group_size", "auto",
+       "interleaved: micro-batches that go through a rank's chunks as one group (Megatron-Core's "
+       "--microbatch-group-size-per-virtual-pipeline-stage), from pp to the micro-batches per pipeline, the last "
+       "group the rest, which must be none or at least pp; a larger group lets m be any count >= pp (auto: pp)"},
       {"parallel.overlap_pairs", "auto",
        "dualpipe and dualpipev: each forward and the whole backward of another micro-batch beside it run at once on the "
        "GPU, sharing it, so that each one's communication (its all-to-alls above all) hides behind the other's compute, "
@@ -1013,12 +1017,33 @@ void read_training_keys(const ValueReader& values, Scenario& scenario) {
                     std::to_string(scenario.dp) + " = " + std::to_string(replica_batch) +
                     "; gradient accumulation steps must be a whole number");
   scenario.grad_accum = scenario.global_batch / replica_batch;
-  // Megatron-Core refuses a last group of micro-batches smaller than pp (schedules.py): with its
-  // default group size, pp, m must be a multiple of pp.
-  if (scenario.schedule == Schedule::interleaved && scenario.pp > 1 && scenario.grad_accum % scenario.pp != 0)
-    values.fail("training.global_batch", "gives " + std::to_string(scenario.grad_accum) +
-                                             " micro-batches per pipeline, not a multiple of pp = " +
-                                             std::to_string(scenario.pp) + " as the interleaved schedule needs");
+  // Megatron-Core's interleaved schedule takes the micro-batches in groups of N, pp <= N <= m, and
+  // refuses a last group smaller than pp (schedules.py): with its default N = pp, m must be a
+  // multiple of pp.
+  const bool grouped = values.text("parallel.microbatch_group_size") != "auto";
+  if (grouped && scenario.schedule != Schedule::interleaved)
+    values.fail("parallel.microbatch_group_size", "groups the micro-batches of the interleaved schedule; it needs "
+                                                  "parallel.schedule = interleaved");
+  if (scenario.schedule == Schedule::interleaved && scenario.pp > 1) {
+    const long long m = scenario.grad_accum;
+    scenario.microbatch_group = grouped ? values.integer("parallel.microbatch_group_size", 1, 1LL << 40) : scenario.pp;
+    const long long n = scenario.microbatch_group, rest = m % n;
+    const std::string accepted = "; accepted: m a multiple of pp, or parallel.microbatch_group_size = N with pp <= N "
+                                 "<= m and m mod N either 0 or at least pp";
+    if (!grouped && rest != 0)
+      values.fail("training.global_batch", "gives " + std::to_string(m) + " micro-batches per pipeline, not a multiple "
+                                               "of pp = " + std::to_string(scenario.pp) +
+                                               " as the interleaved schedule needs in groups of pp" + accepted);
+    if (grouped && n < scenario.pp)
+      values.fail("parallel.microbatch_group_size", "is fewer than pp = " + std::to_string(scenario.pp) + accepted);
+    if (grouped && n > m)
+      values.fail("parallel.microbatch_group_size",
+                  "is more than the " + std::to_string(m) + " micro-batches per pipeline" + accepted);
+    if (grouped && rest > 0 && rest < scenario.pp)
+      values.fail("parallel.microbatch_group_size",
+                  "leaves a last group of " + std::to_string(rest) + " of the " + std::to_string(m) +
+                      " micro-batches per pipeline, fewer than pp = " + std::to_string(scenario.pp) + accepted);
+  }
   // DualPipeV's steady state starts after 2 pp forwards on the first rank (PyTorch's
   // ScheduleDualPipeV refuses fewer micro-batches than virtual stages).
   if (scenario.schedule == Schedule::dualpipev && scenario.grad_accum < 2LL * scenario.pp)

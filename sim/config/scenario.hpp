@@ -140,6 +140,7 @@ struct Scenario {
   long long micro_batch = 1;
   long long global_batch = 1;
   long long grad_accum = 1;           // derived: global_batch / (micro_batch * dp)
+  long long microbatch_group = 0;     // interleaved: micro-batches per group through the chunks (derived: pp if auto)
   double tokens = 1e9;
 
   ComputeEfficiency efficiency;

@@ -360,7 +360,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                   if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero)
                     zeros.push_back(zero);
                 for (const std::string& schedule :
-                     schedules_for(pp, vpp, cp, accumulation, model.layers % (2 * pp) == 0 && last_stage_layers == 0)) {
+                     schedules_for(pp, vpp, cp, accumulation, model.layers % (2 * pp) == 0)) {
                   std::vector<Candidate> variants;
                   for (const char* recompute : {"none", "selective", "full"}) {
                     for (int zero : zeros)

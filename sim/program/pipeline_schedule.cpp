@@ -178,7 +178,8 @@ std::vector<PipelineStep> joined_backwards(std::vector<PipelineStep> steps, Sche
 
 } // namespace
 
-std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage) {
+std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage,
+                                            long long group) {
   std::vector<PipelineStep> steps;
   const long long m = micro_batches;
   const Pass forward = Pass::forward, backward = Pass::backward;
@@ -227,12 +228,16 @@ std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunk
       steps.push_back({backward, mb, 0});
     return steps;
   }
-  // Interleaved (Megatron-LM): micro-batches go through the chunks in groups of pp.
+  // Interleaved (Megatron-Core's get_schedule_table): micro-batches go through the chunks in
+  // groups of N, the last group the rest; backwards take the chunks in reverse.
   const long long total = m * chunks;
-  const long long group = static_cast<long long>(pp) * chunks;
-  const auto forward_step = [&](long long k) {
-    return PipelineStep{forward, (k / group) * pp + k % pp, static_cast<int>((k % group) / pp)};
-  };
+  const long long n = group > 0 ? group : pp;
+  std::vector<PipelineStep> table;
+  for (long long first = 0; first < m; first += n)
+    for (int chunk = 0; chunk < chunks; ++chunk)
+      for (long long mb = first; mb < std::min(first + n, m); ++mb)
+        table.push_back({forward, mb, chunk});
+  const auto forward_step = [&](long long k) { return table[static_cast<std::size_t>(k)]; };
   const auto backward_step = [&](long long k) {
     PipelineStep step = forward_step(k);
     step.pass = backward;
@@ -240,7 +245,7 @@ std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunk
     return step;
   };
   const long long warmup =
-      m == pp ? total : std::min<long long>(static_cast<long long>(pp - stage - 1) * 2 + (chunks - 1) * pp, total);
+      m == pp ? total : std::min<long long>(static_cast<long long>(pp - stage - 1) * 2 + (chunks - 1) * n, total);
   for (long long k = 0; k < warmup; ++k)
     steps.push_back(forward_step(k));
   for (long long k = 0; k < total - warmup; ++k) {

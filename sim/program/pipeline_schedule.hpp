@@ -7,8 +7,10 @@
 // and DualPipe (DeepSeek-AI 2024) and its V form DualPipeV, which also split some backwards; on a
 // micro-batch's first virtual stage a W right after its own B runs with it as one backward.
 // Pure: the replay makes the bubbles, this only says the order.
-// 1F1B runs p - stage - 1 warm-up forwards, then alternates; interleaved follows Megatron's order
-// over chunks, (p - stage - 1) x 2 + (v - 1) x p warm-up steps, and needs m divisible by p.
+// 1F1B runs p - stage - 1 warm-up forwards, then alternates; interleaved follows Megatron-Core's
+// order over chunks: micro-batches in groups of N (its microbatch_group_size_per_vp_stage,
+// default p), each group through every chunk in turn, the last group the rest, with
+// (p - stage - 1) x 2 + (v - 1) x N warm-up steps.
 #include <vector>
 
 #include "config/schedule.hpp"
@@ -37,9 +39,11 @@ int stage_of_virtual_stage(Schedule schedule, int pp, int virtual_stage);
 bool first_virtual_stage(Schedule schedule, int pp, int virtual_stage);
 bool last_virtual_stage(Schedule schedule, int pp, int chunks, int virtual_stage);
 
-// `stage` in [0, pp), `micro_batches` per pipeline per step, `chunks` = vpp. DualPipe sends
-// micro-batches 0 to m/2 - 1 down the pipeline (chunk 0) and the rest up it (chunk 1).
-std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage);
+// `stage` in [0, pp), `micro_batches` per pipeline per step, `chunks` = vpp, `group`: the
+// interleaved schedule's micro-batch group (0: pp). DualPipe sends micro-batches 0 to m/2 - 1
+// down the pipeline (chunk 0) and the rest up it (chunk 1).
+std::vector<PipelineStep> pipeline_schedule(Schedule schedule, int pp, int chunks, long long micro_batches, int stage,
+                                            long long group = 0);
 
 // The first micro-batch a rank's chunk runs: 0, or under DualPipe m / 2 going up (chunk 1).
 long long first_micro_batch(Schedule schedule, int chunk, long long micro_batches);

@@ -53,7 +53,7 @@ public:
     // A delayed update applies the previous step's gradients while this step runs.
     if (s_.delayed_update)
       optimizer_step();
-    const auto steps = pipeline_schedule(s_.schedule, p_, v_, s_.grad_accum, coords_.pp);
+    const auto steps = pipeline_schedule(s_.schedule, p_, v_, s_.grad_accum, coords_.pp, s_.microbatch_group);
     // Per step: a chunk's layers with their collectives, allocs and frees, and the transfers.
     expect(steps.size() * static_cast<std::size_t>(stage_layers_.front() + 2) * 12 + 64);
     // Per chunk: the passes left that end a micro-batch's backward (DualPipe: half in each).
@@ -244,11 +244,15 @@ private:
   double bucket_parameters() const { return s_.bucket_bytes / states_.gradient_element_bytes; }
 
   // Under overlap_param_gather the previous step's update arrives during each chunk's first
-  // forward; each model chunk has its own buckets (Megatron-Core wraps each in its own DDP).
+  // forward; each model chunk has its own buckets (Megatron-Core wraps each in its own DDP),
+  // gathered in the order the rank first runs its chunks (DualPipe's second half: chunk 1 first).
   void gather_parameters_during_forward() {
     if (!s_.overlap_param_gather || !states_.gathers_after_step)
       return;
-    for (int c = 0; c < v_; ++c) {
+    updated_parameters_.resize(static_cast<std::size_t>(v_));
+    const bool up_first = two_directions(s_.schedule) && coords_.pp >= p_ / 2;
+    for (int i = 0; i < v_; ++i) {
+      const int c = up_first ? v_ - 1 - i : i;
       const PlacedAt in_chunk(*this, {OpPlace::none, OpPlace::none, static_cast<std::int16_t>(v_ > 1 ? c : OpPlace::none)});
       std::vector<ParameterGathers> sets = {{plan_parameter_gathers(chunk_pieces(c), bucket_parameters()),
                                              gradient_slot, states_.parameter_element_bytes,
@@ -257,7 +261,7 @@ private:
         experts->name += ".c" + std::to_string(c);
         sets.push_back(std::move(*experts));
       }
-      updated_parameters_.push_back(parameter_gathers(sets));
+      updated_parameters_[static_cast<std::size_t>(c)] = parameter_gathers(sets);
     }
   }
 

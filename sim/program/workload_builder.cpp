@@ -344,7 +344,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   double budget = 0;
   if (scenario.recompute == Recompute::optimal) {
     const long long in_flight =
-        peak_in_flight(pipeline_schedule(scenario.schedule, scenario.pp, scenario.vpp, scenario.grad_accum, 0));
+        peak_in_flight(pipeline_schedule(scenario.schedule, scenario.pp, scenario.vpp, scenario.grad_accum, 0,
+                                         scenario.microbatch_group));
     // What the first stage's layers keep in model states is not theirs to use.
     double parameters = 0, expert_parameters = 0;
     for (int chunk = 0; chunk < scenario.vpp; ++chunk)

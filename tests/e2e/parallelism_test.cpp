@@ -187,6 +187,14 @@ TEST_CASE("layouts that do not divide are refused with the numbers that clash") 
         Case{"layers", "--set parallel.pp=3 --set parallel.dp=4", "4 layers, not divisible by pp x vpp = 3 x 1"},
         Case{"interleaved", "--set parallel.pp=2 --set parallel.vpp=2 --set parallel.dp=2 --set training.global_batch=12",
              "not a multiple of pp = 2"},
+        Case{"microbatch_group_small", "--set parallel.pp=2 --set parallel.vpp=2 --set parallel.dp=2 "
+                                       "--set training.global_batch=12 --set parallel.microbatch_group_size=1",
+             "parallel.microbatch_group_size = '1': is fewer than pp = 2"},
+        Case{"microbatch_group_rest", "--set parallel.pp=2 --set parallel.vpp=2 --set parallel.dp=2 "
+                                      "--set training.global_batch=28 --set parallel.microbatch_group_size=3",
+             "leaves a last group of 1 of the 7 micro-batches per pipeline, fewer than pp = 2"},
+        Case{"microbatch_group_1f1b", "--set parallel.pp=2 --set parallel.dp=2 --set parallel.microbatch_group_size=2",
+             "it needs parallel.schedule = interleaved"},
         Case{"dualpipev", "--set parallel.pp=2 --set parallel.dp=2 --set parallel.schedule=dualpipev --set training.global_batch=12",
              "dualpipev needs at least 2 x pp = 4"},
         Case{"dualpipev_vpp", "--set parallel.pp=2 --set parallel.dp=2 --set parallel.schedule=dualpipev --set parallel.vpp=4",

@@ -264,6 +264,24 @@ TEST_CASE("DualPipe runs each rank's chunks in the order of deepseek-ai/DualPipe
   CHECK(!last_virtual_stage(Schedule::dualpipev, 4, 2, 3));
 }
 
+TEST_CASE("interleaved 1F1B takes the micro-batches in Megatron-Core's groups, the last group the rest") {
+  // Megatron-Core's schedules.py, get_schedule_table, its own example: p = 2, v = 2, m = 5 in
+  // groups of N = 3, forward order (micro-batch, chunk) 0 1 2 0' 1' 2' 3 4 3' 4'; backwards take
+  // the same table with the chunks reversed. Warm-up (p - s - 1) x 2 + (v - 1) x N: 5 forwards on
+  // stage 0, 3 on stage 1; then one forward and one backward in turn; then the backwards left.
+  const auto order = [](int stage) {
+    std::string text;
+    for (const PipelineStep& step : pipeline_schedule(Schedule::interleaved, 2, 2, 5, stage, 3))
+      text += std::string(step.pass == Pass::forward ? "F" : "B") + std::to_string(step.micro_batch) +
+              (step.chunk == 1 ? "' " : " ");
+    return text;
+  };
+  CHECK(order(0) == "F0 F1 F2 F0' F1' F2' B0' F3 B1' F4 B2' F3' B0 F4' B1 B2 B3' B4' B3 B4 ");
+  CHECK(order(1) == "F0 F1 F2 F0' B0' F1' B1' F2' B2' F3 B0 F4 B1 F3' B2 F4' B3' B4' B3 B4 ");
+  for (int stage = 0; stage < 2; ++stage)
+    check_each_micro_batch_done(pipeline_schedule(Schedule::interleaved, 2, 2, 5, stage, 3), 2, 5);
+}
+
 TEST_CASE("ZB-H1 runs F, B and W in the slots of Qi et al.") {
   // p = 4, m = 8, stage 1: slot x runs F(x), B(x - 2), W(x - 3) (section 2, figure 3 top).
   const auto steps = pipeline_schedule(Schedule::zb_h1, 4, 1, 8, 1);

@@ -482,7 +482,8 @@ TEST_CASE("overlapped parameter all-gathers are cut per chunk and waited for by 
 
 TEST_CASE("under DualPipe each chunk's first micro-batch waits for its overlapped parameter all-gathers") {
   // p = 2, m = 4, dp = 2, ZeRO-1, overlap_param_gather: rank 0's chunk 0 first runs micro-batch
-  // 0 (going down), its chunk 1 micro-batch 2 (the first going up); every gather is waited for.
+  // 0 (going down), its chunk 1 micro-batch 2 (the first going up); every gather is waited for,
+  // and each rank gathers its chunks in the order it first runs them.
   const Program program = stage_program(overlapped_gathers(Schedule::dualpipe), 0, true);
   std::vector<OpId> gathers;
   for (OpId id = 0; id < program.ops.size(); ++id)
@@ -492,6 +493,14 @@ TEST_CASE("under DualPipe each chunk's first micro-batch waits for its overlappe
   CHECK(waits_for(program, "embedding.fwd.mb0.c0", gathers[0]));
   CHECK(waits_for(program, "L4.fwd.mb2.c1", gathers[1]));
   CHECK_FALSE(waits_for(program, "L4.fwd.mb3.c1", gathers[1]));
+  // Rank 1, in the second half, runs its chunk 1 (the first stage going up) first: its gathers
+  // come first.
+  const Program last = stage_program(overlapped_gathers(Schedule::dualpipe), 1, true);
+  std::vector<std::string> gathered;
+  for (const Op& op : last.ops)
+    if (op.kind == OpKind::collective && op.collective == Collective::all_gather)
+      gathered.push_back(op.name.substr(0, std::string("param-allgather.c1").size()));
+  CHECK(gathered == std::vector<std::string>{"param-allgather.c1", "param-allgather.c0"});
 }
 
 TEST_CASE("with scatter/gather each tp rank sends 1/tp of a boundary and the receiving stage all-gathers it over tp") {
