@@ -106,6 +106,9 @@ int calibrate_command(const std::vector<std::string>& arguments) {
   // Every simulation runs the scenario with the roofline, the --set overrides and the guess.
   std::vector<std::string> fixed = options.overrides;
   fixed.push_back("compute.model=roofline");
+  // The roofline times attention with the other matmuls: a kernel named for compute.model =
+  // auto has nothing to time here.
+  fixed.push_back("compute.attention_kernel=auto");
   int simulations = 0;
   const auto simulate = [&](const Efficiencies& guess) {
     const SweepConfig config{static_cast<std::size_t>(simulations++),

@@ -21,6 +21,16 @@ const char* to_string(ComputeModel model) {
   return "auto";
 }
 
+const char* to_string(AttentionKernel kernel) {
+  switch (kernel) {
+  case AttentionKernel::fa2: return "fa2";
+  case AttentionKernel::fa3: return "fa3";
+  case AttentionKernel::cudnn: return "cudnn";
+  case AttentionKernel::transformer_engine: return "te";
+  }
+  return "fa2";
+}
+
 double bytes_per_element(Precision precision) { return precision == Precision::fp32 ? 4.0 : 2.0; }
 
 } // namespace trainsim

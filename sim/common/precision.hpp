@@ -16,6 +16,12 @@ double bytes_per_element(Precision precision);
 enum class ComputeModel { automatic, kernels, roofline };
 const char* to_string(ComputeModel model);
 
+// The fused attention kernel FlashAttention-style layers run (compute.model = kernels):
+// FlashAttention-2, FlashAttention-3 (Hopper), cuDNN's fused attention, or Transformer Engine's
+// choice among them (cuDNN on Hopper and later, FlashAttention-2 before).
+enum class AttentionKernel { fa2, fa3, cudnn, transformer_engine };
+const char* to_string(AttentionKernel kernel);
+
 struct ComputeEfficiency {
   ComputeModel model = ComputeModel::roofline;
   // Roofline only. Achieved / peak tensor FLOP/s over a whole layer; 0.55 reproduces the per-layer times of
@@ -25,6 +31,7 @@ struct ComputeEfficiency {
   double matmul = 0.55;
   double memory = 0.8;   // roofline only: achieved / peak HBM bandwidth for memory-bound kernels
   bool allow_tf32 = true;
+  AttentionKernel attention = AttentionKernel::fa2;  // kernels only
 };
 
 } // namespace trainsim

@@ -382,6 +382,10 @@ void import_megatron_training(const MegatronArguments& in, const std::string& gr
   const std::string backend = in.text("attention-backend");
   if (backend == "unfused" || backend == "local")
     out.set("memory.flash_attention", "false", "--attention-backend " + backend);
+  else if (backend == "flash" || backend == "fused")
+    out.left_out.push_back("--attention-backend " + backend + ": the scenario times with the roofline; with "
+                           "compute.model = kernels set compute.attention_kernel = " +
+                           (backend == "flash" ? "fa2" : "cudnn") + " (unset: Transformer Engine's choice)");
   // arguments.py pads the vocabulary to a multiple of --make-vocab-size-divisible-by (128) x tp.
   const long long tp = in.whole("tensor-model-parallel-size", 1, max_ranks);
   const long long multiple = product({in.whole("make-vocab-size-divisible-by", 128, 1 << 20), tp});

@@ -149,7 +149,11 @@ const std::vector<OptionSpec>& option_specs() {
                                      "deepspeed with ZeRO-2, megatron with tp, pp or cp, deepspeed with ZeRO-1, else ddp)"},
       {"compute.model", "roofline", "roofline: each piece at the fixed efficiencies below | kernels: every GEMM, "
                                     "attention and memory-bound kernel timed with its GPU generation's calibration (A100, "
-                                    "H100, H200; not yet validated end to end) | auto: kernels where the GPU is calibrated"},
+                                    "H100, H200; still too fast end to end, see the README) | auto: kernels where the GPU is calibrated"},
+      {"compute.attention_kernel", "auto", "kernels: the fused attention kernel (memory.flash_attention = true): fa2 "
+                                           "(FlashAttention-2) | fa3 (FlashAttention-3, Hopper) | cudnn (cuDNN's fused "
+                                           "attention, Hopper) | te (Transformer Engine's choice: cudnn on Hopper, fa2 on "
+                                           "Ampere) (auto: te with training.framework = megatron, else fa2)"},
       {"compute.matmul_efficiency", "0.55", "roofline: fraction of peak tensor FLOP/s reached by transformer layers, 0.01 to 1"},
       {"compute.memory_efficiency", "0.8", "roofline: fraction of peak HBM bandwidth reached by memory-bound kernels, 0.01 to 1"},
       {"compute.allow_tf32", "true", "fp32 matmuls run on TF32 tensor cores: true | false"},
@@ -1227,6 +1231,20 @@ void read_compute_keys(const ValueReader& values, Scenario& scenario) {
     values.needs(key, scenario.efficiency.model != ComputeModel::kernels,
                  "compute.model = roofline or auto (kernels take their GPU generation's calibration)");
   scenario.efficiency.allow_tf32 = values.boolean("compute.allow_tf32");
+  // Megatron-Core runs attention through Transformer Engine; PyTorch's scaled_dot_product_attention
+  // (FSDP2, DDP, DeepSpeed's models) through its FlashAttention-2 backend.
+  const AttentionKernel framework_attention =
+      scenario.framework == Framework::megatron ? AttentionKernel::transformer_engine : AttentionKernel::fa2;
+  scenario.efficiency.attention = values.choice<AttentionKernel>(
+      "compute.attention_kernel", {{"auto", framework_attention},
+                                   {"fa2", AttentionKernel::fa2},
+                                   {"fa3", AttentionKernel::fa3},
+                                   {"cudnn", AttentionKernel::cudnn},
+                                   {"te", AttentionKernel::transformer_engine}});
+  values.needs("compute.attention_kernel", scenario.efficiency.model != ComputeModel::roofline,
+               "compute.model = kernels or auto (the roofline times attention with the other matmuls)");
+  values.needs("compute.attention_kernel", scenario.flash_attention,
+               "memory.flash_attention = true (eager attention is GEMMs and a softmax)");
   scenario.comm_slowdown = values.number("compute.comm_slowdown", 0, false, 1, "a number from 0 to 1, such as 0.189");
   if (!scenario.efficiency.allow_tf32)
     values.needs("compute.allow_tf32", scenario.precision == Precision::fp32,
@@ -1371,6 +1389,7 @@ void record_settings(const ValueReader& values, Scenario& scenario) {
   scenario.settings["parallel.etp"] = std::to_string(scenario.etp);
   scenario.settings["parallel.overlap_pairs"] = scenario.overlap_pairs ? "true" : "false";
   scenario.settings["training.framework"] = to_string(scenario.framework);
+  scenario.settings["compute.attention_kernel"] = to_string(scenario.efficiency.attention);
   scenario.settings["comm.overlap_grad_reduce"] = scenario.overlap_grad_reduce ? "true" : "false";
   scenario.settings["comm.overlap_param_gather"] = scenario.overlap_param_gather ? "true" : "false";
   scenario.settings["comm.tp_comm_overlap"] = scenario.tp_comm_overlap ? "true" : "false";

@@ -12,23 +12,36 @@ namespace trainsim {
 const KernelProfile* kernel_timing_of(const ComputeEfficiency& efficiency, const GpuInfo& gpu) {
   switch (efficiency.model) {
   case ComputeModel::roofline: return nullptr;
-  case ComputeModel::kernels: return &kernel_profile(gpu);
-  case ComputeModel::automatic: return find_kernel_profile(gpu);
+  case ComputeModel::kernels: return &kernel_profile(gpu, efficiency.attention);
+  case ComputeModel::automatic: return find_kernel_profile(gpu, efficiency.attention);
   }
   return nullptr;
+}
+
+bool runs_fused_attention(const Workload& workload) {
+  for (const KernelSet& set : workload.kernel_sets)
+    for (const Kernel& kernel : set.kernels)
+      if (kernel.kind == KernelKind::attention_forward || kernel.kind == KernelKind::attention_backward)
+        return true;
+  return false;
 }
 
 std::string compute_model_description(const Workload& workload, const std::vector<GpuInfo>& gpus) {
   const ComputeEfficiency& efficiency = workload.step.efficiency;
   std::set<std::string> seen;
   std::string description;
+  const bool fused_attention = runs_fused_attention(workload);
   for (std::size_t rank = 0; rank < workload.ranks() && rank < gpus.size(); ++rank) {
     const GpuInfo& gpu = gpus[rank];
     if (!seen.insert(gpu.model).second)
       continue;
     const std::string generation = to_string(gpu.architecture);
-    std::string line = kernel_timing_of(efficiency, gpu) != nullptr
-                           ? "kernels (" + gpu.model + ": " + generation + " calibration)"
+    const KernelProfile* profile = kernel_timing_of(efficiency, gpu);
+    std::string line = profile != nullptr
+                           ? "kernels (" + gpu.model + ": " + generation + " calibration" +
+                                 (fused_attention ? std::string(", attention ") + to_string(profile->attention_kernel)
+                                                  : std::string()) +
+                                 ")"
                            : "roofline at " + format_double(efficiency.matmul) + " of peak FLOP/s and " +
                                  format_double(efficiency.memory) + " of HBM bandwidth (" + gpu.model +
                                  (efficiency.model == ComputeModel::roofline ? ": compute.model = roofline)"

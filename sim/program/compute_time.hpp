@@ -18,7 +18,12 @@ namespace trainsim {
 // roofline. InputError under compute.model = kernels for a GPU without one.
 const KernelProfile* kernel_timing_of(const ComputeEfficiency& efficiency, const GpuInfo& gpu);
 
-// One line per kind of GPU, for the summary: "kernels (A100-SXM4-80GB: ampere calibration)",
+// Whether the workload's layers launch a fused attention kernel (FlashAttention-style), whose
+// implementation compute.attention_kernel picks; eager attention is GEMMs and a softmax.
+bool runs_fused_attention(const Workload& workload);
+
+// One line per kind of GPU, for the summary: "kernels (A100-SXM4-80GB: ampere calibration,
+// attention fa2)",
 // "roofline at 0.55 of peak FLOP/s and 0.8 of HBM bandwidth (RTX-4090-24GB: no kernel calibration)".
 std::string compute_model_description(const Workload& workload, const std::vector<GpuInfo>& gpus);
 

@@ -394,7 +394,8 @@ void write_trace(const Workload& workload, const fs::path& directory,
        << "matmul_efficiency " << format_double(step.efficiency.matmul) << '\n'
        << "memory_efficiency " << format_double(step.efficiency.memory) << '\n'
        << "allow_tf32 " << (step.efficiency.allow_tf32 ? "true" : "false") << '\n'
-       << "compute_model " << to_string(step.efficiency.model) << '\n';
+       << "compute_model " << to_string(step.efficiency.model) << '\n'
+       << "attention_kernel " << to_string(step.efficiency.attention) << '\n';
   for (const KernelSet& set : workload.kernel_sets) {
     meta << "kernel_set " << set.name << '\n';
     for (const Kernel& kernel : set.kernels)
@@ -512,6 +513,14 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
         if (named == std::end(models))
           fail("compute_model '" + value + "'; accepted: auto, kernels, roofline");
         workload.step.efficiency.model = *named;
+      } else if (key == "attention_kernel") {
+        const AttentionKernel kernels[] = {AttentionKernel::fa2, AttentionKernel::fa3, AttentionKernel::cudnn,
+                                           AttentionKernel::transformer_engine};
+        const auto named = std::find_if(std::begin(kernels), std::end(kernels),
+                                        [&](AttentionKernel kernel) { return value == to_string(kernel); });
+        if (named == std::end(kernels))
+          fail("attention_kernel '" + value + "'; accepted: fa2, fa3, cudnn, te");
+        workload.step.efficiency.attention = *named;
       } else if (key == "kernel_set") {
         workload.kernel_sets.push_back({value, {}});
       } else if (key == "kernel") {
@@ -550,7 +559,8 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
       } else {
         fail("unknown key '" + key +
              "'; accepted: format, ranks, model, parameters, tokens_per_step, model_flops_per_step, precision, "
-             "matmul_efficiency, memory_efficiency, allow_tf32, compute_model, kernel_set, kernel, group, program");
+             "matmul_efficiency, memory_efficiency, allow_tf32, compute_model, attention_kernel, kernel_set, kernel, "
+             "group, program");
       }
       if (words >> extra)
         fail("unexpected '" + extra + "' at the end of the line");

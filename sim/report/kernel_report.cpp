@@ -9,6 +9,7 @@
 #include "common/text.hpp"
 #include "common/units.hpp"
 #include "model/kernel_timing.hpp"
+#include "program/compute_time.hpp"
 
 namespace trainsim {
 
@@ -82,11 +83,13 @@ double achieved_flops(const Kernel& kernel, const KernelTime& time) {
 } // namespace
 
 std::string kernel_table(const Workload& workload, const GpuInfo& gpu, const std::string& piece) {
-  const KernelProfile& profile = kernel_profile(gpu);
+  const KernelProfile& profile = kernel_profile(gpu, workload.step.efficiency.attention);
   const StepInfo& step = workload.step;
   std::ostringstream out;
   out << "kernels on " << gpu.model << " (" << to_string(gpu.architecture) << ", " << gpu.sm_count << " SMs, "
-      << to_string(step.precision) << "), one micro-batch on one rank\n";
+      << to_string(step.precision)
+      << (runs_fused_attention(workload) ? std::string(", attention ") + to_string(profile.attention_kernel) : "")
+      << "), one micro-batch on one rank\n";
   if (step.efficiency.model == ComputeModel::roofline)
     out << "compute.model = roofline: runs time each piece at fixed efficiencies; compute.model = kernels times them as below\n";
   for (const KernelSet* shown : used_sets(workload, piece)) {
@@ -113,7 +116,7 @@ std::string kernel_table(const Workload& workload, const GpuInfo& gpu, const std
 }
 
 nlohmann::json kernel_json(const Workload& workload, const GpuInfo& gpu, const std::string& piece) {
-  const KernelProfile& profile = kernel_profile(gpu);
+  const KernelProfile& profile = kernel_profile(gpu, workload.step.efficiency.attention);
   nlohmann::json pieces = nlohmann::json::array();
   for (const KernelSet* shown : used_sets(workload, piece)) {
     const KernelSet& set = *shown;
@@ -131,7 +134,9 @@ nlohmann::json kernel_json(const Workload& workload, const GpuInfo& gpu, const s
     pieces.push_back({{"piece", set.name}, {"seconds", total}, {"kernels", kernels}});
   }
   return {{"gpu", gpu.model}, {"architecture", to_string(gpu.architecture)}, {"sm_count", gpu.sm_count},
-          {"precision", to_string(workload.step.precision)}, {"pieces", pieces}};
+          {"precision", to_string(workload.step.precision)},
+          {"attention_kernel", runs_fused_attention(workload) ? to_string(profile.attention_kernel) : "none"},
+          {"pieces", pieces}};
 }
 
 } // namespace trainsim

@@ -378,3 +378,22 @@ TEST_CASE("a framework refuses the strategies it does not have, and the settings
   CHECK(contains(error_of("slowdown.ini", valid, {"compute.comm_slowdown=1.5"}), "0 to 1"));
   CHECK(load_scenario(test::write_temp_file("no_slowdown.ini", valid), {"compute.comm_slowdown=0"}).comm_slowdown == 0);
 }
+
+TEST_CASE("the attention kernel follows the framework unless named, and is refused where it has no effect") {
+  const auto file = test::write_temp_file("attention_kernel.ini", valid);
+  const auto load = [&](std::vector<std::string> overrides) { return load_scenario(file, overrides); };
+  // Megatron-Core attends through Transformer Engine, PyTorch frameworks through SDPA's
+  // FlashAttention-2 backend.
+  CHECK(load({"training.framework=megatron"}).efficiency.attention == AttentionKernel::transformer_engine);
+  CHECK(load({}).efficiency.attention == AttentionKernel::fa2);
+  const Scenario named = load({"compute.model=kernels", "compute.attention_kernel=fa3"});
+  CHECK(named.efficiency.attention == AttentionKernel::fa3);
+  CHECK(named.settings.at("compute.attention_kernel") == "fa3");
+  CHECK(contains(error_of("attention_roofline.ini", valid, {"compute.attention_kernel=cudnn"}),
+                 "compute.attention_kernel = 'cudnn': has no effect here; it needs compute.model = kernels or auto"));
+  CHECK(contains(error_of("attention_eager.ini", valid,
+                          {"compute.model=kernels", "memory.flash_attention=false", "compute.attention_kernel=fa2"}),
+                 "it needs memory.flash_attention = true"));
+  CHECK(contains(error_of("attention_bad.ini", valid, {"compute.model=kernels", "compute.attention_kernel=fa4"}),
+                 "fa2, fa3, cudnn, te"));
+}
