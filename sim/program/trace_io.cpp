@@ -105,6 +105,19 @@ T number_after(const std::string& part, std::size_t prefix) {
   return static_cast<T>(std::stol(part.substr(prefix)));
 }
 
+// The value of `choices` whose name (to_string) is `name`; else `fail` with the names accepted.
+template <typename Enum, std::size_t N, typename Fail>
+Enum named_choice(const Enum (&choices)[N], const std::string& key, const std::string& name, const Fail& fail) {
+  std::string accepted;
+  for (const Enum& choice : choices) {
+    if (name == to_string(choice))
+      return choice;
+    accepted += (accepted.empty() ? "" : ", ") + std::string(to_string(choice));
+  }
+  fail(key + " '" + name + "'; accepted: " + accepted);
+  return choices[0];
+}
+
 std::string program_file_name(std::size_t index) {
   std::string number = std::to_string(index);
   if (number.size() < 5)
@@ -507,20 +520,13 @@ Workload parse_trace(const std::string& workload_text, const std::string& meta_n
           fail(key + " '" + value + "'; accepted: a number in (0, 1]");
         (key == "matmul_efficiency" ? workload.step.efficiency.matmul : workload.step.efficiency.memory) = fraction;
       } else if (key == "compute_model") {
-        const ComputeModel models[] = {ComputeModel::automatic, ComputeModel::kernels, ComputeModel::roofline};
-        const auto named = std::find_if(std::begin(models), std::end(models),
-                                        [&](ComputeModel model) { return value == to_string(model); });
-        if (named == std::end(models))
-          fail("compute_model '" + value + "'; accepted: auto, kernels, roofline");
-        workload.step.efficiency.model = *named;
+        static constexpr ComputeModel models[] = {ComputeModel::automatic, ComputeModel::kernels,
+                                                  ComputeModel::roofline};
+        workload.step.efficiency.model = named_choice(models, key, value, fail);
       } else if (key == "attention_kernel") {
-        const AttentionKernel kernels[] = {AttentionKernel::fa2, AttentionKernel::fa3, AttentionKernel::cudnn,
-                                           AttentionKernel::transformer_engine};
-        const auto named = std::find_if(std::begin(kernels), std::end(kernels),
-                                        [&](AttentionKernel kernel) { return value == to_string(kernel); });
-        if (named == std::end(kernels))
-          fail("attention_kernel '" + value + "'; accepted: fa2, fa3, cudnn, te");
-        workload.step.efficiency.attention = *named;
+        static constexpr AttentionKernel kernels[] = {AttentionKernel::fa2, AttentionKernel::fa3,
+                                                      AttentionKernel::cudnn, AttentionKernel::transformer_engine};
+        workload.step.efficiency.attention = named_choice(kernels, key, value, fail);
       } else if (key == "kernel_set") {
         workload.kernel_sets.push_back({value, {}});
       } else if (key == "kernel") {
