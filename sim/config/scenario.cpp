@@ -1356,24 +1356,39 @@ void read_comm_keys(const ValueReader& values, Scenario& scenario) {
                "parallel.pp > 1 and parallel.tp > 1 without parallel.sp (with sp the transfers are split already)");
 }
 
-// What is not simulated with expert parallelism yet: sharding beyond the optimizer states
-// (expert and dense parameters would shard over different groups) and offload.
+// The frameworks' expert parallelism: Megatron-Core's and DeepSpeed-MoE's (ZeRO 0-2, ZeRO-Offload),
+// and torchtitan's under FSDP2, which shards the experts over the expert-data-parallel mesh.
+// DeepSpeed's MoE layers do not run under ZeRO-3 (its stage 3 partitions every parameter over the
+// whole data-parallel group), so ZeRO-Infinity's parameter offload is out too; PyTorch DDP has
+// no expert groups.
 void refuse_with_expert_parallelism(const ValueReader& values, const Scenario& scenario) {
   if (scenario.ep == 1)
     return;
-  const auto refuse = [&](const char* key, const std::string& accepted) {
-    values.fail(key, "is not simulated with expert parallelism (parallel.ep > 1); accepted with it: " + accepted);
-  };
-  if (scenario.zero > 1)
-    refuse("memory.zero", "0 or 1");
-  if (scenario.offload_optimizer != OffloadTier::none)
-    refuse("memory.offload_optimizer", "none");
-  if (scenario.offload_params != OffloadTier::none)
-    refuse("memory.offload_params", "none");
-  if (scenario.offload_activations)
-    refuse("memory.offload_activations", "none");
-  if (scenario.framework == Framework::ddp || scenario.framework == Framework::fsdp2)
-    refuse("training.framework", "megatron or deepspeed (whose expert-parallel groups these are)");
+  if (scenario.framework == Framework::ddp)
+    values.fail("training.framework", "PyTorch DDP has no expert-parallel groups; with parallel.ep > 1 accepted: "
+                                      "megatron, deepspeed or fsdp2");
+  if (scenario.framework == Framework::deepspeed && scenario.zero == 3)
+    values.fail("memory.zero", "DeepSpeed's MoE layers run under ZeRO stages 0-2; with parallel.ep > 1 and ZeRO-3 "
+                               "accepted: training.framework = fsdp2 (torchtitan's experts sharded over the "
+                               "expert-data-parallel group)");
+  if (scenario.offload_optimizer != OffloadTier::none && scenario.pp > 1)
+    values.fail("memory.offload_optimizer", "with parallel.ep > 1 the offloaded optimizer is simulated without pipelines; "
+                                            "with parallel.pp > 1 accepted: none");
+  if (scenario.framework == Framework::megatron)
+    return;
+  const std::string framework = to_string(scenario.framework);
+  // DeepSpeed-MoE (enable_expert_tensor_parallelism) and torchtitan split the experts over tp or not at all.
+  if (scenario.etp != 1 && scenario.etp != scenario.tp)
+    values.fail("parallel.etp", framework + " splits the experts over the tensor-parallel group or not at all; accepted "
+                                "under it: 1 or parallel.tp = " + std::to_string(scenario.tp) +
+                                    " (other splits: training.framework = megatron)");
+  const bool has_dispatcher = scenario.routing.dispatcher == TokenDispatcher::all_to_all ||
+                              (scenario.routing.dispatcher == TokenDispatcher::deepep && scenario.framework == Framework::fsdp2);
+  if (!has_dispatcher)
+    values.fail("moe.dispatcher", std::string(scenario.framework == Framework::fsdp2
+                                                  ? "torchtitan dispatches by all-to-all or DeepEP; accepted under fsdp2: alltoall or deepep"
+                                                  : "DeepSpeed-MoE dispatches by all-to-all; accepted under deepspeed: alltoall") +
+                                      " (allgather: training.framework = megatron)");
 }
 
 // Every key with its effective value; derived values where "auto" chose one.

@@ -30,6 +30,14 @@ double technique_cost(const Candidate& c) {
   return recompute_cost + zero_cost + offload_cost;
 }
 
+// Under expert parallelism the framework a ZeRO stage implies (auto: ZeRO-2 DeepSpeed, ZeRO-3
+// FSDP2) has the dispatcher: DeepSpeed-MoE all-to-all only, torchtitan all-to-all or DeepEP.
+bool expert_framework_has(int ep, int zero, const std::string& dispatcher) {
+  if (ep == 1 || zero <= 1)
+    return true;
+  return dispatcher == "alltoall" || (zero == 3 && dispatcher == "deepep");
+}
+
 // A candidate's schedule, by name, splits the backward (Qi et al. 2024's zero-bubble schedules).
 bool zero_bubble(const std::string& name) {
   for (const auto& [named, schedule] : schedule_names())
@@ -356,8 +364,9 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
               for (const auto& [ep, etp, dispatcher] : dispatched) {
                 // The stages that differ on this layout (each a distinct plan of model states).
                 std::vector<int> zeros;
-                for (int zero = 0; zero <= (ep > 1 ? 1 : 3); ++zero)
-                  if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero)
+                for (int zero = 0; zero <= 3; ++zero)
+                  if ((pp == 1 || zero <= max_pipeline_zero_stage) && effective_zero_stage(zero, dp * cp, false) == zero &&
+                      expert_framework_has(ep, zero, dispatcher))
                     zeros.push_back(zero);
                 for (const std::string& schedule :
                      schedules_for(pp, vpp, cp, accumulation, model.layers % (2 * pp) == 0)) {
@@ -366,12 +375,15 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                     for (int zero : zeros)
                       variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "none", schedule, ep,
                                           last_stage_layers, etp, dispatcher});
-                    if (request.host_capacity <= 0 || zero_bubble(schedule) || ep > 1)
-                      continue;  // offload needs a CPU host, and is DeepSpeed's, whose pipelines run 1F1B
+                    // Offload needs a CPU host, and is DeepSpeed's, whose pipelines run 1F1B (and whose
+                    // experts' offload trainsim simulates without pipelines).
+                    if (request.host_capacity <= 0 || zero_bubble(schedule) || (ep > 1 && (pp > 1 || dispatcher != "alltoall")))
+                      continue;
                     for (int zero : zeros)
-                      variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer", schedule,
-                                          ep, last_stage_layers, etp});
-                    if (pp == 1)  // parameters are streamed by ZeRO-3, which pipelines do not combine with
+                      if (zero < 3 || ep == 1)
+                        variants.push_back({gpus, dp, tp, pp, vpp, cp, micro_batch, zero, recompute, "optimizer", schedule,
+                                            ep, last_stage_layers, etp});
+                    if (pp == 1 && ep == 1)  // parameters are streamed by ZeRO-3, which pipelines (and DeepSpeed-MoE) do not combine with
                       variants.push_back(
                           {gpus, dp, tp, pp, vpp, cp, micro_batch, 3, recompute, "optimizer+params", schedule, ep});
                   }

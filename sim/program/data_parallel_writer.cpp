@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/units.hpp"
@@ -30,7 +31,35 @@ struct FetchEvent {
   std::string label;
 };
 
-constexpr int buckets_in_flight = 2;  // bucket buffers a rank keeps before waiting for the oldest
+constexpr int buckets_in_flight = 2;  // bucket buffers a set keeps before waiting for the oldest
+
+// Model states reduced, sharded and gathered over one group as one plan says: the dense
+// parameters over the gradient group (dp x cp), a mixture's local experts under expert
+// parallelism over the expert-data-parallel group (DeepSpeed-MoE's expert param groups,
+// torchtitan's experts sharded over the expert-data-parallel mesh), each with its own buckets.
+struct StateSet {
+  StateSet(const ModelStatePlan& states, int reducing_group, std::string name_prefix)
+      : plan(&states), group(reducing_group), prefix(std::move(name_prefix)) {}
+  const ModelStatePlan* plan;
+  int group;
+  std::string prefix;                    // of its tensors and ops: "" (dense) or "expert-"
+  std::vector<double> group_parameters;  // per parameter group (embedding, each layer, head)
+  double parameters = 0;                 // held by the rank before sharding
+  double weight_parameters = 0;          // the weights it keeps (FSDP: the sum of its groups' shards)
+  double optimizer_parameters = 0;       // whose optimizer states it keeps
+  // the gradient buckets of the current synchronising backward
+  BucketFiller buckets;
+  long long buckets_reduced = 0;
+  long long buffers_opened = 0;
+  std::deque<std::string> filling;                     // bucket buffers not yet full
+  std::deque<std::pair<std::string, OpId>> in_flight;  // full ones, with the op that empties them
+};
+
+// A ZeRO-3 use's gathered parameters: the gathers to wait for and the buffers to free after it.
+struct Gathered {
+  std::vector<OpId> gathers;
+  std::vector<std::string> buffers;
+};
 
 class DataParallelWriter : private ProgramWriter {
 public:
@@ -40,8 +69,7 @@ public:
                      const ModelStatePlan& states, const RecomputePlan& plan, int gradient_group,
                      const ModelParallelGroups& parallel, const RuntimeMemory& runtime = {})
       : s_(scenario), model_(model), costs_(costs), states_(states), plan_(plan), ops_(*this, costs, parallel),
-        gradient_group_(gradient_group), runtime_(runtime),
-        experts_(*this, scenario, parallel, costs.layer_expert_parameters(0, model.layers)) {
+        runtime_(runtime) {
     const ParameterCounts counts = count_parameters(model);
     const double t = static_cast<double>(scenario.tp);
     groups_.push_back({"embedding", costs.embedding_parameters});
@@ -54,7 +82,34 @@ public:
     for (long long l = model.layers - 1; l >= 0; --l)
       if (costs.layer(l).expert_parameters > 0)
         last_expert_layer_ = l;
-    parameters_ = costs.embedding_parameters + costs.layer_parameters(0, model.layers) + costs.head_parameters;
+
+    StateSet dense(states, gradient_group, "");
+    for (const ParamGroup& group : groups_)
+      dense.group_parameters.push_back(group.parameters);
+    dense.parameters = costs.embedding_parameters + costs.layer_parameters(0, model.layers) + costs.head_parameters;
+    // FSDP shards each group separately; the shards of a tied head are the embedding's.
+    dense.weight_parameters = dense.parameters;
+    if (states.weights.sharded) {
+      dense.weight_parameters = states.shard(head_gradient_parameters_);
+      for (std::size_t g = 0; g + 1 < groups_.size(); ++g)
+        dense.weight_parameters += states.shard(groups_[g].parameters);
+    }
+    sets_.push_back(std::move(dense));
+    if (parallel.experts) {
+      StateSet experts(*parallel.experts, parallel.expert_gradient, "expert-");
+      experts.group_parameters.push_back(0.0);
+      for (long long l = 0; l < model.layers; ++l)
+        experts.group_parameters.push_back(costs.layer(l).expert_parameters);
+      experts.group_parameters.push_back(0.0);
+      experts.parameters = costs.layer_expert_parameters(0, model.layers);
+      experts.weight_parameters = experts.parameters;
+      if (parallel.experts->weights.sharded) {
+        experts.weight_parameters = 0;
+        for (const double parameters : experts.group_parameters)
+          experts.weight_parameters += parallel.experts->shard(parameters);
+      }
+      sets_.push_back(std::move(experts));
+    }
   }
 
   Program build() {
@@ -90,41 +145,43 @@ private:
   // The model states where the plan keeps them; offloaded parameters leave only the gathered
   // groups on the GPU.
   void allocate_model_states() {
-    double weight_params = parameters_;
-    if (states_.weights.sharded) {
-      // FSDP shards each group separately; the shards of a tied head are the embedding's.
-      weight_params = 0;
-      for (std::size_t g = 0; g + 1 < groups_.size(); ++g)
-        weight_params += states_.shard(groups_[g].parameters);
-      weight_params += states_.shard(head_gradient_parameters_);
+    for (StateSet& set : sets_) {
+      allocate_states_on_gpu(*this, *set.plan, set.weight_parameters, set.parameters, set.prefix);
+      set.optimizer_parameters = set.plan->held(set.plan->optimizer, set.parameters);
     }
-    optimizer_params_ = trainsim::allocate_model_states(static_cast<ProgramWriter&>(*this), s_, states_, weight_params,
-                                                        parameters_, offloaded_);
-    expert_optimizer_params_ = experts_.allocate();
+    // One CPU optimizer steps the shards of every set (their plans offload alike).
+    if (states_.offloads_optimizer()) {
+      offloaded_.emplace(static_cast<ProgramWriter&>(*this), s_, states_, optimizer_parameters());
+      offloaded_->allocate_states();
+    }
+  }
+
+  double optimizer_parameters() const {
+    double parameters = 0;
+    for (const StateSet& set : sets_)
+      parameters += set.optimizer_parameters;
+    return parameters;
   }
 
   // ---- the distributed optimizer's parameter all-gathers -----------------------------------
 
   // Gradient buckets in parameters: the all-gathers of the updated parameters use the same buckets.
-  double bucket_parameters() const { return s_.bucket_bytes / states_.gradient_element_bytes; }
+  double bucket_parameters(const StateSet& set) const { return s_.bucket_bytes / set.plan->gradient_element_bytes; }
 
   // Under overlap_param_gather the previous step's update arrives during the first forward.
   void gather_parameters_during_forward() {
     if (!s_.overlap_param_gather || !states_.gathers_after_step)
       return;
-    std::vector<double> pieces = {costs_.embedding_parameters};
-    for (long long l = 0; l < model_.layers; ++l)
-      pieces.push_back(costs_.layer(l).parameters);
-    pieces.push_back(head_gradient_parameters_);
-    std::vector<ParameterGathers> sets = {{plan_parameter_gathers(pieces, bucket_parameters()), gradient_group_,
-                                           states_.parameter_element_bytes, "param-allgather"}};
-    std::vector<double> expert_pieces = {0.0};
-    for (long long l = 0; l < model_.layers; ++l)
-      expert_pieces.push_back(costs_.layer(l).expert_parameters);
-    expert_pieces.push_back(0.0);
-    if (auto experts = experts_.gathers_during_forward(expert_pieces))
-      sets.push_back(std::move(*experts));
-    updated_parameters_ = parameter_gathers(sets);
+    std::vector<ParameterGathers> gathers;
+    for (const StateSet& set : sets_) {
+      if (!set.plan->gathers_after_step)
+        continue;
+      std::vector<double> pieces = set.group_parameters;
+      pieces.back() = set.prefix.empty() ? head_gradient_parameters_ : 0.0;  // a tied head updates the embedding's
+      gathers.push_back({plan_parameter_gathers(pieces, bucket_parameters(set)), set.group,
+                         set.plan->parameter_element_bytes, set.prefix + "param-allgather"});
+    }
+    updated_parameters_ = parameter_gathers(gathers);
   }
 
   // What forward piece `piece` (0: the embedding, then the layers, then the head) waits for besides
@@ -144,10 +201,15 @@ private:
   }
   int head_group() const { return static_cast<int>(groups_.size() - 1); }
 
+  // ZeRO-3: some set gathers its parameter groups before each use.
+  bool gathers_per_use() const {
+    return std::any_of(sets_.begin(), sets_.end(), [](const StateSet& set) { return set.plan->gathers_per_use; });
+  }
+
   // The order in which one micro-batch uses its parameter groups: forward, then backward
   // (a checkpointed segment is re-run in forward order before its layers' backward).
   void plan_fetches() {
-    if (!states_.gathers_per_use)
+    if (!gathers_per_use())
       return;
     per_micro_batch_.push_back({0, "fwd"});
     for (long long l = 0; l < model_.layers; ++l)
@@ -172,9 +234,9 @@ private:
     return groups_[event.group].name + ".params." + event.label + ".mb" + std::to_string(index / per);
   }
 
-  // Gathers up to `prefetch_depth` uses ahead and returns the gather the next use waits for.
+  // Gathers up to `prefetch_depth` uses ahead and returns the gathers the next use waits for.
   std::vector<OpId> acquire() {
-    if (!states_.gathers_per_use)
+    if (!gathers_per_use())
       return {};
     const long long per = static_cast<long long>(per_micro_batch_.size());
     const long long total = per * s_.grad_accum;
@@ -184,110 +246,139 @@ private:
       // A gather belongs to the use it serves, a micro-batch or more ahead of the ops around it.
       const PlacedAt for_use(*this, {static_cast<std::int32_t>(layer_of_group(event.group)),
                                      static_cast<std::int32_t>(next_gather_ / per)});
-      const double bytes = groups_[event.group].parameters * states_.parameter_element_bytes;
-      const std::string tensor = fetch_tensor(next_gather_);
-      const auto buffer = alloc(tensor, MemCategory::buffers, bytes);
-      std::vector<OpId> ready = buffer ? std::vector<OpId>{*buffer} : std::vector<OpId>{};
-      if (states_.offloads_weights()) {
-        // ZeRO-Infinity: this rank's shard comes up from the host (read from NVMe first),
-        // then the ranks gather the whole group on the GPUs.
-        const double shard_bytes = states_.shard(groups_[event.group].parameters) * states_.parameter_element_bytes;
-        if (states_.weights.device == Device::nvme)
-          ready.push_back(disk_io(OpKind::read, node_nvme, shard_bytes, "nvme-read." + tensor, {}));
-        ready = {copy(node_cpu, true, shard_bytes, "h2d." + tensor, ready)};
+      Gathered& gathered = gathers_[next_gather_];
+      for (const StateSet& set : sets_) {
+        const double parameters = set.group_parameters[static_cast<std::size_t>(event.group)];
+        if (set.plan->gathers_per_use && parameters > 0)
+          gather_group(set, parameters, set.prefix + fetch_tensor(next_gather_), gathered);
       }
-      gathers_[next_gather_] =
-          states_.ranks > 1 ? collective(Stream::dp_comm, Collective::all_gather, gradient_group_, bytes, "gather." + tensor, ready)
-                     : ready.back();
       ++next_gather_;
     }
-    return {gathers_.at(next_use_)};
+    return gathers_.at(next_use_).gathers;
+  }
+
+  // Gathers `parameters` of `set`'s group into a fresh buffer `tensor`.
+  void gather_group(const StateSet& set, double parameters, const std::string& tensor, Gathered& gathered) {
+    const ModelStatePlan& plan = *set.plan;
+    const double bytes = parameters * plan.parameter_element_bytes;
+    const auto buffer = alloc(tensor, MemCategory::buffers, bytes);
+    gathered.buffers.push_back(tensor);
+    std::vector<OpId> ready = buffer ? std::vector<OpId>{*buffer} : std::vector<OpId>{};
+    if (plan.offloads_weights()) {
+      // ZeRO-Infinity: this rank's shard comes up from the host (read from NVMe first),
+      // then the ranks gather the whole group on the GPUs.
+      const double shard_bytes = plan.shard(parameters) * plan.parameter_element_bytes;
+      if (plan.weights.device == Device::nvme)
+        ready.push_back(disk_io(OpKind::read, node_nvme, shard_bytes, "nvme-read." + tensor, {}));
+      ready = {copy(node_cpu, true, shard_bytes, "h2d." + tensor, ready)};
+    }
+    gathered.gathers.push_back(
+        plan.ranks > 1 ? collective(Stream::dp_comm, Collective::all_gather, set.group, bytes, "gather." + tensor, ready)
+                       : ready.back());
   }
 
   // The current use is over once `last` (already emitted) is done.
   void release_use() {
-    if (!states_.gathers_per_use)
+    if (!gathers_per_use())
       return;
-    release(fetch_tensor(next_use_));
-    gathers_.erase(next_use_);
+    release_gathered(next_use_);
     ++next_use_;
+  }
+
+  void release_gathered(long long use) {
+    for (const std::string& buffer : gathers_.at(use).buffers)
+      release(buffer);
+    gathers_.erase(use);
   }
 
   // ---- gradient reduction ------------------------------------------------------------------
 
-  double gradient_bytes(double parameters) const { return parameters * states_.gradient_element_bytes; }
-
-  // The gradients of `parameters` are final once `producer` is done: they fill buckets, and each
-  // full bucket is reduced. ZeRO-2/3 copy them into bucket buffers first (each the size of its
-  // bucket), at most `buckets_in_flight` of them (DeepSpeed's overlap_comm double buffer): a
-  // further bucket waits on the compute stream until the oldest is reduced, as DeepSpeed's
-  // gradient hooks wait for its reduction stream.
-  void gradients_ready(double parameters, OpId producer, bool last_of_backward) {
-    if (!sync_now_ || !states_.reduces_gradients())
-      return;
-    if (s_.bucket_per_layer)  // FSDP2: each sharded module's (layer's) gradients are one reduction
-      buckets_ = BucketFiller(gradient_bytes(parameters), gradient_bytes(parameters));
-    // Bucket by bucket, so that a buffer is freed before the next of the same op is needed.
-    for (double left = gradient_bytes(parameters); left > 0;) {
-      const double room = buckets_.room();
-      const double part = room > 0 ? std::min(left, room) : left;  // past the planned total: rounding
-      left -= part;
-      std::optional<OpId> buffer;
-      if (states_.reduces_from_bucket_buffers && !buckets_.opened_by(part).empty()) {
-        if (static_cast<int>(in_flight_.size() + filling_.size()) >= buckets_in_flight && !in_flight_.empty()) {
-          release(in_flight_.front().first, {in_flight_.front().second});
-          in_flight_.pop_front();
-        }
-        filling_.push_back("grad-bucket" + std::to_string(buffers_opened_++) + mb_suffix());
-        buffer = alloc(filling_.back(), MemCategory::buffers, buckets_.opened_by(part).front());
-      }
-      for (const double size : buckets_.add(part, (last_of_backward || s_.bucket_per_layer) && left <= 0))
-        reduce_bucket(size, producer, buffer);
+  // A synchronising backward starts filling each set's buckets (and accumulating its unsharded
+  // gradients, on the first micro-batch).
+  void start_reducing() {
+    for (StateSet& set : sets_) {
+      const double bytes = set.parameters * set.plan->gradient_element_bytes;
+      if (set.plan->accumulates_unsharded && micro_batch_ == 0)
+        alloc(set.prefix + "gradient-accumulator", MemCategory::gradients, bytes);
+      if (sync_now_ && set.plan->reduces_gradients())
+        set.buckets = BucketFiller(s_.bucket_bytes, bytes);
     }
   }
 
-  // Reduces a full bucket over the gradient group and, when the optimizer runs on the CPU,
-  // copies this rank's share of it to host memory.
-  void reduce_bucket(double bytes, OpId producer, std::optional<OpId> buffer) {
+  // The gradients of `parameters` of `set` are final once `producer` is done: they fill buckets,
+  // and each full bucket is reduced. ZeRO-2/3 copy them into bucket buffers first (each the size
+  // of its bucket), at most `buckets_in_flight` of them (DeepSpeed's overlap_comm double buffer):
+  // a further bucket waits on the compute stream until the oldest is reduced, as DeepSpeed's
+  // gradient hooks wait for its reduction stream.
+  void gradients_ready(StateSet& set, double parameters, OpId producer, bool last_of_backward) {
+    const ModelStatePlan& plan = *set.plan;
+    if (!sync_now_ || !plan.reduces_gradients() || parameters <= 0)
+      return;
+    const double gradient_bytes = parameters * plan.gradient_element_bytes;
+    if (s_.bucket_per_layer)  // FSDP2: each sharded module's (layer's) gradients are one reduction
+      set.buckets = BucketFiller(gradient_bytes, gradient_bytes);
+    // Bucket by bucket, so that a buffer is freed before the next of the same op is needed.
+    for (double left = gradient_bytes; left > 0;) {
+      const double room = set.buckets.room();
+      const double part = room > 0 ? std::min(left, room) : left;  // past the planned total: rounding
+      left -= part;
+      std::optional<OpId> buffer;
+      if (plan.reduces_from_bucket_buffers && !set.buckets.opened_by(part).empty()) {
+        if (static_cast<int>(set.in_flight.size() + set.filling.size()) >= buckets_in_flight && !set.in_flight.empty()) {
+          release(set.in_flight.front().first, {set.in_flight.front().second});
+          set.in_flight.pop_front();
+        }
+        set.filling.push_back(set.prefix + "grad-bucket" + std::to_string(set.buffers_opened++) + mb_suffix());
+        buffer = alloc(set.filling.back(), MemCategory::buffers, set.buckets.opened_by(part).front());
+      }
+      for (const double size : set.buckets.add(part, (last_of_backward || s_.bucket_per_layer) && left <= 0))
+        reduce_bucket(set, size, producer, buffer);
+    }
+  }
+
+  // Reduces a full bucket over the set's group and, when the optimizer runs on the CPU, copies
+  // this rank's share of it to host memory.
+  void reduce_bucket(StateSet& set, double bytes, OpId producer, std::optional<OpId> buffer) {
+    const ModelStatePlan& plan = *set.plan;
     const PlacedAt in_micro_batch(*this, place_in_micro_batch());  // a bucket spans layers
-    const std::string bucket = ".bucket" + std::to_string(buckets_reduced_++) + mb_suffix();
+    const std::string bucket = ".bucket" + std::to_string(set.buckets_reduced++) + mb_suffix();
     OpId done = producer;
-    if (states_.ranks > 1) {
-      const Collective kind = states_.gradient_reduction;
-      done = collective(Stream::dp_comm, kind, gradient_group_, bytes,
-                        std::string(kind == Collective::all_reduce ? "grad-allreduce" : "grad-reducescatter") + bucket,
+    if (plan.ranks > 1) {
+      const Collective kind = plan.gradient_reduction;
+      done = collective(Stream::dp_comm, kind, set.group, bytes,
+                        set.prefix + (kind == Collective::all_reduce ? "grad-allreduce" : "grad-reducescatter") + bucket,
                         buffer ? std::vector<OpId>{producer, *buffer} : std::vector<OpId>{producer});
     }
     OpId copied = done;
     if (offloaded_) {
-      const auto arrival = offloaded_->gradients(states_.optimizer.sharded ? bytes / states_.ranks : bytes, bucket, done);
+      const auto arrival =
+          offloaded_->gradients(plan.optimizer.sharded ? bytes / plan.ranks : bytes, "." + set.prefix + bucket.substr(1), done);
       copied = arrival.copied;
       done = arrival.done;
     }
     sync_ops_.push_back(done);
     if (!s_.overlap_grad_reduce)
       blocking_.push_back(done);
-    if (!filling_.empty()) {
-      in_flight_.emplace_back(filling_.front(), copied);  // the GPU buffer is free once copied out
-      filling_.pop_front();
+    if (!set.filling.empty()) {
+      set.in_flight.emplace_back(set.filling.front(), copied);  // the GPU buffer is free once copied out
+      set.filling.pop_front();
     }
   }
 
+  StateSet& dense() { return sets_.front(); }
+  // A layer's local experts (under expert parallelism): the set after the dense one.
   void expert_gradients_ready(long long layer, OpId producer) {
-    if (!sync_now_)
-      return;
-    std::vector<OpId> reductions;
-    experts_.gradients_ready(costs_.layer(layer).expert_parameters, producer, layer == last_expert_layer_, reductions);
-    sync_ops_.insert(sync_ops_.end(), reductions.begin(), reductions.end());
-    if (!s_.overlap_grad_reduce)
-      blocking_.insert(blocking_.end(), reductions.begin(), reductions.end());
+    if (sets_.size() > 1)
+      gradients_ready(sets_.back(), costs_.layer(layer).expert_parameters, producer, layer == last_expert_layer_);
   }
 
   // The end of a synchronising backward waits for the bucket buffers' reductions.
   void drain_buckets() {
-    for (const auto& [tensor, reduce] : in_flight_)
-      release(tensor, {reduce});
-    in_flight_.clear();
+    for (StateSet& set : sets_) {
+      for (const auto& [tensor, reduce] : set.in_flight)
+        release(tensor, {reduce});
+      set.in_flight.clear();
+    }
   }
 
   // ---- forward and backward ----------------------------------------------------------------
@@ -332,19 +423,14 @@ private:
   void backward() {
     const std::string mb = mb_suffix();
     returning_.clear();
-    if (states_.accumulates_unsharded && micro_batch_ == 0)
-      alloc("gradient-accumulator", MemCategory::gradients, gradient_bytes(parameters_));
+    start_reducing();
     alloc("act-grad" + mb, MemCategory::buffers, costs_.activation_gradient_buffer);
     auto gathered = acquire();
-    if (sync_now_ && states_.reduces_gradients())
-      buckets_ = BucketFiller(s_.bucket_bytes, gradient_bytes(parameters_));
-    if (sync_now_)
-      experts_.start_reducing(costs_.layer_expert_parameters(0, model_.layers));
     const OpId head = ops_.head_backward("head.bwd" + mb, after_chain(gathered));
     chain_ = head;
     release("head.act" + mb);
     release_use();
-    gradients_ready(head_gradient_parameters_, head, false);
+    gradients_ready(dense(), head_gradient_parameters_, head, false);
 
     for (auto segment = plan_.segments.rbegin(); segment != plan_.segments.rend(); ++segment) {
       const long long first = segment->first, last = segment->first + segment->count - 1;
@@ -383,7 +469,7 @@ private:
         release(rematerialized);
         release(layer_tensor(l, "act"));
         release_kept(l);
-        gradients_ready(costs_.layer(l).parameters, backward_op, false);
+        gradients_ready(dense(), costs_.layer(l).parameters, backward_op, false);
         expert_gradients_ready(l, backward_op);
       }
     }
@@ -393,13 +479,14 @@ private:
     release("embedding.act" + mb);
     release("act-grad" + mb);
     release_use();
-    gradients_ready(costs_.embedding_parameters, embedding, true);
+    gradients_ready(dense(), costs_.embedding_parameters, embedding, true);
     if (sync_now_) {
       if (offloaded_)
         offloaded_->micro_batch_done();
       drain_buckets();
-      if (states_.accumulates_unsharded)
-        release("gradient-accumulator", sync_ops_);
+      for (const StateSet& set : sets_)
+        if (set.plan->accumulates_unsharded)
+          release(set.prefix + "gradient-accumulator", sync_ops_);
     }
   }
 
@@ -452,7 +539,7 @@ private:
   // In backward a layer's gathered parameters stay until its own backward is done, even when a
   // checkpointed segment gathered several layers for its recompute.
   std::vector<OpId> acquire_and_keep() {
-    if (!states_.gathers_per_use)
+    if (!gathers_per_use())
       return {};
     const std::vector<OpId> gathered = acquire();
     kept_uses_.push_back(next_use_);
@@ -461,14 +548,13 @@ private:
   }
 
   void release_kept(long long layer) {
-    if (!states_.gathers_per_use)
+    if (!gathers_per_use())
       return;
     // Uses are kept in gather order; the one of this layer is found by its group.
     const long long per = static_cast<long long>(per_micro_batch_.size());
     for (auto it = kept_uses_.begin(); it != kept_uses_.end(); ++it) {
       if (per_micro_batch_[*it % per].group == group_of_layer(layer)) {
-        release(fetch_tensor(*it));
-        gathers_.erase(*it);
+        release_gathered(*it);
         kept_uses_.erase(it);
         return;
       }
@@ -480,33 +566,35 @@ private:
   void optimizer_step() {
     if (states_.offloads_optimizer())
       return cpu_optimizer_step();
-    const Work work = optimizer_step_work(optimizer_params_ + expert_optimizer_params_, s_.precision, s_.grad_precision);
-    const OpId step = compute("optimizer.step", work, Phase::optimizer, sync_ops_);
-    if (states_.gathers_after_step && updated_parameters_.empty())  // each rank updated its shard
-      gather_updated_parameters(step);
-    experts_.gather_updated(step);
+    const Work work = optimizer_step_work(optimizer_parameters(), s_.precision, s_.grad_precision);
+    gather_updated_parameters(compute("optimizer.step", work, Phase::optimizer, sync_ops_));
   }
 
   // Adam on the node's CPU, then the updated 16-bit parameters go where the GPU reads them: up
   // to the GPU (and ZeRO-1/2 all-gather them), or back to NVMe when parameters live there.
   void cpu_optimizer_step() {
     const std::vector<OpId> updated = offloaded_->step(sync_ops_);
-    const double param_bytes = optimizer_params_ * states_.parameter_element_bytes;
+    const double param_bytes = optimizer_parameters() * states_.parameter_element_bytes;
     if (states_.weights.device == Device::nvme) {
       disk_io(OpKind::write, node_nvme, param_bytes, "nvme-write.params", updated);
       return;
     }
     if (states_.offloads_weights())
       return;  // updated in host memory, where the next gathers read them
-    const OpId upload = copy(node_cpu, true, param_bytes, "h2d.params", updated);
-    if (states_.gathers_after_step && updated_parameters_.empty())
-      gather_updated_parameters(upload);
+    gather_updated_parameters(copy(node_cpu, true, param_bytes, "h2d.params", updated));
   }
 
+  // Each rank updated its shards: the sets gather the updated parameters over their groups (unless
+  // the next forward gathers them, overlap_param_gather).
   void gather_updated_parameters(OpId updated) {
-    bucketed_collective(Stream::dp_comm, Collective::all_gather, gradient_group_,
-                        parameters_ * states_.parameter_element_bytes,
-                        bucket_parameters() * states_.parameter_element_bytes, "param-allgather", {updated});
+    if (!updated_parameters_.empty())
+      return;
+    for (const StateSet& set : sets_)
+      if (set.plan->gathers_after_step)
+        bucketed_collective(Stream::dp_comm, Collective::all_gather, set.group,
+                            set.parameters * set.plan->parameter_element_bytes,
+                            bucket_parameters(set) * set.plan->parameter_element_bytes, set.prefix + "param-allgather",
+                            {updated});
   }
 
   const Scenario& s_;
@@ -515,15 +603,11 @@ private:
   const ModelStatePlan& states_;
   const RecomputePlan& plan_;
   LayerOps ops_;
-  const int gradient_group_;
   const RuntimeMemory runtime_;
   std::vector<ParamGroup> groups_;
-  double parameters_ = 0;          // held by this rank before ZeRO sharding
   double head_gradient_parameters_ = 0;
   long long last_expert_layer_ = -1;  // in backward order: the first layer with experts (DeepSeek's come after dense ones)
-  double optimizer_params_ = 0;
-  double expert_optimizer_params_ = 0;
-  ExpertStates experts_;
+  std::vector<StateSet> sets_;  // the dense parameters' states, then (under expert parallelism) the experts'
   long long micro_batch_ = 0;
   bool sync_now_ = false;
   std::optional<OpId> chain_;  // the op that ends the previous piece of the model
@@ -532,15 +616,9 @@ private:
   std::vector<FetchEvent> per_micro_batch_;
   long long next_gather_ = 0;
   long long next_use_ = 0;
-  std::map<long long, OpId> gathers_;
+  std::map<long long, Gathered> gathers_;
   std::vector<long long> kept_uses_;
   std::map<long long, OpId> returning_;  // offloaded checkpoints on their way back, by first layer
-  // gradient buckets
-  BucketFiller buckets_;                                // of the current synchronising backward
-  long long buckets_reduced_ = 0;
-  long long buffers_opened_ = 0;
-  std::deque<std::string> filling_;                     // bucket buffers not yet full
-  std::deque<std::pair<std::string, OpId>> in_flight_;  // full ones, with the op that empties them
   std::vector<OpId> sync_ops_;
   std::vector<OpId> blocking_;  // reductions the next compute waits for (no overlap_grad_reduce)
   std::optional<OffloadedOptimizer> offloaded_;  // when the optimizer runs on the CPU

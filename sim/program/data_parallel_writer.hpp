@@ -30,6 +30,11 @@
 // there) and copied up before their gather; offloaded activation checkpoints are copied to host
 // memory once produced and back one segment ahead in backward.
 //
+// Under expert parallelism the local experts' states are a second set beside the dense ones,
+// planned over the expert-data-parallel group: everything above (buckets, bucket buffers, the
+// ZeRO-3 gathers of each layer's experts, the offloaded gradients) happens per set over its own
+// group, and one optimizer step (on the GPU or the CPU) updates both.
+//
 // Every alloc and free sits on the compute stream (a free that waits for a transfer carries a
 // dependency), so the replay meets them in program order and `trainsim memory` gives the same
 // peaks as `run`.

@@ -342,14 +342,118 @@ TEST_CASE("under expert parallelism comm.tp_comm_overlap overlaps the attention'
     CHECK_MESSAGE(count(overlapped, kept) == count(plain, kept), kept);
 }
 
+// The collectives and allocations of rank 0's program whose names start with `prefix`.
+struct NamedOps {
+  long count = 0;
+  double bytes = 0;
+  std::vector<OpId> ids;
+};
+NamedOps named(const Program& program, const std::string& prefix, OpKind kind) {
+  NamedOps found;
+  for (OpId id = 0; id < program.ops.size(); ++id) {
+    const Op& op = program.ops[id];
+    const std::string& name = kind == OpKind::alloc ? op.tensor : op.name;
+    if (op.kind == kind && name.rfind(prefix, 0) == 0) {
+      ++found.count;
+      found.bytes += op.bytes;
+      found.ids.push_back(id);
+    }
+  }
+  return found;
+}
+
+TEST_CASE("ZeRO-2 under expert parallelism (DeepSpeed-MoE) shards the experts' gradients over their own group and reduces them every micro-batch from bucket buffers") {
+  // dp 8, tp 2 (etp 2), ep 4: 2 experts per rank and layer, halves of 3 h f; the 16 ranks hold
+  // each expert half twice, so the expert-data-parallel group is 16 / (4 x 2) = 2 ranks.
+  const Scenario scenario = mixtral_scenario({"parallel.ep=4", "memory.zero=2", "training.framework=deepspeed"});
+  const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
+  const Workload& workload = build.workload;
+  const Program& program = workload.program(0);
+  const double experts_per_rank = 32 * 2 * 3 * h * f / 2;
+  REQUIRE(scenario.grad_accum == 4);
+  CHECK(build.expert_states->ranks == 2);
+  // bf16 weights whole; fp32 gradients and the 12-byte optimizer states halved.
+  CHECK(named(program, "expert-weights", OpKind::alloc).bytes == 2 * experts_per_rank);
+  CHECK(named(program, "expert-gradients", OpKind::alloc).bytes == 4 * experts_per_rank / 2);
+  CHECK(named(program, "expert-optimizer", OpKind::alloc).bytes == 12 * experts_per_rank / 2);
+  // ZeRO-2 reduces every micro-batch (comm.grad_sync auto): 4 x the fp32 expert gradients, each
+  // bucket copied into a buffer of its size first, over the expert-data-parallel pair.
+  const NamedOps reductions = named(program, "expert-grad-reducescatter", OpKind::collective);
+  CHECK(reductions.bytes == doctest::Approx(4 * 4 * experts_per_rank));
+  for (const OpId id : reductions.ids)
+    CHECK(workload.groups.at(workload.group_of(0, program.ops[id].group)).ranks == std::vector<int>{0, 8});
+  CHECK(named(program, "expert-grad-bucket", OpKind::alloc).bytes == doctest::Approx(4 * 4 * experts_per_rank));
+  // The updated bf16 halves gathered after the step; the dense gradients over all 8 dp ranks.
+  CHECK(named(program, "expert-param-allgather", OpKind::collective).bytes == doctest::Approx(2 * experts_per_rank));
+  CHECK(build.states.ranks == 8);
+  CHECK(named(program, "grad-reducescatter", OpKind::collective).count > 0);
+}
+
+TEST_CASE("ZeRO-3 under expert parallelism (torchtitan on FSDP2) gathers each layer's experts over their own group before each use and reduces them layer by layer") {
+  // As above, under FSDP2: each layer's local experts (2 halves of 3 h f = 3 h f parameters) are
+  // a module of their own sharded over the expert-data-parallel pair, kept in fp32 (4 bytes).
+  const Scenario scenario = mixtral_scenario({"parallel.ep=4", "memory.zero=3"});
+  REQUIRE(scenario.framework == Framework::fsdp2);
+  const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
+  const Workload& workload = build.workload;
+  const Program& program = workload.program(0);
+  const double layer_experts = 3 * h * f;
+  CHECK(named(program, "expert-weights", OpKind::alloc).bytes == 4 * 32 * layer_experts / 2);
+  // Gathered in bf16 before each forward and each backward of each micro-batch: 4 x 32 x 2.
+  const NamedOps gathers = named(program, "gather.expert-L", OpKind::collective);
+  CHECK(gathers.count == 4 * 32 * 2);
+  CHECK(gathers.bytes == doctest::Approx(4 * 32 * 2 * 2 * layer_experts));
+  for (const OpId id : gathers.ids)
+    CHECK(workload.groups.at(workload.group_of(0, program.ops[id].group)).ranks == std::vector<int>{0, 8});
+  // Each layer's expert gradients one reduce-scatter per micro-batch, in fp32.
+  const NamedOps reductions = named(program, "expert-grad-reducescatter", OpKind::collective);
+  CHECK(reductions.count == 4 * 32);
+  CHECK(reductions.bytes == doctest::Approx(4 * 32 * 4 * layer_experts));
+  // A layer's forward waits for its experts' gather.
+  const OpId gather = named(program, "gather.expert-L5.params.fwd.mb1", OpKind::collective).ids.at(0);
+  const auto forward = std::find_if(program.ops.begin(), program.ops.end(), [](const Op& op) {
+    return op.kind != OpKind::alloc && op.kind != OpKind::free && op.name.rfind("L5.fwd.mb1.", 0) == 0;
+  });
+  REQUIRE(forward != program.ops.end());
+  CHECK(std::find(forward->deps.begin(), forward->deps.end(), gather) != forward->deps.end());
+  // Nothing gathered after the step: the next forward gathers again.
+  CHECK(named(program, "expert-param-allgather", OpKind::collective).count == 0);
+}
+
+TEST_CASE("ZeRO-Offload under expert parallelism moves the experts' reduced gradients to the CPU optimizer") {
+  // ZeRO-2 with the optimizer in host memory: the GPU keeps the bf16 weights only; each
+  // micro-batch's expert gradients (fp32) reach the host as this rank's half, and one CPU Adam
+  // step updates dense and expert shards.
+  const Scenario scenario = mixtral_scenario(
+      {"parallel.ep=4", "memory.zero=2", "training.framework=deepspeed", "memory.offload_optimizer=cpu"});
+  const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
+  const Program& program = build.workload.program(0);
+  const double experts_per_rank = 32 * 2 * 3 * h * f / 2;
+  CHECK(named(program, "expert-weights", OpKind::alloc).bytes == 2 * experts_per_rank);
+  CHECK(named(program, "expert-gradients", OpKind::alloc).bytes == 0);
+  CHECK(named(program, "expert-optimizer", OpKind::alloc).count == 0);
+  CHECK(named(program, "d2h.grads.expert-bucket", OpKind::copy).bytes == doctest::Approx(4 * 4 * experts_per_rank / 2));
+  CHECK(named(program, "cpu-adam", OpKind::compute).count == 1);
+}
+
 TEST_CASE("expert parallelism refuses what it cannot simulate, naming the setting") {
   CHECK(refusal({"parallel.ep=3"}).find("parallel.ep") != std::string::npos);
   CHECK(refusal({"parallel.sp=false"}).find("accepted: parallel.sp = true, or parallel.tp = 1") != std::string::npos);
   CHECK(refusal({"parallel.sp=false", "parallel.ep=1"}).find("parallel.sp = true") != std::string::npos);
   CHECK(refusal({"training.framework=ddp", "memory.zero=0"}).find("training.framework") != std::string::npos);
-  CHECK(refusal({"memory.zero=2", "training.framework=deepspeed"}).find("memory.zero") != std::string::npos);
-  CHECK(refusal({"memory.offload_optimizer=cpu", "training.framework=deepspeed"}).find("memory.offload_optimizer") !=
-        std::string::npos);
+  // DeepSpeed's MoE layers do not run under ZeRO-3 (FSDP2's do), nor dispatch otherwise than by
+  // all-to-all; DeepSpeed and torchtitan split experts over tp or not at all.
+  CHECK(refusal({"memory.zero=3", "training.framework=deepspeed"}).find("training.framework = fsdp2") != std::string::npos);
+  CHECK(refusal({"memory.zero=2", "training.framework=deepspeed", "moe.dispatcher=deepep", "parallel.etp=1"})
+            .find("accepted under deepspeed: alltoall") != std::string::npos);
+  CHECK(refusal({"memory.zero=3", "moe.dispatcher=allgather", "parallel.tp=1", "parallel.sp=false", "parallel.dp=16",
+                 "training.global_batch=32"})
+            .find("allgather: training.framework = megatron") != std::string::npos);
+  CHECK(refusal({"memory.zero=3", "parallel.tp=4", "parallel.dp=4", "parallel.ep=2", "parallel.etp=2"})
+            .find("parallel.etp") != std::string::npos);
+  CHECK(refusal({"memory.offload_optimizer=cpu", "training.framework=deepspeed", "parallel.pp=2", "parallel.dp=4",
+                 "parallel.ep=4"})
+            .find("memory.offload_optimizer") != std::string::npos);
   CHECK(refusal({"model.name=llama3-8b"}).find("is dense") != std::string::npos);
   CHECK(refusal({"parallel.ep=1", "memory.recompute=op"}).find("memory.recompute = op") != std::string::npos);
   CHECK(refusal({"parallel.dp=16", "parallel.ep=16", "parallel.tp=1", "parallel.sp=false"})

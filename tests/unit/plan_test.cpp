@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <tuple>
 
 #include <map>
 
@@ -254,10 +255,12 @@ TEST_CASE("the planner keeps the allocator's reserve free: a peak that fits only
 TEST_CASE("the planner searches expert parallelism for a mixture, with what is simulated beside it") {
   PlanRequest request = tiny_request({16}, 64);
   request.model = load_model(test::source_dir() / "models" / "mixtral-8x7b.json", 128);
+  request.host_capacity = 1e12;  // a CPU host per node: offload is searched too
   request.base_ini = "[model]\nname = mixtral-8x7b\n[platform]\nfile = dgx-a100-2n.xml\n[training]\nseq_len = 512\n"
                      "global_batch = 64\n";
   std::set<int> eps;
   std::set<std::pair<int, int>> unsplit;  // (tp, ep) with experts whole under tp
+  std::map<std::tuple<int, std::string, std::string>, Candidate> first_of;  // (zero, offload, dispatcher)
   for (const Candidate& c : enumerate_candidates(request)) {
     eps.insert(c.ep);
     // Experts split as the attention over blocks of dp ranks, or whole over blocks of tp x dp ranks.
@@ -268,10 +271,26 @@ TEST_CASE("the planner searches expert parallelism for a mixture, with what is s
       unsplit.insert({c.tp, c.ep});
     }
     if (c.ep > 1) {
-      CHECK(c.zero <= 1);
-      CHECK(c.offload == "none");
+      // ZeRO-2 (DeepSpeed-MoE) dispatches by all-to-all, ZeRO-3 (torchtitan) also by DeepEP; the
+      // experts' offload is DeepSpeed's, without pipelines.
+      CHECK((c.zero <= 1 || c.dispatcher == "alltoall" || (c.zero == 3 && c.dispatcher == "deepep")));
+      if (c.offload != "none") {
+        CHECK(c.offload == "optimizer");
+        CHECK(c.pp == 1);
+        CHECK(c.zero <= 2);
+        CHECK(c.dispatcher == "alltoall");
+      }
+      first_of.emplace(std::make_tuple(c.zero, c.offload, c.dispatcher), c);
     }
   }
+  // Each kind of expert-parallel candidate is a scenario trainsim accepts.
+  for (const auto& [kind, c] : first_of) {
+    const MemoryCheck check = check_memory(request, c);
+    CHECK_MESSAGE(check.valid, c.layout_label() << ", " << c.techniques_label() << ": " << check.reason);
+  }
+  CHECK(first_of.count({2, "none", "alltoall"}) == 1);
+  CHECK(first_of.count({3, "none", "deepep"}) == 1);
+  CHECK(first_of.count({2, "optimizer", "alltoall"}) == 1);
   // Mixtral's 8 experts over up to 16 data-parallel ranks: 1, 2, 4 and 8.
   CHECK(eps == std::set<int>{1, 2, 4, 8});
   // On 16 GPUs at tp 8 (dp 2, pp 1), whole experts go over 2 to 8 of the 16 ranks; with split ones
