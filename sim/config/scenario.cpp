@@ -1367,10 +1367,15 @@ void refuse_with_expert_parallelism(const ValueReader& values, const Scenario& s
   if (scenario.framework == Framework::ddp)
     values.fail("training.framework", "PyTorch DDP has no expert-parallel groups; with parallel.ep > 1 accepted: "
                                       "megatron, deepspeed or fsdp2");
+  const bool offloads = scenario.offload_optimizer != OffloadTier::none || scenario.offload_params != OffloadTier::none ||
+                        scenario.offload_activations;
   if (scenario.framework == Framework::deepspeed && scenario.zero == 3)
-    values.fail("memory.zero", "DeepSpeed's MoE layers run under ZeRO stages 0-2; with parallel.ep > 1 and ZeRO-3 "
-                               "accepted: training.framework = fsdp2 (torchtitan's experts sharded over the "
-                               "expert-data-parallel group)");
+    values.fail("memory.zero", offloads ? "DeepSpeed's MoE layers run under ZeRO stages 0-2 (and with them ZeRO-Offload, "
+                                          "not ZeRO-Infinity's parameter offload); with parallel.ep > 1 and offload "
+                                          "accepted: 0, 1 or 2"
+                                        : "DeepSpeed's MoE layers run under ZeRO stages 0-2; with parallel.ep > 1 and "
+                                          "ZeRO-3 accepted: training.framework = fsdp2 (torchtitan's experts sharded "
+                                          "over the expert-data-parallel group)");
   if (scenario.offload_optimizer != OffloadTier::none && scenario.pp > 1)
     values.fail("memory.offload_optimizer", "with parallel.ep > 1 the offloaded optimizer is simulated without pipelines; "
                                             "with parallel.pp > 1 accepted: none");

@@ -12,6 +12,7 @@
 #include "config/scenario.hpp"
 #include "memory/memory_tracker.hpp"
 #include "program/model_states.hpp"
+#include "program/runtime_memory.hpp"
 #include "program/workload_builder.hpp"
 #include "run/memory_estimate.hpp"
 
@@ -358,7 +359,7 @@ std::vector<Candidate> enumerate_candidates(const PlanRequest& request) {
                 dispatched.emplace_back(ep, etp, "alltoall");
                 if (ep > 1 && tp == 1)
                   dispatched.emplace_back(ep, etp, "allgather");
-                if (ep > 1 && etp == 1)
+                if (ep > 1 && etp == 1 && deepep_buffer_bytes(ep, 0))  // a group size DeepEP is configured for
                   dispatched.emplace_back(ep, etp, "deepep");
               }
               for (const auto& [ep, etp, dispatcher] : dispatched) {

@@ -97,9 +97,11 @@ std::vector<Candidate> constrained(std::vector<Candidate> candidates, const std:
 // platforms with a CPU host (the optimizer; without pipelines, with ZeRO-3, the parameters too).
 // A mixture of experts adds expert parallelism (ep from 1 up to the experts, dividing dp) to the
 // layout, and under tensor parallelism experts unsplit (etp = 1, ep dividing tp x dp) beside
-// experts split as the attention (etp = tp), with what trainsim simulates beside it (ZeRO 0 or 1 and no offload with ep > 1; no
-// tensor parallelism with a shared expert unless ep > 1), each with the token dispatchers it can
-// run (alltoall; allgather without tensor parallelism; deepep with whole experts).
+// experts split as the attention (etp = tp), with what trainsim simulates beside it (with ep > 1
+// ZeRO-2 as DeepSpeed-MoE's, all-to-all only, ZeRO-3 as torchtitan's, all-to-all or DeepEP, the
+// optimizer offloaded without pipelines by DeepSpeed; no tensor parallelism with a shared expert
+// unless ep > 1), each with the token dispatchers it can run (alltoall; allgather without tensor
+// parallelism; deepep with whole experts over a group size DeepEP is configured for).
 std::vector<Candidate> enumerate_candidates(const PlanRequest& request);
 
 struct MemoryCheck {

@@ -31,7 +31,7 @@ struct FetchEvent {
   std::string label;
 };
 
-constexpr int buckets_in_flight = 2;  // bucket buffers a set keeps before waiting for the oldest
+constexpr int buckets_in_flight = 2;  // bucket buffers a rank keeps before waiting for the oldest
 
 // Model states reduced, sharded and gathered over one group as one plan says: the dense
 // parameters over the gradient group (dp x cp), a mixture's local experts under expert
@@ -51,8 +51,7 @@ struct StateSet {
   BucketFiller buckets;
   long long buckets_reduced = 0;
   long long buffers_opened = 0;
-  std::deque<std::string> filling;                     // bucket buffers not yet full
-  std::deque<std::pair<std::string, OpId>> in_flight;  // full ones, with the op that empties them
+  std::deque<std::string> filling;  // its bucket buffers not yet full
 };
 
 // A ZeRO-3 use's gathered parameters: the gathers to wait for and the buffers to free after it.
@@ -307,9 +306,10 @@ private:
 
   // The gradients of `parameters` of `set` are final once `producer` is done: they fill buckets,
   // and each full bucket is reduced. ZeRO-2/3 copy them into bucket buffers first (each the size
-  // of its bucket), at most `buckets_in_flight` of them (DeepSpeed's overlap_comm double buffer):
-  // a further bucket waits on the compute stream until the oldest is reduced, as DeepSpeed's
-  // gradient hooks wait for its reduction stream.
+  // of its bucket), at most `buckets_in_flight` of them of all sets (DeepSpeed's overlap_comm
+  // double buffer, which holds dense and expert gradients alike): a further bucket waits on the
+  // compute stream until the oldest is reduced, as DeepSpeed's gradient hooks wait for its
+  // reduction stream.
   void gradients_ready(StateSet& set, double parameters, OpId producer, bool last_of_backward) {
     const ModelStatePlan& plan = *set.plan;
     if (!sync_now_ || !plan.reduces_gradients() || parameters <= 0)
@@ -324,9 +324,9 @@ private:
       left -= part;
       std::optional<OpId> buffer;
       if (plan.reduces_from_bucket_buffers && !set.buckets.opened_by(part).empty()) {
-        if (static_cast<int>(set.in_flight.size() + set.filling.size()) >= buckets_in_flight && !set.in_flight.empty()) {
-          release(set.in_flight.front().first, {set.in_flight.front().second});
-          set.in_flight.pop_front();
+        if (static_cast<int>(buffers_held()) >= buckets_in_flight && !in_flight_.empty()) {
+          release(in_flight_.front().first, {in_flight_.front().second});
+          in_flight_.pop_front();
         }
         set.filling.push_back(set.prefix + "grad-bucket" + std::to_string(set.buffers_opened++) + mb_suffix());
         buffer = alloc(set.filling.back(), MemCategory::buffers, set.buckets.opened_by(part).front());
@@ -360,7 +360,7 @@ private:
     if (!s_.overlap_grad_reduce)
       blocking_.push_back(done);
     if (!set.filling.empty()) {
-      set.in_flight.emplace_back(set.filling.front(), copied);  // the GPU buffer is free once copied out
+      in_flight_.emplace_back(set.filling.front(), copied);  // the GPU buffer is free once copied out
       set.filling.pop_front();
     }
   }
@@ -374,11 +374,16 @@ private:
 
   // The end of a synchronising backward waits for the bucket buffers' reductions.
   void drain_buckets() {
-    for (StateSet& set : sets_) {
-      for (const auto& [tensor, reduce] : set.in_flight)
-        release(tensor, {reduce});
-      set.in_flight.clear();
-    }
+    for (const auto& [tensor, reduce] : in_flight_)
+      release(tensor, {reduce});
+    in_flight_.clear();
+  }
+
+  std::size_t buffers_held() const {
+    std::size_t held = in_flight_.size();
+    for (const StateSet& set : sets_)
+      held += set.filling.size();
+    return held;
   }
 
   // ---- forward and backward ----------------------------------------------------------------
@@ -619,6 +624,7 @@ private:
   std::map<long long, Gathered> gathers_;
   std::vector<long long> kept_uses_;
   std::map<long long, OpId> returning_;  // offloaded checkpoints on their way back, by first layer
+  std::deque<std::pair<std::string, OpId>> in_flight_;  // full bucket buffers, with the op that empties them
   std::vector<OpId> sync_ops_;
   std::vector<OpId> blocking_;  // reductions the next compute waits for (no overlap_grad_reduce)
   std::optional<OffloadedOptimizer> offloaded_;  // when the optimizer runs on the CPU

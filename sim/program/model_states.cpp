@@ -29,8 +29,8 @@ std::string ModelStatePlan::label() const {
   return configured_stage > 0 ? zero_stage_label(configured_stage) : "";
 }
 
-int effective_zero_stage(int zero, int gradient_ranks, bool offloads_params) {
-  return gradient_ranks > 1 || offloads_params ? zero : 0;
+int effective_zero_stage(int zero, int gradient_ranks, bool offloads) {
+  return gradient_ranks > 1 || offloads ? zero : 0;
 }
 
 std::string zero_stage_label(int stage) { return "ZeRO-" + std::to_string(stage); }
@@ -39,7 +39,8 @@ ModelStatePlan plan_model_states(const Scenario& s, int gradient_ranks) {
   ModelStatePlan plan;
   plan.configured_stage = s.zero;
   plan.ranks = gradient_ranks;
-  plan.stage = effective_zero_stage(s.zero, gradient_ranks, s.offload_params != OffloadTier::none);
+  plan.stage = effective_zero_stage(s.zero, gradient_ranks,
+                                    s.offload_params != OffloadTier::none || s.offload_optimizer != OffloadTier::none);
   plan.gradient_element_bytes = bytes_per_element(s.grad_precision);
   plan.parameter_element_bytes = bytes_per_element(s.precision);
 
@@ -72,7 +73,7 @@ ModelStatePlan plan_model_states(const Scenario& s, int gradient_ranks) {
     plan.pinned_buffer_bytes = s.pinned_buffer_bytes;
 
   plan.gradient_reduction = plan.stage == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-  plan.gathers_after_step = plan.stage == 1 || plan.stage == 2;
+  plan.gathers_after_step = (plan.stage == 1 || plan.stage == 2) && gradient_ranks > 1;
   plan.gathers_per_use = plan.stage >= 3;
   plan.accumulates_unsharded = plan.stage >= 2 && s.grad_sync == GradSync::last && s.grad_accum > 1;
   plan.reduces_from_bucket_buffers = plan.stage >= 2 && !plan.accumulates_unsharded;

@@ -42,7 +42,7 @@ struct ModelStatePlan {
   double gradient_element_bytes = 0;   // a reduced gradient, in grad_precision
   double parameter_element_bytes = 0;  // a gathered or uploaded parameter, in the training precision
   Collective gradient_reduction = Collective::all_reduce;  // reduce_scatter when gradients or optimizer are sharded
-  bool gathers_after_step = false;     // the updated shards are all-gathered (ZeRO-1/2)
+  bool gathers_after_step = false;     // the updated shards are all-gathered (ZeRO-1/2 over more than one rank)
   bool gathers_per_use = false;        // each parameter group gathered before each use (ZeRO-3)
   // Gradients reduced after the last micro-batch only while they are sharded: the full gradients
   // accumulate in an unsharded buffer first.
@@ -65,8 +65,9 @@ struct ModelStatePlan {
 };
 
 // The stage that takes effect for `zero` over `gradient_ranks`: one rank has nothing to shard,
-// except parameters streamed from offload per use. The planner skips stages that collapse.
-int effective_zero_stage(int zero, int gradient_ranks, bool offloads_params);
+// but under offload the stage still says what streams off the GPU (ZeRO-2's gradients bucket by
+// bucket, ZeRO-3's parameters per use). The planner skips stages that collapse.
+int effective_zero_stage(int zero, int gradient_ranks, bool offloads);
 
 // "ZeRO-2": how reports and the planner name a stage.
 std::string zero_stage_label(int stage);

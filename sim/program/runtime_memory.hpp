@@ -13,11 +13,13 @@
 // bytes = 512 KiB; LL128 120 elements per thread x 640 threads x 8 steps x 8 bytes = 4,915,200
 // bytes. Channels: 16, as NCCL reports for 8 Hopper GPUs on NVLink ("16 coll channels",
 // NVIDIA/nccl issue #892). Each communicator of the rank with more than one member counts once
-// (data parallel, tensor, context, tied embedding, expert parallel; DeepEP's legs, as stand-ins
-// for its own NVLink and RDMA buffers), and so does each pipeline neighbour it
+// (data parallel, tensor, context, tied embedding, expert parallel; not DeepEP's legs, which move
+// through DeepEP's own buffers, below), and so does each pipeline neighbour it
 // exchanges activations with. Tree,
 // NVLS and extra point-to-point channels, which NCCL connects only when it uses them, are left
 // out: this is the least NCCL holds.
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "config/scenario.hpp"
@@ -41,17 +43,36 @@ constexpr double nccl_communicator_bytes =
 // hidden elements; allocated through PyTorch (category buffers), for the whole run.
 constexpr int tp_overlap_userbuffers = 10;
 
+// DeepEP's buffers under moe.dispatcher = deepep: one deep_ep.Buffer per rank in normal mode,
+// sized as Megatron-Core's fused_a2a.get_buffer sizes it, the larger of the dispatch's and the
+// combine's hints (deepseek-ai/DeepEP, csrc/legacy/config.hpp get_nvl_buffer_size_hint and
+// get_rdma_buffer_size_hint, with the recommended configurations of deep_ep/buffers/legacy.py
+// get_dispatch_config and get_combine_config) for 20 SMs (DeepEP's Buffer.num_sms, Megatron's
+// default, and the 20 SMs of the DeepSeek-V3 report, section 3.2.2): an NVLink buffer with its
+// 160 bytes of barrier signals and peer pointers, an RDMA buffer in NVSHMEM's heap (groups of
+// more than 8 ranks) and a 32 MiB workspace, all outside PyTorch's allocator. Per received token
+// slot the NVLink buffer holds its hidden bytes, an 8-byte source record, 128 int64 top-k indices,
+// 128 weights and 128 scales (hidden + 2,056 bytes), the RDMA buffer two of those and a 16-byte
+// header. `hidden_bytes`: hidden x max(element size, 2), as get_hidden_bytes counts it (fp8
+// tokens travel in slots of bf16 size). Null for a group size DeepEP has no configuration for.
+constexpr int deepep_sms = 20;
+std::optional<double> deepep_buffer_bytes(int ranks, double hidden_bytes);
+// The group sizes DeepEP's normal kernels have configurations for, for messages.
+std::string deepep_group_sizes();
+
 struct RuntimeMemory {
   double cuda_context = 0;
   double nccl_buffers = 0;
+  double deepep_buffers = 0;
   double userbuffers = 0;
-  double total() const { return cuda_context + nccl_buffers + userbuffers; }
+  double total() const { return cuda_context + nccl_buffers + deepep_buffers + userbuffers; }
 };
 
 // A rank's runtime memory: `communicators` is how many NCCL communicators (and pipeline
 // neighbours) it connects to, from runtime_communicators; `activation_bytes` the hidden states
-// of a micro-batch on one rank (sequence x micro-batch / cp x hidden, what a userbuffer holds).
-RuntimeMemory runtime_memory(const Scenario& scenario, int communicators, double activation_bytes);
+// of a micro-batch on one rank (sequence x micro-batch / cp x hidden, what a userbuffer holds);
+// `hidden` the model's hidden size (DeepEP's token slots).
+RuntimeMemory runtime_memory(const Scenario& scenario, int communicators, double activation_bytes, double hidden);
 
 // The communicators of `rank` (at `coords`) in a workload whose groups and bindings are laid
 // out: its groups with more than one member and the pipeline neighbours it sends to or receives

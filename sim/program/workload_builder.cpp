@@ -66,6 +66,10 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
                      (s.routing.dispatcher == TokenDispatcher::all_gather ? "allgather" : "deepep") +
                      " sends the tokens over the expert-parallel group, and parallel.ep = 1 has none; accepted: "
                      "moe.dispatcher = alltoall, or parallel.ep > 1");
+  if (s.routing.dispatcher == TokenDispatcher::deepep && s.ep > 1 && !deepep_buffer_bytes(s.ep, 0))
+    throw InputError(where + "moe.dispatcher = deepep: DeepEP's kernels are configured for expert-parallel groups of " +
+                     deepep_group_sizes() + " ranks, and parallel.ep = " + std::to_string(s.ep) +
+                     "; accepted: one of those, or moe.dispatcher = alltoall");
   if (!model.moe())
     return;
   check_routing_file(s.routing, model);
@@ -300,7 +304,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
   std::vector<RuntimeMemory> runtime;
   for (int rank = 0; rank < layout.world(); ++rank)
     runtime.push_back(runtime_memory(scenario, runtime_communicators(workload, rank, build.coords[rank], scenario),
-                                     costs.tp_collective_bytes));
+                                     costs.tp_collective_bytes, static_cast<double>(model.hidden)));
   // What the tensors may take of the GPU for the optimal recompute budget: the runtime memory and
   // the allocator's reserve are not theirs (the first rank's runtime, as the budget is the first
   // pipeline stage's).

@@ -83,6 +83,13 @@ TEST_CASE("offloading moves the fp32 states to the host as the ZeRO-Offload tabl
 
   const ModelStatePlan zero2 = plan_model_states(mixed_precision({"memory.zero=2", "memory.offload_optimizer=cpu"}), 4);
   CHECK(zero2.gpu_bytes(1.0) == doctest::Approx(2.0));  // reduced buckets stream out: no GPU gradients
+  // On one rank too (a single GPU, or the experts' group of one): DeepSpeed still streams the
+  // buckets out, and there is nothing to gather after the step.
+  const ModelStatePlan alone = plan_model_states(mixed_precision({"memory.zero=2", "memory.offload_optimizer=cpu"}), 1);
+  CHECK(alone.stage == 2);
+  CHECK(alone.gpu_bytes(1.0) == doctest::Approx(2.0));
+  CHECK_FALSE(alone.gathers_after_step);
+  CHECK(plan_model_states(mixed_precision({"memory.zero=2"}), 1).stage == 0);  // without offload it collapses
 
   const ModelStatePlan infinity = plan_model_states(
       mixed_precision({"memory.zero=3", "memory.offload_optimizer=nvme", "memory.offload_params=nvme",

@@ -434,6 +434,49 @@ TEST_CASE("ZeRO-Offload under expert parallelism moves the experts' reduced grad
   CHECK(named(program, "expert-optimizer", OpKind::alloc).count == 0);
   CHECK(named(program, "d2h.grads.expert-bucket", OpKind::copy).bytes == doctest::Approx(4 * 4 * experts_per_rank / 2));
   CHECK(named(program, "cpu-adam", OpKind::compute).count == 1);
+  // The host keeps 12 bytes (fp32 master, momentum, variance) and 4 of fp32 gradients for each
+  // parameter of the rank's shards: the experts' half and an eighth of the dense parameters.
+  // Dense per rank under tp 2, by layer: attention (2 h^2 + 2 h kv) / 2 = 20,971,520, the router
+  // h x 8 = 32,768 and two norms 2 h = 8,192 whole: 21,012,480, x 32 = 672,399,360; embedding and
+  // head vocab x h / 2 = 65,536,000 each; the final norm 4,096: 803,475,456, an eighth 100,434,432.
+  const double shard = 803475456.0 / 8 + experts_per_rank / 2;
+  CHECK(named(program, "optimizer.states", OpKind::alloc).bytes == 12 * shard);
+  CHECK(named(program, "gradients.offloaded", OpKind::alloc).bytes == 4 * shard);
+  // The updated bf16 shards go up once, the experts' then gathered over their pair.
+  CHECK(named(program, "h2d.params", OpKind::copy).bytes == 2 * shard);
+  CHECK(named(program, "expert-param-allgather", OpKind::collective).bytes == doctest::Approx(2 * experts_per_rank));
+}
+
+TEST_CASE("every buffer the expert states take under ZeRO-3, ZeRO-2 and offload is freed, checkpointed segments keeping their gathers until their backward") {
+  const auto balanced = [](const std::vector<std::string>& overrides) {
+    const Scenario scenario = mixtral_scenario(overrides);
+    const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
+    const Program program = build.workload.program(0);
+    std::map<std::string, int> live;
+    for (const Op& op : program.ops) {
+      if (op.kind == OpKind::alloc)
+        ++live[op.tensor];
+      if (op.kind == OpKind::free)
+        --live[op.tensor];
+    }
+    for (const auto& [tensor, count] : live) {
+      const bool transient = tensor.find(".params.") != std::string::npos || tensor.find("grad-bucket") != std::string::npos ||
+                             tensor.find("accumulator") != std::string::npos || tensor.find(".mb") != std::string::npos;
+      CHECK_MESSAGE(count == (transient ? 0 : 1), tensor);
+    }
+    return program;
+  };
+  // ZeRO-3 with full recompute: each layer's experts gathered for the recompute and kept until its
+  // backward, so still once per forward and once per backward.
+  const Program full = balanced({"parallel.ep=4", "memory.zero=3", "memory.recompute=full"});
+  CHECK(named(full, "gather.expert-L", OpKind::collective).count == 4 * 32 * 2);
+  balanced({"parallel.ep=4", "memory.zero=3", "memory.recompute=full", "comm.grad_sync=last"});
+  balanced({"parallel.ep=4", "memory.zero=2", "training.framework=deepspeed", "memory.recompute=every:4"});
+  // Activation checkpoints offloaded to host memory beside the experts (ZeRO-Offload's offloaded
+  // checkpoints): each segment's input copied out once per micro-batch.
+  const Program activations = balanced({"parallel.ep=4", "memory.zero=2", "memory.offload_optimizer=cpu",
+                                        "memory.offload_activations=cpu", "memory.recompute=full"});
+  CHECK(named(activations, "d2h.S", OpKind::copy).count == 4 * 32);
 }
 
 TEST_CASE("expert parallelism refuses what it cannot simulate, naming the setting") {
@@ -1000,19 +1043,22 @@ TEST_CASE("DeepEP's dispatch is refused where it is not simulated") {
   CHECK(split.find("ranks 0-7") != std::string::npos);
 }
 
-TEST_CASE("DeepEP's legs count as communicators unless they run over the ep group itself") {
+TEST_CASE("DeepEP's legs move through DeepEP's own buffers, not NCCL communicators") {
   // Whole experts over ep 8 of the 16 ranks; the all-to-all's communicators are the baseline.
   const Scenario alltoall = mixtral_scenario({"parallel.etp=1"});
   const WorkloadBuild plain = build_workload(alltoall, mixtral(), 0);
   const int base = runtime_communicators(plain.workload, 0, plain.coords[0], alltoall);
   const Scenario deepep = deepep_scenario();
-  // 8 GPUs a node: the NVLink leg is the ep group, no rail leg: no communicator more.
-  std::vector<int> eight(16);
-  for (int rank = 0; rank < 16; ++rank)
-    eight[static_cast<std::size_t>(rank)] = rank / 8;
-  const WorkloadBuild one_node = build_workload(deepep, mixtral(), 0, eight);
-  CHECK(runtime_communicators(one_node.workload, 0, one_node.coords[0], deepep) == base);
-  // 4 a node: a node leg of 4 and a rail leg of 2, groups of their own: two more.
+  // 4 GPUs a node: a node leg of 4 and a rail leg of 2, DeepEP's NVLink and RDMA traffic: no
+  // communicator more.
   const WorkloadBuild two_nodes = build_workload(deepep, mixtral(), 0, four_per_node(16));
-  CHECK(runtime_communicators(two_nodes.workload, 0, two_nodes.coords[0], deepep) == base + 2);
+  CHECK(runtime_communicators(two_nodes.workload, 0, two_nodes.coords[0], deepep) == base);
+  // Its buffer for 8 ranks and hidden 4096 in bf16 (runtime_memory_test derives the bytes).
+  double deepep_buffers = 0;
+  for (const Op& op : two_nodes.workload.program(0).ops)
+    if (op.kind == OpKind::alloc && op.tensor == "deepep-buffers")
+      deepep_buffers += op.bytes;
+  CHECK(deepep_buffers == 209880704.0 + 160 + 32.0 * 1024 * 1024);
+  for (const Op& op : plain.workload.program(0).ops)
+    CHECK_FALSE((op.kind == OpKind::alloc && op.tensor == "deepep-buffers" && op.bytes > 0));
 }

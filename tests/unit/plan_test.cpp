@@ -261,6 +261,7 @@ TEST_CASE("the planner searches expert parallelism for a mixture, with what is s
   std::set<int> eps;
   std::set<std::pair<int, int>> unsplit;  // (tp, ep) with experts whole under tp
   std::map<std::tuple<int, std::string, std::string>, Candidate> first_of;  // (zero, offload, dispatcher)
+  std::map<std::tuple<int, std::string, std::string, int, int, int, int>, Candidate> layouts;  // and tp, etp, pp, ep
   for (const Candidate& c : enumerate_candidates(request)) {
     eps.insert(c.ep);
     // Experts split as the attention over blocks of dp ranks, or whole over blocks of tp x dp ranks.
@@ -281,10 +282,11 @@ TEST_CASE("the planner searches expert parallelism for a mixture, with what is s
         CHECK(c.dispatcher == "alltoall");
       }
       first_of.emplace(std::make_tuple(c.zero, c.offload, c.dispatcher), c);
+      layouts.emplace(std::make_tuple(c.zero, c.offload, c.dispatcher, c.tp, c.expert_tp(), c.pp, c.ep), c);
     }
   }
-  // Each kind of expert-parallel candidate is a scenario trainsim accepts.
-  for (const auto& [kind, c] : first_of) {
+  // Each expert-parallel candidate is a scenario trainsim accepts.
+  for (const auto& [kind, c] : layouts) {
     const MemoryCheck check = check_memory(request, c);
     CHECK_MESSAGE(check.valid, c.layout_label() << ", " << c.techniques_label() << ": " << check.reason);
   }

@@ -173,5 +173,30 @@ TEST_CASE("tp_comm_overlap holds Transformer Engine's ten userbuffers of a micro
       userbuffers += op.bytes;
   CHECK(userbuffers == 10.0 * 1024 * 256 * 2);
   const Scenario without = scenario_with({"parallel.tp=2", "parallel.sp=true", "parallel.dp=2"});
-  CHECK(runtime_memory(without, 1, 1e6).userbuffers == 0);
+  CHECK(runtime_memory(without, 1, 1e6, 256).userbuffers == 0);
+}
+
+TEST_CASE("DeepEP's buffers are the larger of its dispatch and combine hints, as Megatron-Core sizes them") {
+  // DeepEP csrc/legacy/config.hpp with 20 SMs (10 channels), the configurations of
+  // deep_ep/buffers/legacy.py, 8-byte top-k indices; each NVLink slot holds hidden + 8 + 1,024 +
+  // 512 + 512 bytes, each RDMA slot twice hidden + 2,072; both rounded up to 128 bytes; plus 160
+  // bytes of peer tables and the 32 MiB workspace.
+  const double workspace = 32.0 * 1024 * 1024, tables = 160;
+  // Hidden 4096 in bf16 (8,192 bytes), 8 ranks on one node: 8 NVLink peers, one RDMA rank, 256
+  // slots per channel and peer (dispatch and combine alike), no RDMA buffer:
+  // 10 x 8 x (2 + 3) x 4 = 1,600 + 10 x 8 x 256 x 10,248 = 209,879,040 -> 209,880,640 -> 209,880,704.
+  CHECK(*deepep_buffer_bytes(8, 8192) == 209880704.0 + tables + workspace);
+  // Hidden 7168 (DeepSeek-V3, 14,336 bytes), 64 ranks on 8 nodes: 288 NVLink slots,
+  // 10 x 8 x 19 x 4 = 6,080 + 80 x 288 x 16,392 = 377,671,680 -> 377,677,760 -> 377,677,824;
+  // 128 RDMA slots (a multiple of the send chunk 8) for 8 RDMA ranks,
+  // 10 x 8 x 18 x 2 x 4 = 11,520 + 80 x 128 x 2 x 16,408 = 336,035,840 -> 336,047,360 (aligned).
+  CHECK(*deepep_buffer_bytes(64, 14336) == 377677824.0 + tables + 336047360.0 + workspace);
+  // 16 ranks: the dispatch's send chunk of 20 rounds its 128 receive slots up to 140 (the
+  // combine's 12 to 132; the larger counts): hidden 4096,
+  // NVLink 10 x 8 x 7 x 4 = 2,240 + 80 x 288 x 10,248 = 236,113,920 -> 236,116,160 -> 236,116,224;
+  // RDMA 10 x 2 x 18 x 2 x 4 = 2,880 + 20 x 140 x 2 x 10,264 = 57,478,400 -> 57,481,280 -> 57,481,344.
+  CHECK(*deepep_buffer_bytes(16, 8192) == 236116224.0 + tables + 57481344.0 + workspace);
+  // DeepEP asserts on group sizes it has no configuration for.
+  CHECK_FALSE(deepep_buffer_bytes(12, 8192));
+  CHECK_FALSE(deepep_buffer_bytes(256, 8192));
 }
