@@ -33,7 +33,7 @@ double layer_parameters_per_rank(const ModelSpec& m, long long tp, long long ep)
   } else {
     split += (m.gated_mlp ? 3 : 2) * h * f;
   }
-  if (m.qk_norm)
+  if (m.qk_norm && m.qk_norm_weights)
     replicated += 2 * static_cast<double>(m.head_dim);
   if (m.qkv_bias)
     split += q_width + 2 * kv_width;

@@ -124,13 +124,15 @@ enum class Family { llama, gpt2 };
 
 // Hugging Face model types whose mixture of experts trainsim reads (the rest refuse expert fields).
 const std::set<std::string>& moe_types() {
-  static const std::set<std::string> types = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
+  static const std::set<std::string> types = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+                                              "llama4_text"};
   return types;
 }
 
 Family family_of(const ConfigReader& config, const std::string& where) {
-  static const std::set<std::string> llama_like = {"llama",     "mistral",   "qwen2",       "qwen3",      "gemma2",
-                                                   "mixtral",   "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
+  static const std::set<std::string> llama_like = {"llama",     "mistral",     "qwen2",       "qwen3",
+                                                   "gemma2",    "mixtral",     "qwen2_moe",   "qwen3_moe",
+                                                   "deepseek_v2", "deepseek_v3", "llama4_text"};
   static const std::set<std::string> gpt2_like = {"gpt2", "gpt3", "gpt"};
   const std::string type = config.text("model_type");
   if (llama_like.count(type))
@@ -143,7 +145,7 @@ Family family_of(const ConfigReader& config, const std::string& where) {
     return Family::llama;
   throw InputError(where + ": field 'model_type' = \"" + type +
                    "\" is not a supported architecture; accepted: llama, mistral, qwen2, qwen3, gemma2, mixtral, "
-                   "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, gpt3");
+                   "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, llama4, gpt2, gpt3");
 }
 
 // A JSON object with one key twice: parsers keep one of the values silently, so the config does
@@ -205,7 +207,7 @@ void refuse_unmodelled(const json& config, const std::string& where) {
                          feature.feature + ", which trainsim does not simulate; accepted: " + accepted);
   };
   const char* decoder_only = "decoder-only transformers (llama, mistral, qwen2, qwen3, gemma2, gpt2, gpt3; mixtures of "
-                             "experts: mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)";
+                             "experts: mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, llama4)";
   refuse(features, decoder_only);
   const std::string type = config.value("model_type", "");
   if (type == "mixtral")
@@ -223,7 +225,7 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
     return;
   model.experts = reader.integer({"num_local_experts", "num_experts", "n_routed_experts"});
   model.experts_per_token = reader.integer({"num_experts_per_tok"});
-  model.expert_ffn = type == "mixtral" ? model.ffn : reader.integer({"moe_intermediate_size"});
+  model.expert_ffn = type == "mixtral" || type == "llama4_text" ? model.ffn : reader.integer({"moe_intermediate_size"});
   if (type == "deepseek_v2" || type == "deepseek_v3") {
     // As DeepseekV3DecoderLayer: layer l has the experts from first_k_dense_replace on, where l is a
     // multiple of moe_layer_freq; the shared experts are one SwiGLU of their summed inner size,
@@ -247,6 +249,26 @@ void read_experts(const ConfigReader& reader, const std::string& type, ModelSpec
     if (static_cast<long long>(model.dense_layers.size()) == model.layers)
       throw InputError(reader.where() + ": first_k_dense_replace = " + std::to_string(first_dense) +
                        " and moe_layer_freq = " + std::to_string(frequency) +
+                       " leave no layer with experts; accepted: at least one expert layer");
+  }
+  if (type == "llama4_text") {
+    // As Llama4TextDecoderLayer: the layers of moe_layers (Llama4TextConfig: every
+    // interleave_moe_layer_step-th, from step - 1) have the routed experts (intermediate_size
+    // each, top-k by a sigmoid of the router's logits) and one ungated shared expert of the same
+    // size; the others a dense MLP of intermediate_size_mlp.
+    model.shared_expert_ffn = model.expert_ffn;
+    model.ffn = reader.integer({"intermediate_size_mlp"}, 16384);
+    const std::vector<long long> listed = reader.layer_indices("moe_layers", model.layers);
+    const long long step = reader.integer({"interleave_moe_layer_step"}, 1);
+    std::set<long long> expert_layers(listed.begin(), listed.end());
+    if (!reader.has("moe_layers"))
+      for (long long l = step - 1; l < model.layers; l += step)
+        expert_layers.insert(l);
+    for (long long l = 0; l < model.layers; ++l)
+      if (expert_layers.count(l) == 0)
+        model.dense_layers.push_back(l);
+    if (expert_layers.empty())
+      throw InputError(reader.where() + ": moe_layers and interleave_moe_layer_step = " + std::to_string(step) +
                        " leave no layer with experts; accepted: at least one expert layer");
   }
   if (type == "qwen2_moe") {
@@ -366,6 +388,35 @@ std::vector<long long> full_attention_layers(const json& config, const ConfigRea
   return full;
 }
 
+// Llama 4's chunked attention: the rotary layers (no_rope_layers 1; Llama4TextConfig: all but
+// every no_rope_layer_interval-th, default 4) attend within chunks of attention_chunk_size
+// tokens; 0 when no layer does.
+long long attention_chunk(const json& config, const ConfigReader& reader) {
+  if (config.contains("attention_chunk_size") && config.at("attention_chunk_size").is_null())
+    return 0;
+  const long long chunk = reader.integer({"attention_chunk_size"}, 8192);
+  if (config.contains("no_rope_layers") && config.at("no_rope_layers").is_array()) {
+    for (const json& rotary : config.at("no_rope_layers"))
+      if (rotary == 1 || rotary == true)
+        return chunk;
+    return 0;
+  }
+  return reader.integer({"no_rope_layer_interval"}, 4) > 1 ? chunk : 0;  // 1: every layer without rotary
+}
+
+// Llama4ForConditionalGeneration's config: the language model is its text_config (the vision
+// encoder and projector are not simulated: trainsim trains the language model).
+json language_model_config(const json& config, const std::string& where) {
+  if (config.value("model_type", "") != "llama4")
+    return config;
+  if (!config.contains("text_config") || !config.at("text_config").is_object())
+    throw InputError(where + ": field 'text_config' is missing or not an object; accepted: a Llama 4 config.json "
+                             "(Llama4ForConditionalGeneration's, with its text_config)");
+  json text = config.at("text_config");
+  text["model_type"] = "llama4_text";
+  return text;
+}
+
 } // namespace
 
 ModelSpec parse_model(const std::string& json_text, const std::string& where, const std::string& name,
@@ -378,6 +429,7 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
   }
   if (!config.is_object())
     throw InputError(where + ": the top level is not a JSON object; accepted: a Hugging Face config.json");
+  config = language_model_config(config, where);
   const ConfigReader reader(config, where);
   const Family family = family_of(reader, where);
   refuse_unmodelled(config, where);
@@ -418,7 +470,9 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
     model.tied_embeddings = reader.boolean("tie_word_embeddings", gemma);
     model.attention_dropout = reader.positive_number({"attention_dropout"}, false);
     model.hidden_dropout = reader.positive_number({"hidden_dropout"}, false);
-    model.qk_norm = type == "qwen3" || type == "qwen3_moe";
+    model.qk_norm = type == "qwen3" || type == "qwen3_moe" || (type == "llama4_text" && reader.boolean("use_qk_norm", true));
+    // Llama 4's is an L2 norm without weights (Llama4TextL2Norm).
+    model.qk_norm_weights = type != "llama4_text";
     model.sandwich_norms = gemma;
     // Gemma2Config caps the final logits at 30 and the attention scores at 50 unless null.
     model.logit_softcap = gemma && reader.cap("final_logit_softcapping", true);
@@ -429,6 +483,8 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
   }
   const std::string type = config.value("model_type", "");
   model.attention_window = attention_window(config, reader, type);
+  if (type == "llama4_text")
+    model.attention_chunk = attention_chunk(config, reader);
   if (model.attention_window > 0)
     model.full_attention_layers = full_attention_layers(config, reader, model.layers, type);
   if (static_cast<long long>(model.full_attention_layers.size()) == model.layers) {  // no layer slides
@@ -493,7 +549,7 @@ ParameterCounts count_parameters(const ModelSpec& m) {
     attention += q_width + 2 * kv_width;
   if (m.out_bias)
     attention += m.hidden;
-  if (m.qk_norm)
+  if (m.qk_norm && m.qk_norm_weights)
     attention += 2 * m.head_dim;
   long long dense_mlp = (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn;
   if (m.mlp_bias)

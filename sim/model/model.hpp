@@ -41,6 +41,10 @@ struct ModelSpec {
   bool attention_dropout = false; // dropout on attention probabilities: keeps a mask
   bool hidden_dropout = false;    // dropout after attention and MLP: keeps masks
   bool qk_norm = false;           // Qwen3: RMSNorm of each head's queries and keys (head_dim weights each)
+  bool qk_norm_weights = true;    // Llama 4's norm of the queries and keys has none (an L2 norm)
+  // Llama 4: tokens attend within chunks of this many (its rotary layers; the others over the
+  // whole sequence); simulated up to one chunk, where chunked and full attention coincide. 0: none.
+  long long attention_chunk = 0;
   // A mixture of experts (experts > 0): each layer's MLP is a router (hidden -> experts, no bias)
   // choosing experts_per_token SwiGLU experts of inner size expert_ffn per token; shared experts
   // (Qwen2-MoE: one of inner size shared_expert_ffn, scaled by a sigmoid gate) see every token.

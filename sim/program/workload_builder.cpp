@@ -52,9 +52,14 @@ void check_routing_file(const ExpertRouting& routing, const ModelSpec& model) {
 
 void check_experts(const Scenario& s, const ModelSpec& model) {
   const std::string where = s.file.string() + ": ";
+  if (model.attention_chunk > 0 && s.seq_len > model.attention_chunk)
+    throw InputError(where + "training.seq_len = " + std::to_string(s.seq_len) + " is longer than model " + model.name +
+                     "'s attention chunks of " + std::to_string(model.attention_chunk) +
+                     " tokens, and attention across chunks is not simulated; accepted: at most " +
+                     std::to_string(model.attention_chunk));
   if (s.ep > 1 && !model.moe())
     throw InputError(where + "parallel.ep = " + std::to_string(s.ep) + " splits experts, and model " + model.name +
-                     " is dense; accepted: 1, or a mixture of experts (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)");
+                     " is dense; accepted: 1, or a mixture of experts (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, llama4)");
   if (!model.moe() && (!s.routing.uniform() || s.routing.capacity_factor > 0))
     throw InputError(where + "moe.routing and moe.capacity_factor spread tokens over experts, and model " + model.name +
                      " is dense; accepted with it: moe.routing = uniform, moe.capacity_factor = none");

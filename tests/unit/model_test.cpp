@@ -272,6 +272,56 @@ TEST_CASE("mixtures of experts have their published total and active parameter c
   CHECK(dense.routed_experts == 0);
 }
 
+TEST_CASE("Llama 4's language models have their published sizes, interleaved expert layers and chunked attention") {
+  // Meta's model card (meta-llama/llama-models, models/llama4/MODEL_CARD.md): Scout 17B activated
+  // of 109B, Maverick 17B of 400B. The language model of each config's text_config (vision
+  // encoder and projector apart), vocabulary unpadded, per layer: attention 5120 x (5120 + 2 x
+  // 1024) + 5120 x 5120 = 62,914,560 (the queries' and keys' L2 norm has no weights), two norms
+  // 10,240; an expert layer a router 5120 x E, E experts and one shared expert of 3 x 5120 x 8192
+  // = 125,829,120 each; a dense layer a SwiGLU of 3 x 5120 x 16384 = 251,658,240. Embedding and
+  // output 202048 x 5120 each, the final norm 5120.
+  const long long attention = 62'914'560LL, norms = 10'240, expert = 125'829'120LL;
+  const long long ends = 2 * 202048LL * 5120 + 5120;
+  const ModelSpec scout_spec = model("llama4-scout", 1);
+  const ParameterCounts scout = count_parameters(scout_spec);
+  // Scout: 16 experts in every one of its 48 layers.
+  CHECK(scout_spec.dense_layers.empty());
+  CHECK(scout.total == (attention + 5120LL * 16 + 17 * expert + norms) * 48 + ends);
+  CHECK(scout.total == 107'769'861'120LL);  // the card's 109B counts the vision encoder too
+  CHECK(scout.active == scout.total - 15 * expert * 48);  // 1 of 16 routed experts per token
+  CHECK(scout.active / 1e9 == doctest::Approx(17).epsilon(0.02));
+  // Maverick: 128 experts in every second layer (interleave_moe_layer_step 2: layers 1, 3, ...).
+  const ModelSpec maverick_spec = model("llama4-maverick", 1);
+  const ParameterCounts maverick = count_parameters(maverick_spec);
+  CHECK(maverick_spec.dense_layers.size() == 24);
+  CHECK(maverick_spec.dense_layers.front() == 0);
+  CHECK(maverick_spec.dense_layers.back() == 46);
+  CHECK(maverick.total == (attention + 5120LL * 128 + 129 * expert + norms) * 24 +
+                              (attention + 3LL * 5120 * 16384 + norms) * 24 + ends);
+  CHECK(maverick.total / 1e9 == doctest::Approx(400).epsilon(0.002));
+  CHECK(maverick.active / 1e9 == doctest::Approx(17).epsilon(0.02));
+  CHECK(maverick_spec.ffn == 16384);
+  CHECK(maverick_spec.expert_ffn == 8192);
+  CHECK(maverick_spec.shared_expert_ffn == 8192);
+  CHECK(maverick_spec.experts_per_token == 1);
+  // Scout normalises queries and keys, Maverick does not; both chunk the rotary layers' attention.
+  CHECK(scout_spec.qk_norm);
+  CHECK_FALSE(scout_spec.qk_norm_weights);
+  CHECK_FALSE(maverick_spec.qk_norm);
+  CHECK(scout_spec.attention_chunk == 8192);
+  CHECK(maverick_spec.attention_chunk == 8192);
+  // A Llama 4 config is read through its text_config, which it must have.
+  CHECK(refusal_of(R"({"model_type": "llama4", "vision_config": {}})").find("'text_config'") != std::string::npos);
+  // Without rotary layers nothing is chunked; a null chunk size chunks nothing.
+  const std::string text = R"({"model_type": "llama4", "text_config": {"hidden_size": 256, "intermediate_size": 128,
+      "intermediate_size_mlp": 512, "num_attention_heads": 4, "num_hidden_layers": 4, "num_key_value_heads": 2,
+      "vocab_size": 1000, "num_local_experts": 4, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2)";
+  CHECK(parse_model(text + "}}", "m.json", "m", 1).attention_chunk == 8192);
+  CHECK(parse_model(text + R"(, "no_rope_layer_interval": 1}})", "m.json", "m", 1).attention_chunk == 0);
+  CHECK(parse_model(text + R"(, "attention_chunk_size": null}})", "m.json", "m", 1).attention_chunk == 0);
+  CHECK(parse_model(text + "}}", "m.json", "m", 1).dense_layers == std::vector<long long>{0, 2});
+}
+
 TEST_CASE("expert configs outside what trainsim simulates are refused by field") {
   const auto qwen3_moe = [](const std::string& extra) {
     return std::string(R"({"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512,

@@ -498,6 +498,10 @@ TEST_CASE("expert parallelism refuses what it cannot simulate, naming the settin
                  "parallel.ep=4"})
             .find("memory.offload_optimizer") != std::string::npos);
   CHECK(refusal({"model.name=llama3-8b"}).find("is dense") != std::string::npos);
+  // Llama 4's chunked attention is simulated within one chunk of 8,192 tokens, where it is causal.
+  CHECK(refusal({"model.name=llama4-scout", "training.seq_len=16384"})
+            .find("training.seq_len = 16384 is longer than model llama4-scout's attention chunks of 8192 tokens") !=
+        std::string::npos);
   CHECK(refusal({"parallel.ep=1", "memory.recompute=op"}).find("memory.recompute = op") != std::string::npos);
   CHECK(refusal({"parallel.dp=16", "parallel.ep=16", "parallel.tp=1", "parallel.sp=false"})
             .find("8 experts, not divisible by parallel.ep = 16") != std::string::npos);
