@@ -73,11 +73,12 @@ TEST_CASE("the optimal plan is printed, written, and fits its budget") {
 
 TEST_CASE("fp8 runs at the fp8 peak on H100 and is refused on A100") {
   // A 1B model, so that its layers are bound by math rather than memory traffic: fp8's doubled
-  // peak (1979 against 989 TFLOP/s) shortens its GEMMs, which reach 1402.6 against 794.5 TFLOP/s
-  // at their reference shapes (1.77x, the MAMF table cited in model/kernel_timing.cpp);
-  // attention and memory-bound kernels stay in 16 bits. GEMMs are 70% of a micro-batch's kernel
-  // time in bf16 (112 ms; `trainsim kernels` lists them), so it shrinks to 1 - 0.70 x (1 - 1 / 1.77)
-  // = 0.70 of it; the optimizer step (about 13 ms, memory-bound) does not shrink: 0.73 overall.
+  // peak (1979 against 989 TFLOP/s) shortens its GEMMs, which reach 1303 against 738 TFLOP/s
+  // at their reference shapes (1.77x: the MAMF table's burst figures at the sustained clock, both
+  // cited in model/kernel_timing.cpp); attention and memory-bound kernels stay in 16 bits. GEMMs
+  // are 66% of a micro-batch's kernel time in bf16 (129 ms; `trainsim kernels` lists them), so it
+  // shrinks to 1 - 0.66 x (1 - 1 / 1.77) = 0.71 of it; the optimizer step (about 13 ms,
+  // memory-bound) does not shrink: 0.73 overall.
   const std::string h100 = "--set platform.file=dgx-h100-2n.xml --set model.name=llama3.2-1b --set training.seq_len=4096 "
                            "--set training.micro_batch=2 --set training.global_batch=32 --set memory.flash_attention=true "
                            "--set compute.model=kernels ";

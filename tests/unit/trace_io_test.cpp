@@ -116,6 +116,17 @@ TEST_CASE("a trace without a compute_model line is timed at its efficiencies, an
   CHECK(error_of(dir).find("at least 1") != std::string::npos);
   write(dir / "workload.txt", "format 3\nranks 1\ncompute_model fast\n");
   CHECK(error_of(dir).find("accepted: auto, kernels, roofline") != std::string::npos);
+  // The attention kernel a workload was built for comes back by name, and only a known one.
+  write(dir / "workload.txt", "format 3\nranks 1\ncompute_model kernels\nattention_kernel fa3\nprogram p.trace 0\n");
+  write(dir / "p.trace", "0 compute flops=1\n");
+  CHECK(read_trace(dir).step.efficiency.attention == AttentionKernel::fa3);
+  Workload written = read_trace(dir);
+  written.step.efficiency.attention = AttentionKernel::cudnn;
+  const fs::path again = fresh_dir("kernel_lines_again");
+  write_trace(written, again);
+  CHECK(read_trace(again).step.efficiency.attention == AttentionKernel::cudnn);
+  write(dir / "workload.txt", "format 3\nranks 1\nattention_kernel flash\n");
+  CHECK(error_of(dir).find("attention_kernel") != std::string::npos);
 }
 
 TEST_CASE("pipeline ranks sharing a program are written with their own peers and groups") {
