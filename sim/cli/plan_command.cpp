@@ -404,7 +404,7 @@ PlanRequest plan_request(const PlanOptions& o, PlanCluster& cluster) {
   for (const auto& [key, value] : request.base_settings)
     overrides.push_back(key + "=" + value);
   const Scenario base = parse_scenario(facts, request.base_file, overrides);
-  request.model = load_model(base.model_file, base.vocab_multiple);
+  request.model = load_model(base.model_file, base.vocab_multiple, base.mtp_layers);
   request.global_batch = base.global_batch;
   request.seq_len = base.seq_len;
   request.tokens = base.tokens;

@@ -421,6 +421,8 @@ void import_moe(const MegatronArguments& in, ImportedScenario& out) {
   }
   if (in.has("moe-expert-capacity-factor"))
     out.set("moe.capacity_factor", in.text("moe-expert-capacity-factor"), "--moe-expert-capacity-factor");
+  if (in.has("mtp-num-layers"))
+    out.set("model.mtp_layers", std::to_string(in.whole("mtp-num-layers", 0, 16)), "--mtp-num-layers");
 }
 
 // The model's dimensions as a Hugging Face config.json: a Llama (SwiGLU, RMSNorm, rotary) or, with

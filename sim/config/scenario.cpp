@@ -40,6 +40,9 @@ const std::vector<OptionSpec>& option_specs() {
                          "there gives as its _name_or_path, e.g. meta-llama/Llama-3.1-8B"},
       {"model.path", "", "path to any Hugging Face config.json (instead of name)"},
       {"model.vocab_multiple", "128", "pad the vocabulary to a multiple of this (Megatron: 128)"},
+      {"model.mtp_layers", "auto", "multi-token-prediction modules trained after the last layer (DeepSeek-V3; Megatron's "
+                                   "--mtp-num-layers): auto (a deepseek_v3 config's num_nextn_predict_layers, default 1; "
+                                   "other models none) | a count, 0 for none"},
       {"platform.file", "", "SimGrid platform XML, a path or a file in platforms/ (or describe the cluster with gpu, nodes, ...)"},
       {"platform.calibration", "", "a calibration file from trainsim calibrate (relative to the scenario's folder; from --set, "
                                    "to the working one): its fitted compute.matmul_efficiency (with compute.model = roofline) "
@@ -717,6 +720,8 @@ void read_model_keys(const ValueReader& values, const fs::path& file, const fs::
     scenario.model_file = resolve_data_file(values.text("model.path"), "models", ".json", scenario_dir,
                                             values.raw("model.path").where + ": model.path");
   scenario.vocab_multiple = values.integer("model.vocab_multiple", 1, 1 << 20);
+  if (values.text("model.mtp_layers") != "auto")
+    scenario.mtp_layers = values.integer("model.mtp_layers", 0, 16);
 }
 
 // [platform]: a platform file, or a described cluster.

@@ -88,6 +88,7 @@ struct Scenario {
 
   std::filesystem::path model_file;   // a Hugging Face config.json
   long long vocab_multiple = 128;     // vocabulary padded to a multiple of this (Megatron's default)
+  long long mtp_layers = -1;          // model.mtp_layers: multi-token-prediction modules; -1: the config's
 
   std::filesystem::path platform_file;  // a platform XML, or empty when the cluster is described
   Calibration calibration;  // platform.calibration

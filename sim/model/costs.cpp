@@ -613,16 +613,36 @@ void describe_edge_kernels(ModelCosts& costs, const KernelShapes& k) {
   const double vocab = static_cast<double>(m.padded_vocab) / t;
   const double logits = tokens * vocab;
   KernelList head = list(), head_back = list();
-  head.memory("final-norm", 2 * e * normed * h);
-  head.linear("logits", tokens, h, vocab);
-  if (m.logit_softcap)  // cap x tanh(logits / cap): reads the logits, writes the capped ones
-    head.memory("logit-softcap", 2 * e * logits);
-  head.memory("cross-entropy", (e + 3 * 4) * logits);
-  head_back.memory("cross-entropy.bwd", (4 + e) * logits);
-  if (m.logit_softcap)  // reads the gradient and the capped logits, writes the logits' gradient
-    head_back.memory("logit-softcap.bwd", 3 * e * logits);
-  head_back.linear_backward("logits", tokens, h, vocab);
-  head_back.memory("final-norm.bwd", 4 * e * normed * h);
+  const auto output = [&](const std::string& prefix) {
+    head.memory(prefix + "final-norm", 2 * e * normed * h);
+    head.linear(prefix + "logits", tokens, h, vocab);
+    if (m.logit_softcap)  // cap x tanh(logits / cap): reads the logits, writes the capped ones
+      head.memory(prefix + "logit-softcap", 2 * e * logits);
+    head.memory(prefix + "cross-entropy", (e + 3 * 4) * logits);
+  };
+  const auto output_backward = [&](const std::string& prefix) {
+    head_back.memory(prefix + "cross-entropy.bwd", (4 + e) * logits);
+    if (m.logit_softcap)  // reads the gradient and the capped logits, writes the logits' gradient
+      head_back.memory(prefix + "logit-softcap.bwd", 3 * e * logits);
+    head_back.linear_backward(prefix + "logits", tokens, h, vocab);
+    head_back.memory(prefix + "final-norm.bwd", 4 * e * normed * h);
+  };
+  output("");
+  output_backward("");
+  // Multi-token prediction (Megatron-Core's MultiTokenPredictionLayer): each module looks up the
+  // next token's embedding, normalises it and the last layer's output (enorm, hnorm), projects
+  // both (2h -> h), runs its layer (a layer op of its own) and the shared output layer and loss.
+  for (long long d = 0; d < m.mtp_layers; ++d) {
+    const std::string prefix = "mtp" + (m.mtp_layers > 1 ? std::to_string(d) : std::string()) + ".";
+    head.memory(prefix + "embedding", 2 * e * tokens * h);
+    head.memory(prefix + "norms", 2 * 2 * e * normed * h);
+    head.linear(prefix + "eh-proj", tokens, 2 * h, h / t);
+    output(prefix);
+    output_backward(prefix);
+    head_back.linear_backward(prefix + "eh-proj", tokens, 2 * h, h / t);
+    head_back.memory(prefix + "norms.bwd", 2 * 4 * e * normed * h);
+    head_back.memory(prefix + "embedding.bwd", (e + 2 * k.g) * tokens * h);
+  }
   attach(costs, costs.head_forward, "head.fwd", head.take());
   const std::vector<Kernel> head_back_k = head_back.take();
   attach(costs, costs.head_backward, "head.bwd", head_back_k);
@@ -880,6 +900,7 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     if (std::find(m.dense_layers.begin(), m.dense_layers.end(), l) == m.dense_layers.end())
       expert_layers.push_back(l);
   double layers_flops = 0;
+  std::vector<double> kind_flops(costs.layer_kinds.size(), 0.0);  // one layer of each kind, forward model FLOPs
   for (std::size_t kind = 0; kind < main_kinds; ++kind) {
     Sharding of_kind = sharding;
     std::string prefix = "layer";
@@ -890,21 +911,23 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
     }
     const double flops = layer_costs(costs, costs.layer_kinds[kind], m, micro_batch, seq_len, precision,
                                      grad_precision, flash_attention, of_kind, prefix);
+    kind_flops[kind] = flops;
     layers_flops += main_kinds > 1 ? flops : (static_cast<double>(m.layers) - dense_layers - full_layers) * flops;
   }
   costs.kind_of_layer.assign(static_cast<std::size_t>(m.layers), 0);
   if (!m.dense_layers.empty()) {
-    layers_flops += dense_layers * layer_costs(costs, costs.layer_kinds[main_kinds], dense_mlp_model(m), micro_batch,
-                                               seq_len, precision, grad_precision, flash_attention, sharding,
-                                               "dense-layer");
+    kind_flops[main_kinds] = layer_costs(costs, costs.layer_kinds[main_kinds], dense_mlp_model(m), micro_batch,
+                                         seq_len, precision, grad_precision, flash_attention, sharding, "dense-layer");
+    layers_flops += dense_layers * kind_flops[main_kinds];
     for (const long long l : m.dense_layers)
       costs.kind_of_layer[static_cast<std::size_t>(l)] = static_cast<int>(main_kinds);
   }
   if (mixed_attention) {
     const std::size_t full_kind = costs.layer_kinds.size() - 1;
-    layers_flops += full_layers * layer_costs(costs, costs.layer_kinds[full_kind], full_attention_model(m), micro_batch,
-                                              seq_len, precision, grad_precision, flash_attention, sharding,
-                                              "full-attention-layer");
+    kind_flops[full_kind] = layer_costs(costs, costs.layer_kinds[full_kind], full_attention_model(m), micro_batch,
+                                        seq_len, precision, grad_precision, flash_attention, sharding,
+                                        "full-attention-layer");
+    layers_flops += full_layers * kind_flops[full_kind];
     for (const long long l : m.full_attention_layers)
       costs.kind_of_layer[static_cast<std::size_t>(l)] = static_cast<int>(full_kind);
   }
@@ -914,26 +937,44 @@ ModelCosts compute_costs(const ModelSpec& m, long long micro_batch, long long se
       if (costs.kind_of_layer[l] == 0)
         costs.kind_of_layer[l] = next++;
   }
+  // Each multi-token-prediction module's layer is built as the model's last (DeepSeek-V3's layer 61).
+  const double mtp = static_cast<double>(m.mtp_layers);
+  for (long long d = 0; d < m.mtp_layers; ++d) {
+    costs.kind_of_layer.push_back(costs.kind_of_layer[static_cast<std::size_t>(m.layers - 1)]);
+    layers_flops += kind_flops[static_cast<std::size_t>(costs.kind_of_layer.back())];
+  }
   costs.embedding_parameters = static_cast<double>(counts.embedding) / t + static_cast<double>(counts.positions);
-  costs.head_parameters = static_cast<double>(counts.final_norm) + static_cast<double>(counts.output_head) / t;
+  // With multi-token prediction the head's rank also holds each module's projection and norms.
+  costs.head_parameters = static_cast<double>(counts.final_norm) + static_cast<double>(counts.output_head) / t +
+                          mtp * (2 * h * h / t + 3 * static_cast<double>(counts.final_norm));
   const double embedding_rows = tokens * h * (m.learned_positions ? 2 : 1);
   costs.embedding_forward.bytes = 2 * e * embedding_rows;
   costs.embedding_backward.bytes = (e + 2 * g) * embedding_rows;
   costs.embedding_activations = m.hidden_dropout ? mask * tokens * h / unsplit : 0.0;
 
   // The output layer is split over the vocabulary (Megatron's vocabulary-parallel cross-entropy).
+  // Multi-token prediction runs it once more per module, and before it the module's projection
+  // of its two normalised inputs (the last layer's output and the next token's embedding).
   const double logits = tokens * vocab / t;
-  costs.head_forward.flops = 2 * tokens * h * vocab / t;
-  costs.head_forward.bytes = vocab / t * h * e + 2 * 4 * logits + (m.logit_softcap ? 2 * e * logits : 0.0);
+  const double outputs = 1 + mtp;  // the output layer's passes
+  const double projection_flops = 2 * tokens * 2 * h * h / t;
+  const double projection_weights = 2 * h * h / t;
+  costs.head_forward.flops = outputs * 2 * tokens * h * vocab / t + mtp * projection_flops;
+  costs.head_forward.bytes = outputs * (vocab / t * h * e + 2 * 4 * logits + (m.logit_softcap ? 2 * e * logits : 0.0)) +
+                             mtp * (projection_weights * e + 2 * e * tokens * h * 3);  // the lookup and two norms
   costs.head_backward.flops = 2 * costs.head_forward.flops;
-  costs.head_backward.bytes = 2 * costs.head_forward.bytes + 2 * vocab / t * h * g;
-  costs.head_weight_gradient_inputs = e * tokens * h + e * logits;
-  costs.head_backward_weight = {costs.head_forward.flops, 2 * vocab / t * h * g + costs.head_weight_gradient_inputs};
+  costs.head_backward.bytes = 2 * costs.head_forward.bytes + 2 * (outputs * vocab / t * h + mtp * projection_weights) * g;
+  costs.head_weight_gradient_inputs = outputs * (e * tokens * h + e * logits) + mtp * e * tokens * 3 * h;
+  costs.head_backward_weight = {outputs * 2 * tokens * h * vocab / t + mtp * projection_flops,
+                                2 * (outputs * vocab / t * h + mtp * projection_weights) * g + costs.head_weight_gradient_inputs};
   costs.head_backward_input = {costs.head_backward.flops - costs.head_backward_weight.flops,
                                std::max(0.0, costs.head_backward.bytes - costs.head_backward_weight.bytes)};
   // Final norm input, output projection input, and the fp32 logits the loss keeps (and soft-capped
   // logits, the capped ones for tanh's gradient).
-  costs.head_activations = 2 * e * tokens * h / unsplit + 4 * logits + (m.logit_softcap ? e * logits : 0.0);
+  // Each module keeps the inputs of its two norms, of its projection (both, concatenated) and of its
+  // final norm and output layer, and its logits.
+  costs.head_activations = outputs * (2 * e * tokens * h / unsplit + 4 * logits + (m.logit_softcap ? e * logits : 0.0)) +
+                           mtp * e * tokens * 4 * h;
   costs.activation_gradient_buffer = 2 * e * tokens * h;
   costs.tp_collective_bytes = e * tokens * h;
 

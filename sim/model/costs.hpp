@@ -150,7 +150,10 @@ struct ModelCosts {
   // The layers' costs by kind: one kind for most models; a mixture with dense layers among its
   // expert layers (ModelSpec::dense_layers) has a second, those layers with their dense MLP.
   std::vector<LayerCosts> layer_kinds;
-  std::vector<int> kind_of_layer;  // per layer of the model, in order: its index in layer_kinds
+  // Per layer, in order: its index in layer_kinds; after the model's layers, its
+  // multi-token-prediction modules' (ModelSpec::mtp_layers), each of the last layer's kind.
+  std::vector<int> kind_of_layer;
+  long long layer_count() const { return static_cast<long long>(kind_of_layer.size()); }
   const LayerCosts& layer(long long index) const {
     return layer_kinds[static_cast<std::size_t>(kind_of_layer[static_cast<std::size_t>(index)])];
   }
@@ -161,7 +164,9 @@ struct ModelCosts {
   LayerList layers_from(long long first, long long count) const;
   Work embedding_forward;
   Work embedding_backward;
-  Work head_forward;           // final norm, output projection, cross-entropy
+  // Final norm, output projection, cross-entropy; with multi-token prediction also each module's
+  // next-token embedding, two norms and projection, and its norm, output projection and loss.
+  Work head_forward;
   Work head_backward;
   Work head_backward_input, head_backward_weight;  // split as the layers'
   double head_weight_gradient_inputs = 0;         // what the head's W needs: its input and the logits' gradient

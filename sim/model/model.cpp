@@ -480,6 +480,8 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
     read_experts(reader, type, model);
     if (type == "deepseek_v2" || type == "deepseek_v3")
       read_latent_attention(reader, model);
+    if (type == "deepseek_v3")  // DeepseekV3Config: 1 unless given; its Hugging Face model builds none
+      model.mtp_layers = reader.count("num_nextn_predict_layers", 1);
   }
   const std::string type = config.value("model_type", "");
   model.attention_window = attention_window(config, reader, type);
@@ -506,13 +508,16 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
   return model;
 }
 
-ModelSpec load_model(const std::filesystem::path& file, long long vocab_multiple) {
+ModelSpec load_model(const std::filesystem::path& file, long long vocab_multiple, long long mtp_layers) {
   std::ifstream stream(file);
   if (!stream)
     throw InputError(file.string() + ": cannot read the model file");
   std::stringstream buffer;
   buffer << stream.rdbuf();
-  return parse_model(buffer.str(), file.string(), file.stem().string(), vocab_multiple);
+  ModelSpec model = parse_model(buffer.str(), file.string(), file.stem().string(), vocab_multiple);
+  if (mtp_layers >= 0)
+    model.mtp_layers = mtp_layers;
+  return model;
 }
 
 long long latent_attention_parameters(const ModelSpec& m) {
@@ -575,6 +580,11 @@ ParameterCounts count_parameters(const ModelSpec& m) {
   counts.output_head = m.tied_embeddings ? 0 : m.padded_vocab * m.hidden;
   counts.total = counts.embedding + counts.positions + counts.layers + counts.final_norm + counts.output_head;
   counts.active = counts.total - unrouted_experts * expert_layers;
+  // DeepSeek-V3's module: its layer (as the last: layer 61), eh_proj (2h -> h), enorm, hnorm and
+  // shared_head.norm.
+  const bool last_dense = std::find(m.dense_layers.begin(), m.dense_layers.end(), m.layers - 1) != m.dense_layers.end();
+  counts.per_mtp_module = (last_dense ? counts.per_dense_layer : counts.per_layer) + 2 * m.hidden * m.hidden + 3 * norm;
+  counts.mtp = counts.per_mtp_module * m.mtp_layers;
   return counts;
 }
 

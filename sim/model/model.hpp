@@ -71,9 +71,18 @@ struct ModelSpec {
   long long kv_lora_rank = 0;
   long long qk_rope_head_dim = 0;
   long long v_head_dim = 0;
+  // Multi-token prediction (DeepSeek-V3, section 2.2; Megatron-Core's --mtp-num-layers): this many
+  // modules after the last layer, each an embedding of the next token (shared), two norms, a
+  // projection of both to hidden, a layer as the model's last and the shared output head with
+  // its loss. Trained beside the model; not in the published parameter counts.
+  long long mtp_layers = 0;
   bool moe() const { return experts > 0; }
   bool mla() const { return kv_lora_rank > 0; }
 };
+
+// The output layer's side reads the embedding: tied to it, or looking up the next tokens for
+// multi-token prediction.
+inline bool head_reads_embedding(const ModelSpec& model) { return model.tied_embeddings || model.mtp_layers > 0; }
 
 // A latent attention's weights: down-projections, their norms, up-projections, output projection.
 long long latent_attention_parameters(const ModelSpec& model);
@@ -94,10 +103,15 @@ struct ParameterCounts {
   long long total = 0;
   long long routed_experts = 0;   // of `total`: every layer's routed experts (0 for a dense model)
   long long active = 0;           // what one token uses: `total` less the experts it is not routed to
+  // Beside `total`: one multi-token-prediction module (its layer, projection and three norms; the
+  // embedding and output head are the model's) and all of them.
+  long long per_mtp_module = 0;
+  long long mtp = 0;
 };
 
-// Throws InputError naming the file and field.
-ModelSpec load_model(const std::filesystem::path& file, long long vocab_multiple);
+// Throws InputError naming the file and field. `mtp_layers`: the multi-token-prediction modules
+// trained (model.mtp_layers); -1: the config's.
+ModelSpec load_model(const std::filesystem::path& file, long long vocab_multiple, long long mtp_layers = -1);
 ModelSpec parse_model(const std::string& json_text, const std::string& where, const std::string& name,
                       long long vocab_multiple);
 

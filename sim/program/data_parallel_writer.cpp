@@ -68,24 +68,24 @@ public:
                      const ModelStatePlan& states, const RecomputePlan& plan, int gradient_group,
                      const ModelParallelGroups& parallel, const RuntimeMemory& runtime = {})
       : s_(scenario), model_(model), costs_(costs), states_(states), plan_(plan), ops_(*this, costs, parallel),
-        runtime_(runtime) {
+        runtime_(runtime), layers_(costs.layer_count()) {
     const ParameterCounts counts = count_parameters(model);
     const double t = static_cast<double>(scenario.tp);
     groups_.push_back({"embedding", costs.embedding_parameters});
-    for (long long l = 0; l < model.layers; ++l)
+    for (long long l = 0; l < layers_; ++l)
       groups_.push_back({"L" + std::to_string(l), costs.layer(l).parameters});
     // A tied output layer uses the embedding matrix: gathering the head gathers it again.
     groups_.push_back({"head", costs.head_parameters +
                                    (model.tied_embeddings ? static_cast<double>(counts.embedding) / t : 0.0)});
     head_gradient_parameters_ = costs.head_parameters;
-    for (long long l = model.layers - 1; l >= 0; --l)
+    for (long long l = layers_ - 1; l >= 0; --l)
       if (costs.layer(l).expert_parameters > 0)
         last_expert_layer_ = l;
 
     StateSet dense(states, gradient_group, "");
     for (const ParamGroup& group : groups_)
       dense.group_parameters.push_back(group.parameters);
-    dense.parameters = costs.embedding_parameters + costs.layer_parameters(0, model.layers) + costs.head_parameters;
+    dense.parameters = costs.embedding_parameters + costs.layer_parameters(0, layers_) + costs.head_parameters;
     // FSDP shards each group separately; the shards of a tied head are the embedding's.
     dense.weight_parameters = dense.parameters;
     if (states.weights.sharded) {
@@ -97,10 +97,10 @@ public:
     if (parallel.experts) {
       StateSet experts(*parallel.experts, parallel.expert_gradient, "expert-");
       experts.group_parameters.push_back(0.0);
-      for (long long l = 0; l < model.layers; ++l)
+      for (long long l = 0; l < layers_; ++l)
         experts.group_parameters.push_back(costs.layer(l).expert_parameters);
       experts.group_parameters.push_back(0.0);
-      experts.parameters = costs.layer_expert_parameters(0, model.layers);
+      experts.parameters = costs.layer_expert_parameters(0, layers_);
       experts.weight_parameters = experts.parameters;
       if (parallel.experts->weights.sharded) {
         experts.weight_parameters = 0;
@@ -113,7 +113,7 @@ public:
 
   Program build() {
     // Per micro-batch and layer: forward and backward kernels, collectives, allocs and frees.
-    expect(static_cast<std::size_t>(s_.grad_accum) * static_cast<std::size_t>(model_.layers + 2) * 16 + 64);
+    expect(static_cast<std::size_t>(s_.grad_accum) * static_cast<std::size_t>(layers_ + 2) * 16 + 64);
     allocate_runtime_memory(*this, runtime_);
     allocate_model_states();
     plan_fetches();
@@ -196,7 +196,7 @@ private:
 
   int group_of_layer(long long layer) const { return static_cast<int>(layer + 1); }
   long long layer_of_group(int group) const {
-    return group >= 1 && group <= model_.layers ? group - 1 : OpPlace::none;
+    return group >= 1 && group <= layers_ ? group - 1 : OpPlace::none;
   }
   int head_group() const { return static_cast<int>(groups_.size() - 1); }
 
@@ -211,7 +211,7 @@ private:
     if (!gathers_per_use())
       return;
     per_micro_batch_.push_back({0, "fwd"});
-    for (long long l = 0; l < model_.layers; ++l)
+    for (long long l = 0; l < layers_; ++l)
       per_micro_batch_.push_back({group_of_layer(l), "fwd"});
     per_micro_batch_.push_back({head_group(), "fwd"});
     per_micro_batch_.push_back({head_group(), "bwd"});
@@ -421,7 +421,7 @@ private:
     gathered = acquire();
     alloc("head.act" + mb, MemCategory::activations, costs_.head_activations);
     chain_ = ops_.head_forward("head.fwd" + mb,
-                               updated(static_cast<std::size_t>(model_.layers + 1), after_chain(gathered)));
+                               updated(static_cast<std::size_t>(layers_ + 1), after_chain(gathered)));
     release_use();
   }
 
@@ -609,6 +609,7 @@ private:
   const RecomputePlan& plan_;
   LayerOps ops_;
   const RuntimeMemory runtime_;
+  const long long layers_;  // the model's and its multi-token-prediction modules' (ModelCosts::layer_count)
   std::vector<ParamGroup> groups_;
   double head_gradient_parameters_ = 0;
   long long last_expert_layer_ = -1;  // in backward order: the first layer with experts (DeepSeek's come after dense ones)
@@ -641,7 +642,7 @@ double default_activation_budget(const Scenario& scenario, const ModelSpec& mode
   keep_nothing.recompute = Recompute::full;
   RecomputePlan empty;
   empty.strategy = "budget";
-  empty.segments.push_back({0, model.layers, LayerPolicy::keep});
+  empty.segments.push_back({0, costs.layer_count(), LayerPolicy::keep});
   ModelCosts without_layers = costs;
   for (LayerCosts& layer : without_layers.layer_kinds)
     layer.activations = LayerActivations{};

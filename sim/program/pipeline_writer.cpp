@@ -233,9 +233,10 @@ private:
       pieces.push_back(0.0);
     return pieces;
   }
-  // The head's copy of a tied embedding, unless the embedding is on this rank too (ZB-V's V).
+  // The head's copy of the embedding, tied or read by multi-token prediction, unless the
+  // embedding is on this rank too (ZB-V's V).
   double tied_embedding_parameters() const {
-    if (!model_.tied_embeddings || stage_of_virtual_stage(s_.schedule, p_, p_ * v_ - 1) == 0)
+    if (!head_reads_embedding(model_) || stage_of_virtual_stage(s_.schedule, p_, p_ * v_ - 1) == 0)
       return 0.0;
     return static_cast<double>(count_parameters(model_).embedding) / s_.tp;
   }
@@ -644,6 +645,9 @@ std::vector<long long> first_layer_of_virtual_stages(const Scenario& scenario, c
 
 std::vector<long long> layers_per_virtual_stage(const Scenario& scenario, const ModelSpec& model) {
   std::vector<long long> stages = layers_per_stage_of_a_pass(scenario, model);
+  // The multi-token-prediction modules run after the last layer, on the stage with the output
+  // layer (Megatron-Core's default placement; layer counts per stage name the model's layers).
+  stages.back() += model.mtp_layers;
   if (two_directions(scenario.schedule))  // going up, the same stages again
     stages.insert(stages.end(), stages.begin(), stages.end());
   return stages;

@@ -137,7 +137,7 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
   if (s.recompute == Recompute::every) {
     // Each rank's layers (a pipeline stage's chunk) are one checkpoint_sequential: its last
     // segment is not checkpointed, so a segment as long as the chunk would recompute nothing.
-    long long fewest = model.layers;
+    long long fewest = model.layers + model.mtp_layers;
     if (s.pp > 1)
       for (long long layers : layers_per_virtual_stage(s, model))
         fewest = std::min(fewest, layers);
@@ -149,7 +149,7 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
             (fewest > 2 ? "every:1 to every:" + std::to_string(fewest - 1) : fewest == 2 ? "every:1" : "full or none"));
   }
   if (s.recompute == Recompute::nth) {
-    long long most = model.layers / s.pp / s.vpp;
+    long long most = (model.layers + model.mtp_layers) / s.pp / s.vpp;
     if (s.pp > 1)
       for (long long layers : layers_per_virtual_stage(s, model))
         most = std::max(most, layers);
@@ -167,12 +167,13 @@ void check_layout(const Scenario& s, const ModelSpec& model) {
 
 // The pairs of pipeline ranks holding copies of the same parameters, which sum their gradients:
 // under DualPipe each rank r < pp / 2 and its mirror pp - 1 - r (kind `mirror`); else, when the
-// first and last stages both hold a tied embedding, those two (kind `emb`; ZB-V and DualPipeV
-// hold both ends on the first rank).
+// first and last stages both hold the embedding (tied, or read by multi-token prediction: Megatron-
+// Core's last stage keeps a copy), those two (kind `emb`; ZB-V and DualPipeV hold both ends on
+// the first rank).
 std::vector<int> copies_groups(const Scenario& s, const ModelSpec& model, const Layout& layout, LayoutGroups& groups) {
   std::vector<int> of_rank(static_cast<std::size_t>(layout.world()), -1);
   const bool mirrors = two_directions(s.schedule);
-  if (!mirrors && (!model.tied_embeddings || s.pp == 1 || v_placement(s.schedule)))
+  if (!mirrors && (!head_reads_embedding(model) || s.pp == 1 || v_placement(s.schedule)))
     return of_rank;
   const std::string kind = mirrors ? "mirror" : "emb";
   int count = 0;
@@ -293,7 +294,8 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
 
   Workload& workload = build.workload;
   workload.step.model = model.name;
-  workload.step.parameters = static_cast<double>(count_parameters(model).total);
+  const ParameterCounts counts = count_parameters(model);
+  workload.step.parameters = static_cast<double>(counts.total + counts.mtp);  // what is trained
   workload.step.tokens_per_step = static_cast<double>(scenario.global_batch * scenario.seq_len);
   workload.step.model_flops_per_step =
       costs.model_flops_per_micro_batch * static_cast<double>(scenario.grad_accum) * scenario.dp;
@@ -323,7 +325,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
       budget = scenario.activation_budget > 0
                    ? scenario.activation_budget
                    : data_parallel_activation_budget(scenario, model, costs, states, experts, gpu_capacity);
-    build.recompute = plan_recompute(scenario, costs.layers_from(0, model.layers), budget);
+    build.recompute = plan_recompute(scenario, costs.layers_from(0, costs.layer_count()), budget);
     // Ranks differ only in their groups, which their bindings name: one program for all (per
     // place in the ep group under uneven routing).
     std::vector<std::shared_ptr<const Program>> of_place;
@@ -333,7 +335,7 @@ WorkloadBuild build_workload(const Scenario& scenario, const ModelSpec& model, d
                                       model_parallel_groups(scenario, experts), runtime.front())));
     std::vector<double> recomputed_by_place;
     for (const ModelCosts& place_costs : costs_of_place)
-      recomputed_by_place.push_back(recompute_flops(build.recompute, place_costs.layers_from(0, model.layers)));
+      recomputed_by_place.push_back(recompute_flops(build.recompute, place_costs.layers_from(0, place_costs.layer_count())));
     for (int rank = 0; rank < layout.world(); ++rank) {
       workload.programs.push_back(of_place[static_cast<std::size_t>(place_of(rank))]);
       build.recompute_flops += recomputed_by_place[static_cast<std::size_t>(place_of(rank))];

@@ -143,7 +143,7 @@ std::string program_scale(const Workload& workload) {
 PreparedRun read_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
   PreparedRun prepared;
   prepared.scenario = load_scenario(file, overrides);
-  prepared.model = load_model(prepared.scenario.model_file, prepared.scenario.vocab_multiple);
+  prepared.model = load_model(prepared.scenario.model_file, prepared.scenario.vocab_multiple, prepared.scenario.mtp_layers);
   return prepared;
 }
 

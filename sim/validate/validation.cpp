@@ -195,7 +195,7 @@ void check_scenario(const PublishedRow& row, const std::string& where) {
     const Scenario scenario = parse_scenario("", "validation-row.ini", overrides);
     if (row.kind == MeasuredKind::megatron_core_tflops_per_gpu ||
         row.kind == MeasuredKind::megatron_core_2025_tflops_per_gpu) {
-      const ModelSpec model = load_model(scenario.model_file, scenario.vocab_multiple);
+      const ModelSpec model = load_model(scenario.model_file, scenario.vocab_multiple, scenario.mtp_layers);
       if (model.mla() || !model.dense_layers.empty())
         throw InputError("measured_kind " + std::string(to_string(row.kind)) +
                          ": simulated for Megatron-LM's formula of every layer alike with grouped-query attention; "
@@ -372,7 +372,7 @@ ValidationResult compare(const PublishedRow& row, const SweepRow& simulated) {
   for (const auto& [key, value] : scenario_settings(row))
     overrides.push_back(key + "=" + value);
   const Scenario scenario = parse_scenario("", "validation-row.ini", overrides);
-  const ModelSpec model = load_model(scenario.model_file, scenario.vocab_multiple);
+  const ModelSpec model = load_model(scenario.model_file, scenario.vocab_multiple, scenario.mtp_layers);
   const GpuSpec& gpu = find_gpu(row.gpu, "validation row " + row.label);
   const double peak = row.precision == "fp32" ? gpu.peak_fp32
                       : row.precision == "fp16" ? gpu.peak_fp16

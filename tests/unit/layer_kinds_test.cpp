@@ -182,3 +182,50 @@ TEST_CASE("latent attention is refused under tensor and context parallelism, nam
     }
   }
 }
+
+TEST_CASE("a multi-token-prediction module runs a layer like the last, a projection and the output layer again, where the head is") {
+  // model.mtp_layers = 1 on the 4-layer mixture: the module's layer (index 4) is an expert layer
+  // as layer 3; the head piece adds the next token's embedding, two norms, the projection
+  // 2h -> h and a second output layer and loss: 2 x 512 x 2h x h + 2 x 512 x h x 1000 FLOPs more.
+  const Scenario plain = scenario({"model.mtp_layers=0"});
+  const Scenario with_mtp = scenario({"model.mtp_layers=1"});
+  const ModelSpec mtp_model = load_model(with_mtp.model_file, 1, with_mtp.mtp_layers);
+  CHECK(mtp_model.mtp_layers == 1);
+  const ModelCosts before = compute_costs(model(), 1, 512, Precision::bf16, Precision::fp32, true);
+  const ModelCosts after = compute_costs(mtp_model, 1, 512, Precision::bf16, Precision::fp32, true);
+  CHECK(after.layer_count() == 5);
+  CHECK(after.kind_of_layer[4] == after.kind_of_layer[3]);
+  CHECK(after.head_forward.flops - before.head_forward.flops == doctest::Approx(2 * 512 * 2 * h * h + 2 * 512 * h * 1000));
+  // Its parameters beside the model's: the layer, the projection and three norms.
+  CHECK(count_parameters(mtp_model).mtp == static_cast<long long>(expert_layer + 2 * h * h + 3 * h));
+  CHECK(count_parameters(mtp_model).total == count_parameters(model()).total);
+  CHECK(after.head_parameters - before.head_parameters == 2 * h * h + 3 * h);
+  bool projection = false;
+  for (const KernelSet& set : after.kernel_sets)
+    for (const Kernel& kernel : set.kernels)
+      projection = projection || (set.name == "head.fwd" && kernel.name == "mtp.eh-proj" && kernel.m == 512 &&
+                                  kernel.n == h && kernel.k == 2 * h);
+  CHECK(projection);
+  for (const std::string pp : {"1", "2"}) {
+    CAPTURE(pp);
+    const Scenario s = scenario({"model.mtp_layers=1", "parallel.pp=" + pp, "parallel.dp=" + std::string(pp == "1" ? "4" : "2")});
+    const WorkloadBuild build = build_workload(s, mtp_model, 0);
+    for (std::size_t rank = 0; rank < build.workload.programs.size(); ++rank) {
+      CAPTURE(rank);
+      const bool last_stage = pp == "1" || build.coords[rank].pp == 1;
+      long module_ops = 0, all_to_alls = 0, embedding_sums = 0;
+      for (const Op& op : build.workload.program(rank).ops) {
+        module_ops += op.kind == OpKind::compute && op.name.rfind("L4.", 0) == 0;
+        all_to_alls += op.kind == OpKind::collective && op.collective == Collective::all_to_all;
+        embedding_sums += op.kind == OpKind::collective && op.name == "embedding-grad-allreduce";
+      }
+      // The module's layer runs on the last stage, with its all-to-alls (dispatch and combine,
+      // forward and backward, per micro-batch), beside layers 2 and 3's.
+      CHECK((module_ops > 0) == last_stage);
+      CHECK(all_to_alls == (last_stage ? 4 * 3 * s.grad_accum : 0));
+      // Under a pipeline the last stage keeps a copy of the embedding for the module's lookup,
+      // whose gradients the first and last stages sum (Megatron-Core's embedding group).
+      CHECK(embedding_sums == (pp == "2" ? 1 : 0));
+    }
+  }
+}

@@ -266,6 +266,13 @@ TEST_CASE("mixtures of experts have their published total and active parameter c
   CHECK(deepseek.total == 671'026'419'200LL);
   CHECK(deepseek.active == deepseek.total - 58 * 248 * expert);  // 8 of 256 routed experts per token
   CHECK(deepseek.active / 1e9 == doctest::Approx(37).epsilon(0.02));
+  // Its multi-token-prediction module beside them (num_nextn_predict_layers 1; the repository's
+  // README_WEIGHTS.md: "11.5B unique parameters" apart from the shared embedding and head): layer
+  // 61 built as an expert layer, eh_proj 7168 x 14336 and three norms.
+  CHECK(deepseek.per_mtp_module == expert_layer + 2 * 7168LL * 7168 + 3 * 7168);
+  CHECK(deepseek.mtp == deepseek.per_mtp_module);
+  CHECK(deepseek.mtp / 1e9 == doctest::Approx(11.5).epsilon(0.01));
+  CHECK(count_parameters(load_model(test::source_dir() / "models" / "deepseek-v3.json", 128, 0)).mtp == 0);
   // A dense model's active parameters are all of them.
   const ParameterCounts dense = count_parameters(model("llama3-8b"));
   CHECK(dense.active == dense.total);
