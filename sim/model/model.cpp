@@ -480,8 +480,12 @@ ModelSpec parse_model(const std::string& json_text, const std::string& where, co
     read_experts(reader, type, model);
     if (type == "deepseek_v2" || type == "deepseek_v3")
       read_latent_attention(reader, model);
-    if (type == "deepseek_v3")  // DeepseekV3Config: 1 unless given; its Hugging Face model builds none
+    if (type == "deepseek_v3") {  // DeepseekV3Config: 1 unless given; its Hugging Face model builds none
       model.mtp_layers = reader.count("num_nextn_predict_layers", 1);
+      if (model.mtp_layers > 16)
+        throw InputError(where + ": field 'num_nextn_predict_layers' = " + std::to_string(model.mtp_layers) +
+                         "; accepted: 0 to 16 (as model.mtp_layers)");
+    }
   }
   const std::string type = config.value("model_type", "");
   model.attention_window = attention_window(config, reader, type);

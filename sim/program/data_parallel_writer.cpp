@@ -74,9 +74,10 @@ public:
     groups_.push_back({"embedding", costs.embedding_parameters});
     for (long long l = 0; l < layers_; ++l)
       groups_.push_back({"L" + std::to_string(l), costs.layer(l).parameters});
-    // A tied output layer uses the embedding matrix: gathering the head gathers it again.
+    // A tied output layer (or multi-token prediction's lookup) uses the embedding matrix: gathering
+    // the head gathers it again.
     groups_.push_back({"head", costs.head_parameters +
-                                   (model.tied_embeddings ? static_cast<double>(counts.embedding) / t : 0.0)});
+                                   (head_reads_embedding(model) ? static_cast<double>(counts.embedding) / t : 0.0)});
     head_gradient_parameters_ = costs.head_parameters;
     for (long long l = layers_ - 1; l >= 0; --l)
       if (costs.layer(l).expert_parameters > 0)

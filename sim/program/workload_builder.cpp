@@ -57,6 +57,10 @@ void check_experts(const Scenario& s, const ModelSpec& model) {
                      "'s attention chunks of " + std::to_string(model.attention_chunk) +
                      " tokens, and attention across chunks is not simulated; accepted: at most " +
                      std::to_string(model.attention_chunk));
+  if (model.mtp_layers > 0 && s.tp > 1)
+    throw InputError(where + "parallel.tp = " + std::to_string(s.tp) + " with multi-token prediction (model.mtp_layers = " +
+                     std::to_string(model.mtp_layers) + "), whose embedding and projection collectives over tp are not "
+                     "simulated; accepted: parallel.tp = 1, or model.mtp_layers = 0");
   if (s.ep > 1 && !model.moe())
     throw InputError(where + "parallel.ep = " + std::to_string(s.ep) + " splits experts, and model " + model.name +
                      " is dense; accepted: 1, or a mixture of experts (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, llama4)");

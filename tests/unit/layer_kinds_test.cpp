@@ -228,4 +228,19 @@ TEST_CASE("a multi-token-prediction module runs a layer like the last, a project
       CHECK(embedding_sums == (pp == "2" ? 1 : 0));
     }
   }
+  // Under ZeRO-3 the head's gathered group holds the embedding the module looks up.
+  const Scenario sharded = scenario({"model.mtp_layers=1", "memory.zero=3"});
+  double head_gathered = 0;
+  const WorkloadBuild sharded_build = build_workload(sharded, mtp_model, 0);
+  for (const Op& op : sharded_build.workload.program(0).ops)
+    if (op.kind == OpKind::collective && op.name == "gather.head.params.fwd.mb0")
+      head_gathered = op.bytes;
+  CHECK(head_gathered == 2 * (h * 1000 + h + h * 1000 + 2 * h * h + 3 * h));  // bf16: output layer, norms, projection, embedding
+  // Its collectives over tp are not written: refused.
+  try {
+    build_workload(scenario({"model.mtp_layers=1", "parallel.tp=2", "parallel.sp=true", "parallel.dp=2"}), mtp_model, 0);
+    FAIL("accepted");
+  } catch (const InputError& error) {
+    CHECK(std::string(error.what()).find("parallel.tp = 2 with multi-token prediction") != std::string::npos);
+  }
 }
