@@ -407,7 +407,7 @@ long long attention_chunk(const json& config, const ConfigReader& reader) {
 // Llama4ForConditionalGeneration's config: the language model is its text_config (the vision
 // encoder and projector are not simulated: trainsim trains the language model).
 json language_model_config(const json& config, const std::string& where) {
-  if (config.value("model_type", "") != "llama4")
+  if (!config.contains("model_type") || config.at("model_type") != "llama4")  // a non-string is refused later
     return config;
   if (!config.contains("text_config") || !config.at("text_config").is_object())
     throw InputError(where + ": field 'text_config' is missing or not an object; accepted: a Llama 4 config.json "

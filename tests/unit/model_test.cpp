@@ -317,6 +317,8 @@ TEST_CASE("Llama 4's language models have their published sizes, interleaved exp
   CHECK_FALSE(maverick_spec.qk_norm);
   CHECK(scout_spec.attention_chunk == 8192);
   CHECK(maverick_spec.attention_chunk == 8192);
+  // A model_type that is not a string is refused as such (found by the fuzzer).
+  CHECK(refusal_of(R"({"model_type": 200, "n_embd": 8})").find("model_type") != std::string::npos);
   // A Llama 4 config is read through its text_config, which it must have.
   CHECK(refusal_of(R"({"model_type": "llama4", "vision_config": {}})").find("'text_config'") != std::string::npos);
   // Without rotary layers nothing is chunked; a null chunk size chunks nothing.
