@@ -6,7 +6,7 @@
 #   bash bench/run.sh --scale         GPT-3 175B on 64, 256 and 1,024 GPUs, both fidelities
 #   bash bench/run.sh --planning      a 256-configuration sweep and the plan for Llama 3 70B
 #   bash bench/run.sh --moe           mixtures of experts: the shipped scenarios, Mixtral 8x22B on 64 and 256 GPUs,
-#                                     DeepSeek-V3 on 2,048 GPUs
+#                                     DeepSeek-V3 on 2,048 GPUs (1F1B, and DualPipe with fp8)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/with-build.sh"
 
@@ -56,6 +56,8 @@ if [ "${1:-}" = "--moe" ]; then
   echo "Mixtral 8x22B, 256 A100 (dp 8, ep 8, global batch 128):   $(measure $mixtral22 --set platform.file=dgx-a100-32n.xml \
     --set parallel.dp=8 --set parallel.ep=8 --set training.global_batch=128)"
   echo "DeepSeek-V3, 2048 H800, pp 16, ep 64 (scenario):          $(measure scenarios/deepseek-v3-2048.ini)"
+  echo "  the same under DualPipe, fp8 GEMMs and dispatch:          $(measure scenarios/deepseek-v3-2048.ini \
+    --set parallel.schedule=dualpipe --set memory.precision=fp8 --set moe.dispatch_precision=fp8)"
   exit 0
 fi
 

@@ -559,12 +559,16 @@ ImportedScenario import_megatron(const std::string& command_line, const std::str
       "num-query-groups", "kv-channels", "swiglu", "vocab-size", "tokenizer-type", "max-position-embeddings",
       "untie-embeddings-and-output-weights", "disable-bias-linear", "normalization", "position-embedding-type",
       "num-experts", "moe-router-topk", "moe-ffn-hidden-size", "attention-dropout", "hidden-dropout"};
-  if (!model_given)
+  if (!model_given) {
     out.model_config = megatron_model(in, out);
-  else
+  } else {
+    // A config such as DeepSeek-V3's names a module Megatron builds only when asked.
+    if (!in.has("mtp-num-layers"))
+      out.set("model.mtp_layers", "0", "Megatron's default (no --mtp-num-layers: no multi-token prediction)");
     for (const std::string& flag : model_flags)
       if (in.has(flag))
         out.left_out.push_back("--" + flag + ": the model is --model's");
+  }
   for (const std::string& flag : in.unused())
     out.left_out.push_back("--" + flag + ": " +
                            (without_effect(flag) ? "no effect on a step's time or memory"

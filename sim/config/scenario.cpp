@@ -87,9 +87,10 @@ const std::vector<OptionSpec>& option_specs() {
        "--microbatch-group-size-per-virtual-pipeline-stage), from pp to the micro-batches per pipeline, the last "
        "group the rest, which must be none or at least pp; a larger group lets m be any count >= pp (auto: pp)"},
       {"parallel.overlap_pairs", "auto",
-       "dualpipe and dualpipev: each forward and the whole backward of another micro-batch beside it run at once on the "
-       "GPU, sharing it, so that each one's communication (its all-to-alls above all) hides behind the other's compute, "
-       "as DualPipe runs them: true | false (one after the other) (auto: true with them)"},
+       "dualpipe and dualpipev: each forward and the whole backward of another micro-batch paired with it run "
+       "interleaved on the compute stream, cut at their expert all-to-alls, so that one's all-to-alls run while the "
+       "other computes (Megatron-Core's combined 1F1B order): true | false (one after the other) (auto: true with "
+       "them)"},
       {"parallel.order", "tp-cp-dp-pp", "rank order, innermost first (Megatron: tp-cp-dp-pp)"},
       {"parallel.layers_per_stage", "uniform",
        "layers of each of the pp x vpp stages, e.g. 10,12,12,14 (dualpipe: of the pp stages each direction passes) "

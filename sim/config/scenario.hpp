@@ -109,7 +109,7 @@ struct Scenario {
   ExpertRouting routing;              // [moe]
   bool sp = false;                    // sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::one_f_one_b;
-  // DualPipeV's forward-backward pairs run at once on the GPU (parallel.overlap_pairs).
+  // DualPipe's forward-backward pairs run interleaved (parallel.overlap_pairs).
   bool overlap_pairs = false;
   std::string order = "tp-cp-dp-pp";  // rank order, innermost first
   std::vector<long long> layers_per_stage;  // explicit split over pp x vpp stages; empty: uniform

@@ -131,12 +131,8 @@ struct SharedState {
   double comm_slowdown = 0;
   double bandwidth_efficiency = 1;  // ReplaySettings::bandwidth_efficiency
   CommTuning tuning;                // ReplaySettings::tuning
-  // Per group, then the second communicators: the groups the second streams' collectives use
-  // (Stream::tp_comm_2, ep_comm_2, ep_rail_2), each its own NCCL communicator, so that the two passes of an
-  // overlapped pair neither queue behind each other nor match each other's calls.
   std::vector<GroupPlan> groups;
-  std::vector<int> second_communicator;  // per group: its second communicator's index in `groups`; -1: none
-  std::vector<std::unordered_map<std::uint64_t, Arrivals>> arrivals;  // per communicator, per call
+  std::vector<std::unordered_map<std::uint64_t, Arrivals>> arrivals;  // per group, per call
   std::map<const Program*, ProgramPlan> plans;
   ReplayObserver* observer = nullptr;
   std::vector<double> rank_finish;
@@ -330,12 +326,7 @@ public:
 private:
   static constexpr double never = std::numeric_limits<double>::infinity();
 
-  // The communicator of a collective: its group's, or the group's second one for a collective of
-  // the second streams.
-  int group(const Op& op) const {
-    const int g = shared_.workload->group_of(rank_, op.group);
-    return second_pass_stream(op.stream) ? shared_.second_communicator[static_cast<std::size_t>(g)] : g;
-  }
+  int group(const Op& op) const { return shared_.workload->group_of(rank_, op.group); }
   int peer(const Op& op) const { return shared_.workload->peer_of(rank_, op.peer); }
 
   // Something due at a simulated time: a timer of a collective or an op ready to start.
@@ -861,20 +852,7 @@ private:
   double last_finish_ = 0;
 };
 
-// Per group, the index its second communicator's plan takes after the `groups` plans of the
-// groups themselves, where a second stream runs collectives on it; -1 elsewhere.
-std::vector<int> second_communicators(const Workload& workload, std::size_t groups) {
-  const std::vector<bool> used = workload.groups_running([](const Op& op) { return second_pass_stream(op.stream); });
-  // Numbered in group order, the order their plans are made in.
-  std::vector<int> second(workload.groups.size(), -1);
-  auto next = static_cast<int>(groups);
-  for (std::size_t g = 0; g < used.size(); ++g)
-    if (used[g])
-      second[g] = next++;
-  return second;
-}
-
-// `group_index` names its mailboxes: the group's index, or its second communicator's.
+// `group_index` names its mailboxes.
 GroupPlan plan_group(const Group& group, const BoundGroup& bound, int group_index, const CommTuning& tuning) {
   GroupPlan plan;
   plan.bound = &bound;
@@ -935,11 +913,6 @@ ReplayOutcome replay(SimulationContext& context, const Workload& workload, const
   for (std::size_t g = 0; g < workload.groups.size(); ++g)
     shared.groups.push_back(
         plan_group(workload.groups[g], binding->group(static_cast<int>(g)), static_cast<int>(g), settings.tuning));
-  shared.second_communicator = second_communicators(workload, shared.groups.size());
-  for (std::size_t g = 0; g < workload.groups.size(); ++g)
-    if (shared.second_communicator[g] >= 0)
-      shared.groups.push_back(plan_group(workload.groups[g], binding->group(static_cast<int>(g)),
-                                         shared.second_communicator[g], settings.tuning));
   shared.arrivals.resize(shared.groups.size());
   std::map<const Program*, AnalyticSlots> analytic_slots;
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {

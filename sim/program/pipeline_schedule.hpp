@@ -26,7 +26,7 @@ struct PipelineStep {
   long long micro_batch = 0;
   int chunk = 0;              // model chunk on this rank; virtual stage = chunk * pp + stage
   // A whole backward paired with the forward before it (DualPipe's overlapped pairs): the two
-  // may run at once (parallel.overlap_pairs).
+  // may run interleaved (parallel.overlap_pairs).
   bool beside_previous = false;
 };
 

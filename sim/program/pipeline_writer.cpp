@@ -69,48 +69,38 @@ public:
     std::vector<std::vector<OpId>> step_start(steps.size());
     std::vector<int> finished_chunks;  // in the order their last backward ended
     OpId last = 0;
-    // Overlapped pairs (parallel.overlap_pairs): the backward runs on the second streams beside its
-    // forward, both after the passes before the forward; the step after the pair waits for both.
-    std::vector<OpId> passes_before;  // the last ops of the passes before the next step
-    std::vector<OpId> before_forward;  // the same, when the latest forward was written
-    bool previous_beside = false;
+    OpId pair_first = 0;  // the first op of an overlapped pair's forward
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipelineStep& step = steps[i];
       const std::vector<OpId> post_after = i >= ahead ? step_start[i - ahead] : std::vector<OpId>{};
-      const bool beside = s_.overlap_pairs && step.beside_previous;
-      std::vector<OpId> also;  // what the step waits for besides its inputs
-      if (beside)
-        also = before_forward;
-      else if (previous_beside)
-        also = {last};  // the pair's backward; its forward is before this step on the stream
-      const OpId forward_last = last;
-      use_second_streams(beside);
-      if (!also.empty()) {
-        // Everything the step runs on its compute stream, allocations included, waits for it.
-        const PlacedAt in_step(*this, place_in_step(step));
-        compute("pair-wait" + suffix(step), Work{}, step.pass == Pass::forward ? Phase::forward : Phase::backward,
-                also);
-      }
       if (step.pass == Pass::forward) {
-        before_forward = passes_before;
+        std::vector<OpId> input = forward_input(step, post_after);
         // A pair starts once both its inputs are in, as DualPipe receives them before computing
         // either (deepseek-ai/DualPipe, _forward_backward_chunk): the forward waits for the
-        // gradient its backward receives.
-        std::vector<OpId> pair_input;
+        // gradient its backward receives; overlapped, everything the pair runs on the compute
+        // stream (allocations included) waits for both.
         if (i + 1 < steps.size() && steps[i + 1].beside_previous) {
           early_gradient_ = receive_gradient(steps[i + 1], i + 1 >= ahead ? step_start[i + 1 - ahead] : std::vector<OpId>{});
+          std::vector<OpId> both = input;
           if (early_gradient_)
-            pair_input.push_back(*early_gradient_);
+            both.push_back(*early_gradient_);
+          if (s_.overlap_pairs) {
+            const PlacedAt in_step(*this, place_in_step(step));
+            compute("pair-wait" + suffix(step), Work{}, Phase::forward, both);
+            pair_first = static_cast<OpId>(size());
+          } else {
+            input = both;
+          }
         }
-        last = forward(step, post_after, step_start[i], pair_input);
+        last = forward(step, step_start[i], input);
       } else if (step.pass == Pass::backward_weight) {
         last = weight_gradients(step, last, step_start[i]);
       } else {
+        const OpId backward_first = static_cast<OpId>(size());
         last = backward(step, post_after, step_start[i]);
+        if (s_.overlap_pairs && step.beside_previous)
+          interleave(pair_first, backward_first);
       }
-      use_second_streams(false);
-      passes_before = beside ? std::vector<OpId>{forward_last, last} : std::vector<OpId>{last};
-      previous_beside = beside;
       const bool gradients_done = step.pass == Pass::backward || step.pass == Pass::backward_weight;
       if (gradients_done && --backwards_left[step.chunk] == 0) {
         if (s_.overlap_grad_reduce)
@@ -288,19 +278,26 @@ private:
     expert_optimizer_parameters_ = experts_.allocate();
   }
 
-  // Runs the chunk's forward for one micro-batch, its first op also after `also`; returns its last op.
-  OpId forward(const PipelineStep& step, const std::vector<OpId>& post_after, std::vector<OpId>& started,
-               std::vector<OpId> also) {
+  // What a chunk's forward starts from when another stage computed it: the activations received
+  // (gathered over tp after a scattered transfer), or this rank's other chunk's output at ZB-V's turn.
+  std::vector<OpId> forward_input(const PipelineStep& step, const std::vector<OpId>& post_after) {
+    if (first_virtual_stage(step.chunk))
+      return {};
+    if (upstream_slot(step.chunk) < 0)
+      return {turn_.at(static_cast<std::size_t>(step.micro_batch))};
+    const std::string sfx = suffix(step);
+    const PlacedAt in_step(*this, place_in_step(step));
+    return {gather_boundary(recv(Stream::pp_comm, upstream_slot(step.chunk), tag(step.micro_batch, virtual_stage(step.chunk), 0),
+                                 boundary_bytes(), "recv.act" + sfx, post_after),
+                            "recv.act" + sfx)};
+  }
+
+  // Runs the chunk's forward for one micro-batch from `input`; returns its last op.
+  OpId forward(const PipelineStep& step, std::vector<OpId>& started, std::vector<OpId> input) {
     const std::string sfx = suffix(step);
     const PlacedAt in_step(*this, place_in_step(step));
     const int vs = virtual_stage(step.chunk);
-    std::vector<OpId> deps = std::move(also);
-    if (!first_virtual_stage(step.chunk) && upstream_slot(step.chunk) >= 0)
-      deps.push_back(gather_boundary(recv(Stream::pp_comm, upstream_slot(step.chunk), tag(step.micro_batch, vs, 0),
-                                          boundary_bytes(), "recv.act" + sfx, post_after),
-                                     "recv.act" + sfx));
-    else if (!first_virtual_stage(step.chunk))
-      deps.push_back(turn_.at(static_cast<std::size_t>(step.micro_batch)));
+    std::vector<OpId> deps = std::move(input);
     StepOps track(started);
     OpId& last = track.last;
     std::size_t piece = 0;

@@ -49,11 +49,7 @@ const char* to_string(Stream stream) {
   case Stream::cpu: return "cpu";
   case Stream::io_write: return "io-write";
   case Stream::ep_comm: return "ep-comm";
-  case Stream::compute_2: return "compute-2";
-  case Stream::tp_comm_2: return "tp-comm-2";
-  case Stream::ep_comm_2: return "ep-comm-2";
   case Stream::ep_rail: return "ep-rail";
-  case Stream::ep_rail_2: return "ep-rail-2";
   }
   return "?";
 }

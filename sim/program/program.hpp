@@ -28,17 +28,9 @@ enum class OpKind : std::uint8_t { compute, collective, send, recv, copy, read, 
 // a read and a write handle). cpu is work the rank hands to its node's CPU.
 enum class Stream : std::uint8_t {
   compute, tp_comm, dp_comm, pp_comm, copy, io_read, cp_comm, pp_bwd, copy_out, cpu, io_write, ep_comm,
-  // The second pass of a pair running at once with the first (parallel.overlap_pairs): its kernels
-  // and its tensor- and expert-parallel collectives, beside the first pass's.
-  compute_2, tp_comm_2, ep_comm_2,
-  // DeepEP's inter-node leg, beside the NVLink leg on ep_comm (and the second pass's).
-  ep_rail, ep_rail_2
+  // DeepEP's inter-node leg, beside the NVLink leg on ep_comm.
+  ep_rail
 };
-// A stream of the second pass of an overlapped pair.
-inline bool second_pass_stream(Stream stream) {
-  return stream == Stream::compute_2 || stream == Stream::tp_comm_2 || stream == Stream::ep_comm_2 ||
-         stream == Stream::ep_rail_2;
-}
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast };
 // cuda_context and nccl_buffers are held outside PyTorch's caching allocator (the driver's context
 // and NCCL's own buffers): allocated once when a program starts, never freed.
@@ -51,7 +43,7 @@ enum class Device : std::uint8_t { gpu, host, nvme };
 enum class Phase : std::uint8_t { other, forward, backward, recompute, optimizer, weight_gradient };
 
 constexpr int op_kind_count = 9;
-constexpr int stream_count = 17;
+constexpr int stream_count = 13;
 constexpr int collective_count = 5;
 constexpr int category_count = 7;
 constexpr int device_count = 3;

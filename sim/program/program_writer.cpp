@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "program/model_states.hpp"
 #include "program/offloaded_optimizer.hpp"
@@ -11,7 +12,7 @@ namespace trainsim {
 OpId ProgramWriter::compute(const std::string& name, const Work& work, Phase phase, std::vector<OpId> deps) {
   Op op;
   op.kind = OpKind::compute;
-  op.stream = on(Stream::compute);
+  op.stream = Stream::compute;
   op.name = name;
   op.flops = work.flops;
   op.bytes = work.bytes;
@@ -51,7 +52,7 @@ std::optional<OpId> ProgramWriter::alloc(const std::string& tensor, MemCategory 
     return std::nullopt;
   Op op;
   op.kind = OpKind::alloc;
-  op.stream = on(Stream::compute);
+  op.stream = Stream::compute;
   op.tensor = tensor;
   op.category = category;
   op.device = device;
@@ -65,28 +66,92 @@ void ProgramWriter::release(const std::string& tensor, std::vector<OpId> deps) {
     return;
   Op op;
   op.kind = OpKind::free;
-  op.stream = on(Stream::compute);
+  op.stream = Stream::compute;
   op.tensor = tensor;
   op.deps = std::move(deps);
   program_.add(std::move(op));
 }
 
-Stream ProgramWriter::on(Stream stream) const {
-  if (!second_streams_)
-    return stream;
-  switch (stream) {
-  case Stream::compute: return Stream::compute_2;
-  case Stream::tp_comm: return Stream::tp_comm_2;
-  case Stream::ep_comm: return Stream::ep_comm_2;
-  case Stream::ep_rail: return Stream::ep_rail_2;
-  default: return stream;
+void ProgramWriter::interleave(OpId first, OpId second) {
+  if (!pairs_.empty() && first < pairs_.back().end)
+    throw std::logic_error("interleaved pairs overlap");
+  pairs_.push_back({first, second, static_cast<OpId>(program_.ops.size())});
+}
+
+namespace {
+
+// An expert-parallel exchange: a pass's piece of an overlapped pair ends after one (or after
+// DeepEP's two legs).
+bool exchanges_tokens(const Op& op) {
+  return op.kind == OpKind::collective && (op.stream == Stream::ep_comm || op.stream == Stream::ep_rail);
+}
+
+// Where a pass's piece starting at `op` ends (past its last op): after the first exchange (DeepEP's
+// two legs together), or at `stop`.
+OpId piece_end(const std::vector<Op>& ops, OpId op, OpId stop) {
+  while (op < stop && !exchanges_tokens(ops[op]))
+    ++op;
+  while (op < stop && exchanges_tokens(ops[op]))
+    ++op;
+  return op;
+}
+
+// Appends a pair's ops to `order`: the pieces of the passes [first, second) and [second, end)
+// alternating. The second (the backward) starts where its first piece ends in an exchange, which
+// the first's compute then hides, as Megatron-Core issues the backward's combine first; else
+// (nothing to hide) the forward runs first, its output wanted downstream.
+void append_alternating(const std::vector<Op>& ops, OpId first, OpId second, OpId end, std::vector<OpId>& order) {
+  OpId next[2] = {first, second};
+  const OpId stop[2] = {second, end};
+  const OpId backward_piece = piece_end(ops, second, end);
+  int pass = backward_piece > second && exchanges_tokens(ops[backward_piece - 1]) ? 1 : 0;
+  for (; next[0] < stop[0] || next[1] < stop[1]; pass = 1 - pass) {
+    const OpId piece = piece_end(ops, next[pass], stop[pass]);
+    for (; next[pass] < piece; ++next[pass])
+      order.push_back(next[pass]);
   }
+}
+
+} // namespace
+
+Program ProgramWriter::take() {
+  if (pairs_.empty())
+    return std::move(program_);
+  std::vector<Op>& ops = program_.ops;
+  std::vector<OpId> order;
+  order.reserve(ops.size());
+  OpId next = 0;
+  for (const Pair& pair : pairs_) {
+    for (; next < pair.first; ++next)
+      order.push_back(next);
+    append_alternating(ops, pair.first, pair.second, pair.end, order);
+    next = pair.end;
+  }
+  for (; next < ops.size(); ++next)
+    order.push_back(next);
+  std::vector<OpId> position(ops.size());
+  for (OpId at = 0; at < order.size(); ++at)
+    position[order[at]] = at;
+  Program reordered;
+  reordered.ops.reserve(ops.size());
+  for (const OpId old : order) {
+    Op& op = reordered.ops.emplace_back(std::move(ops[old]));
+    for (OpId& dep : op.deps) {
+      dep = position[dep];
+      // The two passes of a pair do not wait for each other.
+      if (dep >= reordered.ops.size() - 1)
+        throw std::logic_error("an interleaved pair's op waits for a later one: " + op.name);
+    }
+  }
+  pairs_.clear();
+  program_ = Program{};
+  return reordered;
 }
 
 OpId ProgramWriter::add_op(OpKind kind, Stream stream, double bytes, const std::string& name, std::vector<OpId> deps) {
   Op op;
   op.kind = kind;
-  op.stream = on(stream);
+  op.stream = stream;
   op.bytes = bytes;
   op.name = name;
   op.place = place_;

@@ -65,10 +65,13 @@ public:
   OpId compute_on(const std::string& host, const std::string& name, const Work& work, Phase phase,
                   std::vector<OpId> deps);
 
-  // Ops written next go on the second streams (compute-2, tp-comm-2, ep-comm-2, ep-rail-2 for
-  // compute, tp-comm, ep-comm and ep-rail, memory ops with the kernels): the second pass of a pair
-  // running at once with the first (parallel.overlap_pairs).
-  void use_second_streams(bool second) { second_streams_ = second; }
+  // The ops written from `first` until now are two passes of an overlapped pair, the first
+  // written from `first`, the second from `second` (parallel.overlap_pairs). take() puts them in
+  // the order Megatron-Core's combined 1F1B issues them (model_chunk_schedule_plan.py,
+  // TransformerLayerSchedulePlan.run): each pass cut after each expert-parallel exchange it
+  // issues, the pieces alternate (see append_alternating for which goes first), so that one
+  // pass's all-to-alls run while the other computes on the one compute stream.
+  void interleave(OpId first, OpId second);
 
   // Where the ops written next sit in the step: every op but alloc and free gets this place.
   void move_to(const OpPlace& place) { place_ = place; }
@@ -76,7 +79,7 @@ public:
 
   // Room for about this many ops, so that building a long program does not move its ops around.
   void expect(std::size_t ops) { program_.ops.reserve(ops); }
-  Program take() { return std::move(program_); }
+  Program take();
   std::size_t size() const { return program_.ops.size(); }
 
 private:
@@ -84,11 +87,13 @@ private:
   OpId add_op(OpKind kind, Stream stream, double bytes, const std::string& name, std::vector<OpId> deps);
   OpId point_to_point(OpKind kind, Stream stream, int peer, int tag, double bytes, const std::string& name,
                       std::vector<OpId> deps);
-  Stream on(Stream stream) const;
+  struct Pair {
+    OpId first, second, end;
+  };
   Program program_;
   std::set<std::string> live_;
   OpPlace place_;
-  bool second_streams_ = false;
+  std::vector<Pair> pairs_;  // to interleave, in program order
 };
 
 // Moves a writer to a place for the lifetime of this object, then back to where it was.

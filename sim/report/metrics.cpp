@@ -85,16 +85,12 @@ const char* point_to_point_kind(Stream stream) {
   switch (stream) {
   case Stream::pp_comm:
   case Stream::pp_bwd: return "pp";
-  case Stream::tp_comm:
-  case Stream::tp_comm_2: return "tp";
+  case Stream::tp_comm: return "tp";
   case Stream::dp_comm: return "dp";
   case Stream::cp_comm: return "cp";
   case Stream::ep_comm:
-  case Stream::ep_comm_2:
-  case Stream::ep_rail:
-  case Stream::ep_rail_2: return "ep";
+  case Stream::ep_rail: return "ep";
   case Stream::compute:
-  case Stream::compute_2:
   case Stream::copy:
   case Stream::copy_out:
   case Stream::io_read:

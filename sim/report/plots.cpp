@@ -288,21 +288,17 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
   // Consecutive kernels of one micro-batch, chunk and phase form one block, unless a gap
   // between them would show (a pixel or more). The CPU's optimizer step is the rank's optimizer
   // phase: it is drawn in the kernel band (kind "cpu_optimizer"), under any GPU kernel at the same
-  // time, so that the band shows what the breakdown counts; transfers go in a strip below. Where
-  // a rank runs kernels on a second stream beside the first (DualPipeV's overlapped pairs), each
-  // stream takes half of the band, the first the upper.
+  // time, so that the band shows what the breakdown counts; transfers go in a strip below.
   const double invisible_gap = end / (width - left - right);
   struct Block {
     double start, end;
     Phase phase;
     long long micro_batch, chunk;
     std::string kind;  // empty for a GPU kernel
-    int lane = 0;      // 1: a kernel of the second compute stream
   };
   struct Row {
     int rank;
     std::vector<Block> kernels, transfers;
-    bool two_lanes = false;
   };
   std::vector<Row> rows;
   std::set<std::string> drawn;  // legend names of what the rows draw
@@ -310,7 +306,6 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
     const int rank = spans.ranks()[row];
     const Program& program = workload.program(rank);
     Row& drawing = rows.emplace_back(Row{rank, {}, {}});
-    std::vector<Block> lanes[2];  // kernels of the compute stream and of the second one
     std::vector<Span> ordered = spans.spans(row);
     std::sort(ordered.begin(), ordered.end(),
               [](const Span& a, const Span& b) { return a.start != b.start ? a.start < b.start : a.op < b.op; });
@@ -320,15 +315,13 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
         continue;
       const std::string kind = comm_kind(op, workload, static_cast<std::size_t>(rank));
       if (op.kind == OpKind::compute && (op.target.empty() || kind == "cpu_optimizer")) {
-        const int lane = second_pass_stream(op.stream) ? 1 : 0;
-        drawing.two_lanes = drawing.two_lanes || lane == 1;
-        std::vector<Block>& kernels = lanes[lane];
+        std::vector<Block>& kernels = drawing.kernels;
         if (!kernels.empty() && kernels.back().phase == op.phase && kernels.back().kind == kind &&
             kernels.back().micro_batch == op.place.micro_batch && kernels.back().chunk == op.place.chunk &&
             span.start - kernels.back().end < invisible_gap)
           kernels.back().end = std::max(kernels.back().end, span.end);
         else
-          kernels.push_back({span.start, span.end, op.phase, op.place.micro_batch, op.place.chunk, kind, lane});
+          kernels.push_back({span.start, span.end, op.phase, op.place.micro_batch, op.place.chunk, kind});
         drawn.insert(kind.empty() ? to_string(op.phase) : kind);
         continue;
       }
@@ -339,8 +332,6 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
         transfers.push_back({span.start, span.end, Phase::other, -1, -1, kind});
       drawn.insert(kind);
     }
-    drawing.kernels = std::move(lanes[0]);
-    drawing.kernels.insert(drawing.kernels.end(), lanes[1].begin(), lanes[1].end());
     // GPU kernels last, over the CPU's step where both run.
     std::stable_partition(drawing.kernels.begin(), drawing.kernels.end(),
                           [](const Block& block) { return !block.kind.empty(); });
@@ -375,16 +366,10 @@ std::string pipeline_svg(const Workload& workload, const SpanRecorder& spans, co
         if (block.end <= from || block.start >= to)
           continue;
         const double x0 = scale(std::max(block.start, from)), w = std::max(0.5, scale(std::min(block.end, to)) - x0);
-        const bool halved = rows[row].two_lanes && block.kind.empty();
-        const double band = halved ? kernel_height / 2 : kernel_height, top_y = y + (halved ? block.lane * band : 0);
-        svg.rect(x0, top_y, w, band, block.kind.empty() ? phase_colour(block.phase) : comm_colour(block.kind));
-        if (!halved && block.kind.empty() && block.micro_batch >= 0 &&
-            w >= text_width(std::to_string(block.micro_batch), 10) + 4)
+        svg.rect(x0, y, w, kernel_height, block.kind.empty() ? phase_colour(block.phase) : comm_colour(block.kind));
+        if (block.kind.empty() && block.micro_batch >= 0 && w >= text_width(std::to_string(block.micro_batch), 10) + 4)
           svg.text(x0 + w / 2, y + 13, std::to_string(block.micro_batch),
                    "text-anchor=\"middle\" fill=\"#fff\" font-size=\"10\"");
-        else if (halved && block.micro_batch >= 0 && w >= text_width(std::to_string(block.micro_batch), 8) + 4)
-          svg.text(x0 + w / 2, top_y + 7.5, std::to_string(block.micro_batch),
-                   "text-anchor=\"middle\" fill=\"#fff\" font-size=\"8\"");
       }
       for (const Block& block : rows[row].transfers) {
         if (block.end <= from || block.start >= to)

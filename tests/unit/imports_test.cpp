@@ -179,6 +179,9 @@ TEST_CASE("import megatron: interleaving, recompute, precision and experts") {
   // Multi-token prediction's modules, as many as Megatron builds.
   s = import_megatron(base + "--mtp-num-layers 1", "args", {0, 8}, true);
   CHECK(s.value_of("model.mtp_layers") == "1");
+  // Without the flag Megatron builds no module, whatever the --model config names.
+  s = import_megatron(base, "args", {0, 8}, true);
+  CHECK(s.value_of("model.mtp_layers") == "0");
   // Chunks of 4 layers, all recomputed (the last too): uniform:4, not checkpoint_sequential's every:4;
   // block: the first N layers of each rank, one by one (Megatron's default N: 1).
   s = import_megatron(base + "--recompute-granularity full --recompute-method uniform --recompute-num-layers 4",

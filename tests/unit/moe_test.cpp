@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 
 #include "common/error.hpp"
@@ -1065,4 +1066,47 @@ TEST_CASE("DeepEP's legs move through DeepEP's own buffers, not NCCL communicato
   CHECK(deepep_buffers == 209880704.0 + 160 + 32.0 * 1024 * 1024);
   for (const Op& op : plain.workload.program(0).ops)
     CHECK_FALSE((op.kind == OpKind::alloc && op.tensor == "deepep-buffers" && op.bytes > 0));
+}
+
+TEST_CASE("DualPipeV's overlapped pairs alternate their passes at the expert all-to-alls on the one compute stream") {
+  // Mixtral (32 expert layers) on 2 DualPipeV stages: 4 virtual stages of 8 layers, tp 1, ep 8.
+  // Each pass of a pair issues 2 all-to-alls per layer (dispatch, combine), 16 in all, which cut
+  // it into 17 pieces; the pieces alternate, the backward's first (its first piece ends in its
+  // combine's all-to-all): 34 runs of kernels of one pass, as Megatron-Core's combined 1F1B
+  // orders a layer's f.attn, b.mlp, f.mlp, b.attn.
+  const Scenario scenario = mixtral_scenario({"parallel.tp=1", "parallel.sp=false", "parallel.pp=2",
+                                              "parallel.schedule=dualpipev", "training.global_batch=64"});
+  REQUIRE(scenario.overlap_pairs);
+  const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
+  const Program& program = build.workload.program(0);
+  const auto pass_of = [](const Op& op) {
+    return std::to_string(op.phase == Phase::forward) + "/" + std::to_string(op.place.micro_batch) + "/" +
+           std::to_string(op.place.chunk);
+  };
+  int pairs = 0;
+  for (OpId id = 0; id < program.ops.size(); ++id) {
+    CHECK((program.ops[id].kind != OpKind::compute || program.ops[id].stream == Stream::compute ||
+           program.ops[id].stream == Stream::cpu));
+    if (program.ops[id].name.rfind("pair-wait", 0) != 0)
+      continue;
+    ++pairs;
+    // The pair's kernels: those after its pair-wait, up to the first of a third pass.
+    std::vector<std::string> runs;
+    std::set<std::string> passes;
+    for (OpId next = id + 1; next < program.ops.size(); ++next) {
+      const Op& op = program.ops[next];
+      if (op.kind != OpKind::compute || !op.target.empty())
+        continue;
+      const std::string pass = pass_of(op);
+      passes.insert(pass);
+      if (passes.size() > 2)
+        break;
+      if (runs.empty() || runs.back() != pass)
+        runs.push_back(pass);
+    }
+    CAPTURE(program.ops[id].name);
+    REQUIRE(runs.size() == 34);
+    CHECK(runs.front().front() == '0');  // a backward's
+  }
+  CHECK(pairs > 0);
 }
