@@ -96,19 +96,35 @@ OpId piece_end(const std::vector<Op>& ops, OpId op, OpId stop) {
   return op;
 }
 
+// The pieces of a pass [from, to): where each ends.
+std::vector<OpId> piece_ends(const std::vector<Op>& ops, OpId from, OpId to) {
+  std::vector<OpId> ends;
+  while (from < to)
+    ends.push_back(from = piece_end(ops, from, to));
+  return ends;
+}
+
 // Appends a pair's ops to `order`: the pieces of the passes [first, second) and [second, end)
-// alternating. The second (the backward) starts where its first piece ends in an exchange, which
-// the first's compute then hides, as Megatron-Core issues the backward's combine first; else
-// (nothing to hide) the forward runs first, its output wanted downstream.
-void append_alternating(const std::vector<Op>& ops, OpId first, OpId second, OpId end, std::vector<OpId>& order) {
+// interleaved, each next piece from the pass that has run the smaller share of its pieces, so
+// that equal counts alternate and a pass with more (a backward that recomputes its forward
+// issues twice the exchanges) has them spread evenly. The backward starts where its first piece
+// ends in an exchange (its combine, or under recompute a dispatch), which the forward's compute
+// then hides, as Megatron-Core issues the backward's combine first; else (nothing to hide) the
+// forward runs first, its output wanted downstream.
+void append_interleaved(const std::vector<Op>& ops, OpId first, OpId second, OpId end, std::vector<OpId>& order) {
+  const std::vector<OpId> ends[2] = {piece_ends(ops, first, second), piece_ends(ops, second, end)};
+  const int leader = !ends[1].empty() && exchanges_tokens(ops[ends[1].front() - 1]) ? 1 : 0;
+  std::size_t taken[2] = {0, 0};
   OpId next[2] = {first, second};
-  const OpId stop[2] = {second, end};
-  const OpId backward_piece = piece_end(ops, second, end);
-  int pass = backward_piece > second && exchanges_tokens(ops[backward_piece - 1]) ? 1 : 0;
-  for (; next[0] < stop[0] || next[1] < stop[1]; pass = 1 - pass) {
-    const OpId piece = piece_end(ops, next[pass], stop[pass]);
-    for (; next[pass] < piece; ++next[pass])
+  while (taken[0] < ends[0].size() || taken[1] < ends[1].size()) {
+    // Compare taken[0] / size[0] with taken[1] / size[1] without dividing; ties go to the leader.
+    const auto share = [&](int pass) { return taken[pass] * ends[1 - pass].size(); };
+    int pass = leader;
+    if (taken[pass] == ends[pass].size() || share(1 - pass) < share(pass))
+      pass = 1 - pass;
+    for (; next[pass] < ends[pass][taken[pass]]; ++next[pass])
       order.push_back(next[pass]);
+    ++taken[pass];
   }
 }
 
@@ -124,7 +140,7 @@ Program ProgramWriter::take() {
   for (const Pair& pair : pairs_) {
     for (; next < pair.first; ++next)
       order.push_back(next);
-    append_alternating(ops, pair.first, pair.second, pair.end, order);
+    append_interleaved(ops, pair.first, pair.second, pair.end, order);
     next = pair.end;
   }
   for (; next < ops.size(); ++next)
@@ -134,14 +150,17 @@ Program ProgramWriter::take() {
     position[order[at]] = at;
   Program reordered;
   reordered.ops.reserve(ops.size());
+  // The backward of a pair waits for nothing of its forward (the forward, written first, cannot
+  // wait for the backward): either order of their pieces keeps every dep pointing backwards.
+  for (const Pair& pair : pairs_)
+    for (OpId id = pair.second; id < pair.end; ++id)
+      for (const OpId dep : ops[id].deps)
+        if (dep >= pair.first && dep < pair.second)
+          throw std::logic_error("an overlapped pair's backward waits for its forward: " + ops[id].name);
   for (const OpId old : order) {
     Op& op = reordered.ops.emplace_back(std::move(ops[old]));
-    for (OpId& dep : op.deps) {
+    for (OpId& dep : op.deps)
       dep = position[dep];
-      // The two passes of a pair do not wait for each other.
-      if (dep >= reordered.ops.size() - 1)
-        throw std::logic_error("an interleaved pair's op waits for a later one: " + op.name);
-    }
   }
   pairs_.clear();
   program_ = Program{};

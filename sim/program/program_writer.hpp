@@ -69,8 +69,8 @@ public:
   // written from `first`, the second from `second` (parallel.overlap_pairs). take() puts them in
   // the order Megatron-Core's combined 1F1B issues them (model_chunk_schedule_plan.py,
   // TransformerLayerSchedulePlan.run): each pass cut after each expert-parallel exchange it
-  // issues, the pieces alternate (see append_alternating for which goes first), so that one
-  // pass's all-to-alls run while the other computes on the one compute stream.
+  // issues, the pieces interleaved (append_interleaved says in which order), so that one pass's
+  // all-to-alls run while the other computes on the one compute stream.
   void interleave(OpId first, OpId second);
 
   // Where the ops written next sit in the step: every op but alloc and free gets this place.

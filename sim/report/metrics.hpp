@@ -184,8 +184,8 @@ private:
     std::vector<signed char> kind;       // per op: index into kinds_, -1 for ops that move no data
     std::vector<OpId> allocation;        // per op: see pair_allocations
   };
-  // The GPU's time by phase: kernels running at once (the two passes of an overlapped pair) each
-  // take an equal share of it, so that recompute and the optimizer are not counted twice.
+  // The GPU's time by phase: kernels running at once (a trace's compute ops on several streams)
+  // each take an equal share of it, so that recompute and the optimizer are not counted twice.
   struct PhaseTime {
     double last = 0;
     int running = 0, recompute = 0, optimizer = 0;  // kernels under way, and of those phases

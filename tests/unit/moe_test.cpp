@@ -1068,45 +1068,53 @@ TEST_CASE("DeepEP's legs move through DeepEP's own buffers, not NCCL communicato
     CHECK_FALSE((op.kind == OpKind::alloc && op.tensor == "deepep-buffers" && op.bytes > 0));
 }
 
-TEST_CASE("DualPipeV's overlapped pairs alternate their passes at the expert all-to-alls on the one compute stream") {
+TEST_CASE("DualPipeV's overlapped pairs interleave their passes at the expert all-to-alls on the one compute stream") {
   // Mixtral (32 expert layers) on 2 DualPipeV stages: 4 virtual stages of 8 layers, tp 1, ep 8.
   // Each pass of a pair issues 2 all-to-alls per layer (dispatch, combine), 16 in all, which cut
   // it into 17 pieces; the pieces alternate, the backward's first (its first piece ends in its
   // combine's all-to-all): 34 runs of kernels of one pass, as Megatron-Core's combined 1F1B
-  // orders a layer's f.attn, b.mlp, f.mlp, b.attn.
-  const Scenario scenario = mixtral_scenario({"parallel.tp=1", "parallel.sp=false", "parallel.pp=2",
-                                              "parallel.schedule=dualpipev", "training.global_batch=64"});
-  REQUIRE(scenario.overlap_pairs);
-  const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
-  const Program& program = build.workload.program(0);
-  const auto pass_of = [](const Op& op) {
-    return std::to_string(op.phase == Phase::forward) + "/" + std::to_string(op.place.micro_batch) + "/" +
-           std::to_string(op.place.chunk);
-  };
-  int pairs = 0;
-  for (OpId id = 0; id < program.ops.size(); ++id) {
-    CHECK((program.ops[id].kind != OpKind::compute || program.ops[id].stream == Stream::compute ||
-           program.ops[id].stream == Stream::cpu));
-    if (program.ops[id].name.rfind("pair-wait", 0) != 0)
-      continue;
-    ++pairs;
-    // The pair's kernels: those after its pair-wait, up to the first of a third pass.
-    std::vector<std::string> runs;
-    std::set<std::string> passes;
-    for (OpId next = id + 1; next < program.ops.size(); ++next) {
-      const Op& op = program.ops[next];
-      if (op.kind != OpKind::compute || !op.target.empty())
+  // orders a layer's f.attn, b.mlp, f.mlp, b.attn. Under full recompute the backward re-runs
+  // its forward first: 32 all-to-alls, 33 pieces, among which the forward's 17 are spread so
+  // that no two follow each other (17 <= 33), the backward first and last (the forward's 17th
+  // goes once 16/17 < taken/33, i.e. after the backward's 32nd): 17 + 18 = 35 runs.
+  for (const auto& [recompute, expected_runs] : {std::pair{"none", 34}, {"full", 35}}) {
+    CAPTURE(recompute);
+    const Scenario scenario =
+        mixtral_scenario({"parallel.tp=1", "parallel.sp=false", "parallel.pp=2", "parallel.schedule=dualpipev",
+                          "training.global_batch=64", std::string("memory.recompute=") + recompute});
+    REQUIRE(scenario.overlap_pairs);
+    const WorkloadBuild build = build_workload(scenario, mixtral(), 0);
+    const Program& program = build.workload.program(0);
+    const auto pass_of = [](const Op& op) {
+      return std::to_string(op.phase == Phase::forward) + "/" + std::to_string(op.place.micro_batch) + "/" +
+             std::to_string(op.place.chunk);
+    };
+    int pairs = 0;
+    for (OpId id = 0; id < program.ops.size(); ++id) {
+      CHECK((program.ops[id].kind != OpKind::compute || program.ops[id].stream == Stream::compute ||
+             program.ops[id].stream == Stream::cpu));
+      if (program.ops[id].name.rfind("pair-wait", 0) != 0)
         continue;
-      const std::string pass = pass_of(op);
-      passes.insert(pass);
-      if (passes.size() > 2)
-        break;
-      if (runs.empty() || runs.back() != pass)
-        runs.push_back(pass);
+      ++pairs;
+      // The pair's kernels: those after its pair-wait, up to the first of a third pass.
+      std::vector<std::string> runs;
+      std::set<std::string> passes;
+      for (OpId next = id + 1; next < program.ops.size(); ++next) {
+        const Op& op = program.ops[next];
+        if (op.kind != OpKind::compute || !op.target.empty())
+          continue;
+        const std::string pass = pass_of(op);
+        passes.insert(pass);
+        if (passes.size() > 2)
+          break;
+        if (runs.empty() || runs.back() != pass)
+          runs.push_back(pass);
+      }
+      CAPTURE(program.ops[id].name);
+      REQUIRE(runs.size() == static_cast<std::size_t>(expected_runs));
+      CHECK(runs.front().front() == '0');  // a backward's
+      CHECK(runs.back().front() == (expected_runs % 2 ? '0' : '1'));
     }
-    CAPTURE(program.ops[id].name);
-    REQUIRE(runs.size() == 34);
-    CHECK(runs.front().front() == '0');  // a backward's
+    CHECK(pairs > 0);
   }
-  CHECK(pairs > 0);
 }

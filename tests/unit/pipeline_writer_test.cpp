@@ -9,6 +9,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -620,4 +621,47 @@ TEST_CASE("DualPipeV's overlapped pairs of a dense model run forward then backwa
     beside += step.beside_previous ? 1 : 0;
   CHECK(beside > 0);
   CHECK(pairs == beside);
+}
+
+TEST_CASE("interleaving a pair cuts each pass after its expert exchanges and keeps every dep on the same op") {
+  // Forward: f0, its exchange fx, f1 (pieces [f0 fx] [f1]); backward: b0, bx, b1, DeepEP's two legs
+  // by (rail) and bz (node), b2 (pieces [b0 bx] [b1 by bz] [b2]). The backward's first piece ends
+  // in an exchange: it leads; then the pass with the smaller share taken (ties to the leader):
+  // B 1/3 | F 0/2 -> F; B 1/3 < F 1/2 -> B; F 1/2 < B 2/3 -> F; then the rest of B.
+  ProgramWriter w;
+  const OpId before = w.compute("before", Work{}, Phase::other);
+  const auto first = static_cast<OpId>(w.size());
+  const OpId f0 = w.compute("f0", Work{}, Phase::forward, {before});
+  const OpId fx = w.all_to_all(Stream::ep_comm, 0, 8, -1, "fx", {f0});
+  const OpId f1 = w.compute("f1", Work{}, Phase::forward, {fx});
+  const auto second = static_cast<OpId>(w.size());
+  const OpId b0 = w.compute("b0", Work{}, Phase::backward, {before});
+  const OpId bx = w.all_to_all(Stream::ep_comm, 0, 8, -1, "bx", {b0});
+  const OpId b1 = w.compute("b1", Work{}, Phase::backward, {bx});
+  const OpId by = w.all_to_all(Stream::ep_rail, 1, 8, -1, "by", {b1});
+  const OpId bz = w.all_to_all(Stream::ep_comm, 0, 8, -1, "bz", {b1});
+  const OpId b2 = w.compute("b2", Work{}, Phase::backward, {by, bz});
+  w.interleave(first, second);
+  w.compute("after", Work{}, Phase::other, {f1, b2});
+  const Program program = w.take();
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::string>> waits;
+  for (const Op& op : program.ops) {
+    order.push_back(op.name);
+    for (const OpId dep : op.deps)
+      waits[op.name].push_back(program.ops[dep].name);
+  }
+  CHECK(order == std::vector<std::string>{"before", "b0", "bx", "f0", "fx", "b1", "by", "bz", "f1", "b2", "after"});
+  CHECK(waits["f0"] == std::vector<std::string>{"before"});
+  CHECK(waits["b1"] == std::vector<std::string>{"bx"});
+  CHECK(waits["b2"] == std::vector<std::string>{"by", "bz"});
+  CHECK(waits["after"] == std::vector<std::string>{"f1", "b2"});
+  // A backward waiting for its own pair's forward is a writer's bug.
+  ProgramWriter wrong;
+  const auto start = static_cast<OpId>(wrong.size());
+  const OpId forward = wrong.compute("f", Work{}, Phase::forward);
+  const auto backward = static_cast<OpId>(wrong.size());
+  wrong.compute("b", Work{}, Phase::backward, {forward});
+  wrong.interleave(start, backward);
+  CHECK_THROWS_AS(wrong.take(), std::logic_error);
 }
