@@ -448,10 +448,16 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
     }
   } else {
     pre.linear("qkv", tokens, h, (q + 2 * kv) / t);
+    // Qwen3's RMSNorm of each head's queries and keys (Llama 4's weightless L2 norm), before the
+    // rotary embedding; its backward as the other norms' (q-norm.bwd, kv-norm.bwd).
+    if (m.qk_norm)
+      pre.memory("qk-norm", 2 * e * tokens * (q + kv) / t);
     if (!m.learned_positions) {
       pre.memory("rotary", 2 * e * tokens * (q + kv) / t);
       pre_back.memory("rotary.bwd", 2 * e * tokens * (q + kv) / t);
     }
+    if (m.qk_norm)
+      pre_back.memory("qk-norm.bwd", 4 * e * tokens * (q + kv) / t);
     pre_back.linear_backward("qkv", tokens, h, (q + 2 * kv) / t);
   }
   // The norm's backward reads its input and the output gradient, adds the residual's gradient
@@ -548,6 +554,8 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
   KernelList op_recompute = list();
   op_recompute.memory("norm", 2 * e * normed * h);
   op_recompute.linear("k", tokens, h, kv / t);
+  if (m.qk_norm)
+    op_recompute.memory("qk-norm", 2 * e * tokens * (q + kv) / t);
   if (!m.learned_positions)
     op_recompute.memory("rotary", 2 * e * tokens * (q + kv) / t);
   if (!k.flash_attention)

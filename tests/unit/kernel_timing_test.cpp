@@ -3,6 +3,10 @@
 // per-layer measurement the project calibrates on (Korthikanti et al. 2022, Table 4).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "common/error.hpp"
 #include "model/costs.hpp"
 #include "model/kernel_timing.hpp"
@@ -268,4 +272,42 @@ TEST_CASE("a GPU generation without a calibration is refused by name under compu
     CHECK(std::string(error.what()).find("RTX-4090-24GB (ada): no kernel-level calibration") != std::string::npos);
     CHECK(std::string(error.what()).find("compute.model = roofline") != std::string::npos);
   }
+}
+
+TEST_CASE("Qwen3 normalises each head's queries and keys between the QKV projection and the rotary embedding") {
+  // Qwen3-30B-A3B: 32 query heads and 4 KV heads of 128, b = 1, s = 4096, tp = 1, bf16. The norm
+  // reads and writes the queries and keys: 2 x 2 bytes x 4096 tokens x (32 + 4) x 128; its
+  // backward, as the other norms', 4 x 2 x 4096 x 36 x 128.
+  const ModelCosts costs =
+      compute_costs(model("qwen3-30b-a3b"), 1, 4096, Precision::bf16, Precision::fp32, true, {1, false, 1});
+  const auto names = [&](const Work& work) {
+    std::vector<std::string> listed;
+    for (const Kernel& kernel : costs.kernel_sets[work.kernel_set].kernels)
+      listed.push_back(kernel.name);
+    return listed;
+  };
+  const auto bytes_of = [&](const Work& work, const std::string& name) {
+    for (const Kernel& kernel : costs.kernel_sets[work.kernel_set].kernels)
+      if (kernel.name == name)
+        return kernel.bytes;
+    FAIL("no kernel " << name);
+    return 0.0;
+  };
+  const double queries_and_keys = 4096.0 * 36 * 128;
+  const LayerCosts& layer = costs.layer(0);
+  const std::vector<std::string> forward = names(layer.attention_forward);
+  const auto at = [](const std::vector<std::string>& listed, const std::string& name) {
+    return std::find(listed.begin(), listed.end(), name) - listed.begin();
+  };
+  CHECK(at(forward, "qkv") + 1 == at(forward, "qk-norm"));
+  CHECK(at(forward, "qk-norm") + 1 == at(forward, "rotary"));
+  CHECK(bytes_of(layer.attention_forward, "qk-norm") == doctest::Approx(2 * 2 * queries_and_keys));
+  const std::vector<std::string> backward = names(layer.attention_backward);
+  CHECK(at(backward, "rotary.bwd") + 1 == at(backward, "qk-norm.bwd"));
+  CHECK(bytes_of(layer.attention_backward, "qk-norm.bwd") == doctest::Approx(4 * 2 * queries_and_keys));
+  // Llama 3 has no such norm.
+  const ModelCosts llama = compute_costs(model("llama3-8b"), 1, 4096, Precision::bf16, Precision::fp32, true, {1, false, 1});
+  for (const KernelSet& set : llama.kernel_sets)
+    for (const Kernel& kernel : set.kernels)
+      CHECK(kernel.name.find("qk-norm") == std::string::npos);
 }
