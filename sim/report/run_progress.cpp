@@ -29,6 +29,10 @@ std::string RunProgress::line(double done, double time, double elapsed) const {
 void RunProgress::op_finished(int /*rank*/, OpId /*op*/, double time) {
   // The clock is read every few thousand ops: cheap beside the replay of one op.
   constexpr double ops_between_checks = 4096;
+  // The rate counts from the first op: binding the platform and planning the programs, before
+  // it, would make the first lines' time left absurd at scale (hours for a two-minute run).
+  if (done_ == 0)
+    start_ = Clock::now();
   done_ += 1;
   if (std::fmod(done_, ops_between_checks) != 0)
     return;

@@ -1,6 +1,6 @@
 #pragma once
-// Where a long replay stands, on stderr: once a run has taken more than a few seconds of wall
-// time, the ops done of the workload's total, the simulated time reached, the rate and the time
+// Where a long replay stands, on stderr: once a run has replayed ops for more than a few seconds
+// of wall time, the ops done of the workload's total, the simulated time reached, the rate and the time
 // left at that rate. On a terminal one line rewritten every second; otherwise a line every 30
 // seconds. Runs shorter than the first delay print nothing.
 #include <chrono>
@@ -34,7 +34,7 @@ private:
   double total_ = 0;
   double done_ = 0;
   double printed_at_ = -1;  // wall seconds of the last line; -1: none yet
-  Clock::time_point start_ = Clock::now();
+  Clock::time_point start_;  // when the first op finished
 };
 
 } // namespace trainsim
