@@ -405,6 +405,7 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
   const double up = f * (m.gated_mlp ? 2 : 1) / t;   // first MLP linear's outputs (gate and up)
   const double mask = m.hidden_dropout ? normed * h : 0;
   const double queries = k.s / cp;
+  const double queries_and_keys = tokens * (q + kv) / t;  // this rank's elements of Q and K (the norm's and rotary's)
   const double window = m.attention_window > 0 && m.attention_window < k.s ? static_cast<double>(m.attention_window) : k.s;
   const auto list = [&] { return KernelList(e, k.g); };
 
@@ -451,13 +452,13 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
     // Qwen3's RMSNorm of each head's queries and keys (Llama 4's weightless L2 norm), before the
     // rotary embedding; its backward as the other norms' (q-norm.bwd, kv-norm.bwd).
     if (m.qk_norm)
-      pre.memory("qk-norm", 2 * e * tokens * (q + kv) / t);
+      pre.memory("qk-norm", 2 * e * queries_and_keys);
     if (!m.learned_positions) {
-      pre.memory("rotary", 2 * e * tokens * (q + kv) / t);
-      pre_back.memory("rotary.bwd", 2 * e * tokens * (q + kv) / t);
+      pre.memory("rotary", 2 * e * queries_and_keys);
+      pre_back.memory("rotary.bwd", 2 * e * queries_and_keys);
     }
     if (m.qk_norm)
-      pre_back.memory("qk-norm.bwd", 4 * e * tokens * (q + kv) / t);
+      pre_back.memory("qk-norm.bwd", 4 * e * queries_and_keys);
     pre_back.linear_backward("qkv", tokens, h, (q + 2 * kv) / t);
   }
   // The norm's backward reads its input and the output gradient, adds the residual's gradient
@@ -555,9 +556,9 @@ void describe_layer_kernels(ModelCosts& costs, LayerCosts& layer, const KernelSh
   op_recompute.memory("norm", 2 * e * normed * h);
   op_recompute.linear("k", tokens, h, kv / t);
   if (m.qk_norm)
-    op_recompute.memory("qk-norm", 2 * e * tokens * (q + kv) / t);
+    op_recompute.memory("qk-norm", 2 * e * queries_and_keys);
   if (!m.learned_positions)
-    op_recompute.memory("rotary", 2 * e * tokens * (q + kv) / t);
+    op_recompute.memory("rotary", 2 * e * queries_and_keys);
   if (!k.flash_attention)
     op_recompute.append(core_k);
   op_recompute.append(post_k);
