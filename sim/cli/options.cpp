@@ -143,6 +143,8 @@ po::options_description cluster_options(std::map<std::string, std::string>& valu
       {"topology", "single-switch | fat-tree | rail-optimized (default single-switch)"},
       {"nodes-per-leaf", "fat tree: nodes per leaf switch"},
       {"oversubscription", "fat tree, rail-optimized: switch downlink / uplink bandwidth (default 1)"},
+      {"leaves-per-pod", "fat tree: leaves per pod, pods under a core (default: one pod up to 64 leaves, else 32)"},
+      {"pod-oversubscription", "fat tree with pods: a pod's downlink / uplink bandwidth to the core (default 1)"},
       {"pcie-gen", "PCIe generation 3 to 6 (default: the GPU's usual)"},
       {"nvme-per-node", "NVMe drives per node (default 0)"},
       {"gpus-per-pcie-switch", "GPUs behind one PCIe switch (default 2; 1: each on its own root port)"},

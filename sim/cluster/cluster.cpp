@@ -202,31 +202,169 @@ std::string zone_route(const std::string& from, const std::string& to, const std
          joined(links) + "</zoneRoute>";
 }
 
-// A node as one zone: its GPUs, CPU, links and routes inside, a gateway to the network.
-void write_node(XmlWriter& xml, const ClusterSpec& c, int node) {
+// A node's links: PCIe, NICs, the PCIe switches' uplinks, the GPU fabric, the drives'.
+void write_node_links(XmlWriter& xml, int depth, const ClusterSpec& c, int node) {
   const NodeLayout n(c, node);
-  xml.line(2, "<zone id=\"" + n.name() + "\" routing=\"Full\">");
   for (int g = 0; g < c.gpus_per_node; ++g)
-    n.write_gpu_host(xml, 3, g, false);
-  n.write_cpu_host(xml, 3);
-  xml.line(3, "<router id=\"" + n.name() + "-gw\"/>");
-  for (int g = 0; g < c.gpus_per_node; ++g)
-    xml.line(3, n.pcie_link(g));
+    xml.line(depth, n.pcie_link(g));
   for (int k = 0; k < c.nics_per_node; ++k)
-    xml.line(3, n.nic_link(k));
-  n.write_uplinks(xml, 3);
-  n.write_fabric_links(xml, 3);
-  n.write_nvme_links(xml, 3);
+    xml.line(depth, n.nic_link(k));
+  n.write_uplinks(xml, depth);
+  n.write_fabric_links(xml, depth);
+  n.write_nvme_links(xml, depth);
+}
+
+// A node as one zone: its GPUs, CPU and routes inside, a gateway to the network.
+void write_node(XmlWriter& xml, int depth, const ClusterSpec& c, int node) {
+  const NodeLayout n(c, node);
+  xml.line(depth, "<zone id=\"" + n.name() + "\" routing=\"Full\">");
+  for (int g = 0; g < c.gpus_per_node; ++g)
+    n.write_gpu_host(xml, depth + 1, g, false);
+  n.write_cpu_host(xml, depth + 1);
+  xml.line(depth + 1, "<router id=\"" + n.name() + "-gw\"/>");
   for (int a = 0; a < c.gpus_per_node; ++a)
     for (int b = a + 1; b < c.gpus_per_node; ++b)
-      xml.line(3, route(n.gpu(a), n.gpu(b), n.gpu_to_gpu(a, b)));
+      xml.line(depth + 1, route(n.gpu(a), n.gpu(b), n.gpu_to_gpu(a, b)));
   for (int g = 0; g < c.gpus_per_node; ++g)
-    xml.line(3, route(n.gpu(g), n.name() + "-gw", n.gpu_to_network(g)));
+    xml.line(depth + 1, route(n.gpu(g), n.name() + "-gw", n.gpu_to_network(g)));
   for (int g = 0; g < c.gpus_per_node; ++g)
-    xml.line(3, route(n.gpu(g), n.cpu(), n.gpu_to_cpu(g)));
-  xml.line(3, route(n.cpu(), n.name() + "-gw", {ctn(n.uplink(0), "DOWN"), ctn(n.nic(0), "UP")}));
-  n.write_nvme_routes(xml, 3);
+    xml.line(depth + 1, route(n.gpu(g), n.cpu(), n.gpu_to_cpu(g)));
+  xml.line(depth + 1, route(n.cpu(), n.name() + "-gw", {ctn(n.uplink(0), "DOWN"), ctn(n.nic(0), "UP")}));
+  n.write_nvme_routes(xml, depth + 1);
+  xml.line(depth, "</zone>");
+}
+
+// A switch between nodes (or between switches): a FATPIPE link at its ports' bandwidth (a
+// flow's cap, no sharing) and, below the top, one SPLITDUPLEX uplink that the traffic leaving its
+// members shares.
+struct Switch {
+  std::string name;
+  double bandwidth = 0, uplink = 0;  // uplink 0: the top switch
+};
+
+void write_switch_links(XmlWriter& xml, int depth, const Switch& s) {
+  xml.line(depth, link(s.name, s.bandwidth, "500ns", "FATPIPE"));
+  if (s.uplink > 0)
+    xml.line(depth, link(s.name + "-up", s.uplink, "500ns", "SPLITDUPLEX"));
+}
+
+// A zone's members as its switch sees them: a zone and the router its traffic leaves by.
+struct Member {
+  std::string zone, gateway;
+};
+
+// The routes of the zone that switch `s` joins: every route between two members crosses it;
+// below the top, every member also reaches the zone's way out, `name`-gw, over the switch and its
+// uplink. The router sits in a zone of its own because SimGrid routes between zones, not from a
+// zone to a router. Routes grow with the members squared, so nested switches keep a large
+// cluster's routes to a few per node.
+void write_switch_routes(XmlWriter& xml, int depth, const Switch& s, const std::vector<Member>& members) {
+  const Member out{s.name + "-top", s.name + "-gw"};
+  if (s.uplink > 0)
+    xml.line(depth, "<zone id=\"" + out.zone + "\" routing=\"Full\"><router id=\"" + out.gateway + "\"/></zone>");
+  for (std::size_t a = 0; a < members.size(); ++a)
+    for (std::size_t b = a + 1; b < members.size(); ++b)
+      xml.line(depth, zone_route(members[a].zone, members[b].zone, members[a].gateway, members[b].gateway, {ctn(s.name)}));
+  if (s.uplink > 0)
+    for (const Member& member : members)
+      xml.line(depth, zone_route(member.zone, out.zone, member.gateway, out.gateway, {ctn(s.name), ctn(s.name + "-up", "UP")}));
+}
+
+// The switches of a fat tree, from the leaves up. An uplink carries its switch's downlink
+// bandwidth over that tier's oversubscription, sized for a full leaf (pod) also when the last is
+// not (the switches are).
+class FatTree {
+public:
+  explicit FatTree(const ClusterSpec& c)
+      : c_(c), leaves_(fat_tree_leaves(c)), pods_(fat_tree_pods(c)), leaves_per_pod_(pods_ == 1 ? leaves_ : c.leaves_per_pod) {}
+
+  int leaves() const { return leaves_; }
+  int pods() const { return pods_; }
+  int first_node(int leaf) const { return leaf * c_.nodes_per_leaf; }
+  int end_node(int leaf) const { return std::min(c_.nodes, (leaf + 1) * c_.nodes_per_leaf); }
+  int first_leaf(int pod) const { return pod * leaves_per_pod_; }
+  int end_leaf(int pod) const { return std::min(leaves_, (pod + 1) * leaves_per_pod_); }
+
+  Switch leaf(int l) const { return {"leaf" + std::to_string(l), leaf_bandwidth(), leaf_bandwidth() / c_.oversubscription}; }
+  Switch pod(int p) const {
+    return {"pod" + std::to_string(p) + "-spine", leaf_bandwidth() * leaves_per_pod_,
+            leaf(0).uplink * leaves_per_pod_ / c_.pod_oversubscription};
+  }
+  // The spine of a two-tier tree, the core of a three-tier one.
+  Switch top() const { return {pods_ == 1 ? "spine" : "core", node_bandwidth() * c_.nodes, 0}; }
+
+private:
+  double node_bandwidth() const { return c_.nics_per_node * c_.nic_speed; }
+  double leaf_bandwidth() const { return node_bandwidth() * c_.nodes_per_leaf; }
+
+  const ClusterSpec& c_;
+  int leaves_, pods_, leaves_per_pod_;
+};
+
+Member node_member(int node) { return {"node" + std::to_string(node), "node" + std::to_string(node) + "-gw"}; }
+
+// The nodes and the network between them as nested zones, each routing only among its members:
+// nodes under one switch; or nodes under leaf switches, leaves under a spine (two tiers) or, with
+// pods, under their pod's spine and pods under the core (three tiers). Every link is declared in
+// the cluster's first zone: SimGrid 3.32 finds a link named in a route by walking the zones from
+// the root, so links spread over 16,384 node zones made loading quadratic (2,048 nodes: 72 s;
+// 4 s this way).
+void write_network(XmlWriter& xml, const ClusterSpec& c) {
+  const FatTree tree(c);
+  const Switch single{"fabric", c.nics_per_node * c.nic_speed * c.nodes, 0};
+  xml.line(2, "<zone id=\"links\" routing=\"None\">");
+  for (int node = 0; node < c.nodes; ++node)
+    write_node_links(xml, 3, c, node);
+  if (c.topology == Topology::single_switch && c.nodes > 1) {
+    write_switch_links(xml, 3, single);
+  } else if (c.topology == Topology::fat_tree) {
+    for (int l = 0; l < tree.leaves(); ++l)
+      write_switch_links(xml, 3, tree.leaf(l));
+    for (int p = 0; p < tree.pods() && tree.pods() > 1; ++p)
+      write_switch_links(xml, 3, tree.pod(p));
+    write_switch_links(xml, 3, tree.top());
+  }
   xml.line(2, "</zone>");
+
+  if (c.topology == Topology::single_switch) {
+    std::vector<Member> nodes;
+    for (int node = 0; node < c.nodes; ++node) {
+      write_node(xml, 2, c, node);
+      nodes.push_back(node_member(node));
+    }
+    if (c.nodes > 1)
+      write_switch_routes(xml, 2, single, nodes);
+    return;
+  }
+  const auto write_leaves = [&](int depth, int first, int end) {
+    std::vector<Member> leaves;
+    for (int l = first; l < end; ++l) {
+      const Switch leaf = tree.leaf(l);
+      xml.line(depth, "<zone id=\"" + leaf.name + "\" routing=\"Full\">");
+      std::vector<Member> nodes;
+      for (int node = tree.first_node(l); node < tree.end_node(l); ++node) {
+        write_node(xml, depth + 1, c, node);
+        nodes.push_back(node_member(node));
+      }
+      write_switch_routes(xml, depth + 1, leaf, nodes);
+      xml.line(depth, "</zone>");
+      leaves.push_back({leaf.name, leaf.name + "-gw"});
+    }
+    return leaves;
+  };
+  if (tree.pods() == 1) {
+    write_switch_routes(xml, 2, tree.top(), write_leaves(2, 0, tree.leaves()));
+    return;
+  }
+  std::vector<Member> pods;
+  for (int p = 0; p < tree.pods(); ++p) {
+    const std::string name = "pod" + std::to_string(p);
+    xml.line(2, "<zone id=\"" + name + "\" routing=\"Full\">");
+    write_switch_routes(xml, 3, tree.pod(p), write_leaves(3, tree.first_leaf(p), tree.end_leaf(p)));
+    xml.line(2, "</zone>");
+    pods.push_back({name, tree.pod(p).name + "-gw"});
+  }
+  write_switch_routes(xml, 2, tree.top(), pods);
 }
 
 // Rail-optimised: each GPU is a zone of its own (with its PCIe link and NIC), so that traffic
@@ -384,6 +522,13 @@ const char* to_string(Topology topology) {
   return "?";
 }
 
+int fat_tree_leaves(const ClusterSpec& c) { return (c.nodes + c.nodes_per_leaf - 1) / c.nodes_per_leaf; }
+
+int fat_tree_pods(const ClusterSpec& c) {
+  const int leaves = fat_tree_leaves(c);
+  return c.leaves_per_pod == 0 ? 1 : (leaves + c.leaves_per_pod - 1) / c.leaves_per_pod;
+}
+
 double pcie_x16_bandwidth(int generation) {
   // 16 lanes: gen3 8 GT/s, each generation doubles; 128b/130b encoding.
   return 16.0 * 8e9 * static_cast<double>(1 << std::max(0, generation - 3)) * (128.0 / 130.0) / 8.0;
@@ -392,7 +537,11 @@ double pcie_x16_bandwidth(int generation) {
 std::string describe(const ClusterSpec& c) {
   return std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) + " " + c.gpu.model + ", " +
          to_string(c.fabric) + ", " + std::to_string(c.nics_per_node) + " x " + format_double(c.nic_speed * 8 / giga) +
-         " Gb/s NICs per node, " + to_string(c.topology);
+         " Gb/s NICs per node, " + to_string(c.topology) +
+         (c.topology == Topology::fat_tree && fat_tree_pods(c) > 1
+              ? " of " + std::to_string(fat_tree_pods(c)) + " pods (" + std::to_string(c.leaves_per_pod) + " leaves of " +
+                    std::to_string(c.nodes_per_leaf) + " nodes each)"
+              : "");
 }
 
 std::string platform_xml(const ClusterSpec& c) {
@@ -415,38 +564,7 @@ std::string platform_xml(const ClusterSpec& c) {
     xml.line(0, "</platform>");
     return xml.str();
   }
-  for (int node = 0; node < c.nodes; ++node)
-    write_node(xml, c, node);
-  const double node_bandwidth = c.nics_per_node * c.nic_speed;
-  const int leaves = (c.nodes + c.nodes_per_leaf - 1) / c.nodes_per_leaf;
-  if (c.nodes > 1) {
-    if (c.topology == Topology::single_switch) {
-      xml.line(2, link("fabric", node_bandwidth * c.nodes, "500ns", "FATPIPE"));
-    } else {
-      for (int l = 0; l < leaves; ++l) {
-        xml.line(2, link("leaf" + std::to_string(l), node_bandwidth * c.nodes_per_leaf, "500ns", "FATPIPE"));
-        xml.line(2, link("leaf" + std::to_string(l) + "-up", node_bandwidth * c.nodes_per_leaf / c.oversubscription,
-                         "500ns", "SPLITDUPLEX"));
-      }
-      xml.line(2, link("spine", node_bandwidth * c.nodes, "500ns", "FATPIPE"));
-    }
-  }
-  for (int a = 0; a < c.nodes; ++a) {
-    for (int b = a + 1; b < c.nodes; ++b) {
-      std::string links;
-      if (c.topology == Topology::single_switch) {
-        links = ctn("fabric");
-      } else if (a / c.nodes_per_leaf == b / c.nodes_per_leaf) {
-        links = ctn("leaf" + std::to_string(a / c.nodes_per_leaf));
-      } else {
-        const std::string la = "leaf" + std::to_string(a / c.nodes_per_leaf), lb = "leaf" + std::to_string(b / c.nodes_per_leaf);
-        links = ctn(la) + ctn(la + "-up", "UP") + ctn("spine") + ctn(lb + "-up", "DOWN") + ctn(lb);
-      }
-      const std::string na = "node" + std::to_string(a), nb = "node" + std::to_string(b);
-      xml.line(2, "<zoneRoute src=\"" + na + "\" dst=\"" + nb + "\" gw_src=\"" + na + "-gw\" gw_dst=\"" + nb + "-gw\">" +
-                      links + "</zoneRoute>");
-    }
-  }
+  write_network(xml, c);
   xml.line(1, "</zone>");
   xml.line(0, "</platform>");
   return xml.str();

@@ -4,9 +4,11 @@
 // their NICs and the network between them, the PCIe generation and NVMe drives. The
 // generator writes the SimGrid platform XML that a hand-written platform would be, so both
 // go through one loader. Pure: no SimGrid.
-// The XML: one zone per node with Full routing and explicit routes inside it, one zoneRoute per
-// pair of nodes (which caps a described cluster at 512 nodes; SimGrid 3.32's Dijkstra routing
-// across zones aborted on such a platform). A node's NVMe drives are disks of its CPU host whose
+// The XML: one zone per node with Full routing and explicit routes inside it. Between nodes,
+// zones nest as the switches do (nodes in leaves, leaves in pods, pods in the cluster), each
+// routing only among its members by explicit zoneRoutes, so a fat tree of 16,384 nodes holds a
+// few routes per node (SimGrid 3.32's Dijkstra routing across zones aborted on such a platform;
+// one flat zone routing every pair of nodes capped clusters at 512). A node's NVMe drives are disks of its CPU host whose
 // `pcie_port` names a small host standing for the drive's end of the PCIe tree, joined to the CPU
 // by a read and a write link at the drive's rates and the uplink of the switch it hangs on.
 // Rail-optimised clusters give each GPU a zone (its PCIe link, NIC and a router) with a `node`
@@ -46,7 +48,8 @@ std::string gpu_keys(const std::string& separator);
 
 enum class Fabric { nvswitch, nvlink_pairs, mesh, pcie };
 // single_switch: one non-blocking switch; fat_tree: leaf switches of nodes_per_leaf nodes with
-// oversubscribed uplinks to a spine; rail_optimized: one switch per rail (GPU k of every node),
+// oversubscribed uplinks to a spine, or with pods, to their pod's spine, whose uplinks (again
+// oversubscribed) reach the core: a three-tier Clos; rail_optimized: one switch per rail (GPU k of every node),
 // rail switches joined by a spine through oversubscribed uplinks.
 enum class Topology { single_switch, fat_tree, rail_optimized };
 
@@ -59,6 +62,8 @@ struct ClusterSpec {
   double nic_speed = 25e9;          // bytes/s per direction
   Topology topology = Topology::single_switch;
   int nodes_per_leaf = 4;           // fat tree: nodes under one leaf switch
+  int leaves_per_pod = 0;           // fat tree: leaves under one pod's spine; 0: one pod of all (two tiers)
+  double pod_oversubscription = 1;  // fat tree with pods: a pod spine's downlink / uplink bandwidth to the core
   double oversubscription = 1;      // fat tree, rail-optimised: switch downlink / uplink bandwidth
   int pcie_gen = 4;
   int gpus_per_pcie_switch = 2;     // GPUs (with their NICs and drives) behind one PCIe switch
@@ -70,6 +75,9 @@ struct ClusterSpec {
 
 const char* to_string(Fabric fabric);
 const char* to_string(Topology topology);
+// A fat tree's leaf switches and pods (1: two tiers).
+int fat_tree_leaves(const ClusterSpec& cluster);
+int fat_tree_pods(const ClusterSpec& cluster);
 // PCIe x16 bandwidth per direction of a generation (3: 16 GB/s ... 6: 128 GB/s, after encoding).
 double pcie_x16_bandwidth(int generation);
 

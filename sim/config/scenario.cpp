@@ -56,6 +56,10 @@ const std::vector<OptionSpec>& option_specs() {
       {"platform.topology", "single-switch", "described cluster: network between nodes: single-switch | fat-tree | rail-optimized"},
       {"platform.nodes_per_leaf", "auto", "fat tree: nodes under one leaf switch (auto: 32 NIC ports' worth)"},
       {"platform.oversubscription", "1", "fat tree, rail-optimized: switch downlink to uplink bandwidth ratio, >= 1"},
+      {"platform.leaves_per_pod", "auto", "fat tree: leaf switches under one pod's spine; more leaves make pods under a "
+                                          "core (three tiers) (auto: one pod up to 64 leaves, else pods of 32: 64-port "
+                                          "switches)"},
+      {"platform.pod_oversubscription", "1", "fat tree with pods: a pod spine's downlink to core uplink bandwidth ratio, >= 1"},
       {"platform.pcie_gen", "auto", "described cluster: PCIe generation 3 to 6 (auto: the GPU's usual)"},
       {"platform.nvme_per_node", "0", "described cluster: NVMe drives per node"},
       {"platform.gpus_per_pcie_switch", "2", "described cluster: GPUs sharing one PCIe switch and its uplink to the CPU (1: each GPU on its own root port)"},
@@ -433,12 +437,15 @@ std::map<std::string, RawValue> read_values(const std::string& text, const fs::p
   return values;
 }
 
+// Up to 16,384 nodes (131,072 GPUs of 8): the frontier clusters of 100K GPUs.
+constexpr long long max_described_nodes = 16384;
+
 // What the platform.* keys other than file describe.
 ClusterSpec cluster_from(const ValueReader& values) {
   ClusterSpec cluster;
   cluster.gpu = find_gpu(values.text("platform.gpu"), values.raw("platform.gpu").where + ": platform.gpu");
   const GpuSpec& gpu = cluster.gpu;
-  cluster.nodes = static_cast<int>(values.integer("platform.nodes", 1, 512));
+  cluster.nodes = static_cast<int>(values.integer("platform.nodes", 1, max_described_nodes));
   cluster.gpus_per_node = static_cast<int>(values.integer("platform.gpus_per_node", 1, 16));
   const std::vector<std::pair<std::string, Fabric>> fabrics = {{"nvswitch", Fabric::nvswitch},
                                                                {"nvlink-pairs", Fabric::nvlink_pairs},
@@ -479,6 +486,17 @@ ClusterSpec cluster_from(const ValueReader& values) {
   values.needs("platform.oversubscription", cluster.topology != Topology::single_switch,
                "platform.topology = fat-tree or rail-optimized (a single switch is non-blocking)");
   values.needs("platform.nodes_per_leaf", cluster.topology == Topology::fat_tree, "platform.topology = fat-tree");
+  // 64-port switches: a spine joins up to 64 leaves; in three tiers it gives 32 ports to the leaves, 32 to the core.
+  cluster.leaves_per_pod = values.text("platform.leaves_per_pod") == "auto"
+                               ? (cluster.topology == Topology::fat_tree && fat_tree_leaves(cluster) > 64 ? 32 : 0)
+                               : static_cast<int>(values.integer("platform.leaves_per_pod", 1, 512));
+  values.needs("platform.leaves_per_pod", cluster.topology == Topology::fat_tree, "platform.topology = fat-tree");
+  cluster.pod_oversubscription = values.number("platform.pod_oversubscription", 1, false, 64, "1 (non-blocking) to 64");
+  values.needs("platform.pod_oversubscription", cluster.topology == Topology::fat_tree && fat_tree_pods(cluster) > 1,
+               "platform.topology = fat-tree with more leaves than platform.leaves_per_pod (pods under a core)");
+  if (cluster.topology == Topology::single_switch && cluster.nodes > 512)
+    values.fail("platform.nodes", "a single switch routes every pair of nodes; accepted: up to 512 nodes (more under "
+                                  "platform.topology = fat-tree)");
   cluster.pcie_gen = values.text("platform.pcie_gen") == "auto"
                          ? gpu.pcie_gen
                          : static_cast<int>(values.integer("platform.pcie_gen", 3, 6));

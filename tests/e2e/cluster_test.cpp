@@ -82,6 +82,22 @@ TEST_CASE("an oversubscribed fat tree slows traffic between leaves, not inside o
   CHECK(replay_time("spine", transfers("spine", 32, across, 25e9), platform) == doctest::Approx(2.0).epsilon(1e-4));
 }
 
+TEST_CASE("a three-tier fat tree slows traffic between pods by the pods' oversubscription, not inside one") {
+  // 4 nodes, a leaf each, 2 leaves per pod: leaf uplinks 8 x 25 GB/s (non-blocking), a pod's
+  // uplink 2 x 200 / 4 = 100 GB/s.
+  const fs::path platform = generate("pods", "--gpu a100-80gb --nodes 4 --topology fat-tree --nodes-per-leaf 1 "
+                                             "--leaves-per-pod 2 --pod-oversubscription 4");
+  std::vector<std::pair<int, int>> same_pod, across;
+  for (int g = 0; g < 8; ++g) {
+    same_pod.emplace_back(g, 8 + g);  // node 0 -> node 1: leaf, pod spine, leaf
+    across.emplace_back(g, 16 + g);   // node 0 -> node 2: up to the core and down the other pod
+  }
+  // In a pod each GPU has its 25 GB/s NIC: 25 GB in 1 s. Across pods 8 flows share the 100 GB/s
+  // uplink: 12.5 GB/s each, 2 s.
+  CHECK(replay_time("pod", transfers("pod", 32, same_pod, 25e9), platform) == doctest::Approx(1.0).epsilon(1e-4));
+  CHECK(replay_time("core", transfers("core", 32, across, 25e9), platform) == doctest::Approx(2.0).epsilon(1e-4));
+}
+
 TEST_CASE("a described DGX A100 pair simulates the default scenario like the hand-written platform") {
   const std::string scenario = project_file("scenarios/default.ini");
   const CliResult file = run_trainsim("described_file", "run " + scenario + " --out out --no-report");

@@ -106,7 +106,7 @@ TEST_CASE("the generated platform has the hosts, links, disks and routes asked f
   // drive to and from the CPU; 3 node pairs.
   CHECK(count(xml, "route") == 3 * (28 + 8 + 8 + 1 + 2 * 2));
   CHECK(count(xml, "zoneRoute") == 3);
-  CHECK(count(xml, "zone") == 1 + 3);
+  CHECK(count(xml, "zone") == 1 + 1 + 3);  // the cluster, the zone holding every link, the nodes
 }
 
 TEST_CASE("fabrics: GPU pairs over a bridge or PCIe, a full mesh, PCIe only") {
@@ -126,7 +126,39 @@ TEST_CASE("a fat tree adds leaf switches with oversubscribed uplinks and a spine
   const std::string xml = platform_xml(spec);
   // Leaf uplink: 2 nodes x 8 NICs x 50 GB/s / 4 = 200 GB/s.
   CHECK(xml.find("<link id=\"leaf0-up\" bandwidth=\"200GBps\"") != std::string::npos);
-  CHECK(count(parse(xml), "zoneRoute") == 6);
+  // Per leaf: its node pair and each node's way up; the spine: the leaf pair.
+  CHECK(count(parse(xml), "zoneRoute") == 2 * (1 + 2) + 1);
+  CHECK(fat_tree_pods(spec) == 1);
+}
+
+TEST_CASE("a three-tier fat tree nests nodes in leaves and leaves in pods, each zone routing only its members") {
+  // Llama 3's cluster (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3.1): racks of
+  // 2 nodes under one ToR switch, 192 racks a pod at full bisection, pods joined at 1:7.
+  const ClusterSpec spec = cluster({{"gpu", "h100-sxm"}, {"nodes", "3072"}, {"topology", "fat-tree"},
+                                    {"nodes_per_leaf", "2"}, {"leaves_per_pod", "192"}, {"pod_oversubscription", "7"}});
+  CHECK(fat_tree_leaves(spec) == 1536);
+  CHECK(fat_tree_pods(spec) == 8);
+  CHECK(describe(spec).find("fat-tree of 8 pods (192 leaves of 2 nodes each)") != std::string::npos);
+  const std::string text = platform_xml(spec);
+  // A pod's uplink: 192 leaves x 2 nodes x 8 NICs x 50 GB/s / 7.
+  const std::string uplink = "<link id=\"pod0-spine-up\" bandwidth=\"";
+  const std::size_t at = text.find(uplink) + uplink.size();
+  CHECK(parse_bandwidth(text.substr(at, text.find('"', at) - at)) == doctest::Approx(192 * 2 * 8 * 50e9 / 7));
+  const pt::ptree xml = parse(text);
+  // Routes grow with the members of each zone squared, not with the nodes squared: per leaf its
+  // node pair and 2 ways up, per pod 192 x 191 / 2 leaf pairs and 192 ways up, 8 x 7 / 2 pod pairs.
+  CHECK(count(xml, "zoneRoute") == 1536 * (1 + 2) + 8 * (192 * 191 / 2 + 192) + 28);
+  // The cluster, the links' zone, 8 pods with their way out, 1,536 leaves with theirs, the nodes.
+  CHECK(count(xml, "zone") == 2 + 8 * 2 + 1536 * 2 + 3072);
+  // Auto: one pod up to 64 leaves (a 64-port spine), else pods of 32.
+  CHECK(fat_tree_pods(cluster({{"gpu", "h100-sxm"}, {"nodes", "256"}, {"topology", "fat-tree"}})) == 1);
+  CHECK(cluster({{"gpu", "h100-sxm"}, {"nodes", "16384"}, {"topology", "fat-tree"}}).leaves_per_pod == 32);
+  CHECK(error_of({{"gpu", "h100-sxm"}, {"nodes", "4"}, {"topology", "fat-tree"}, {"pod_oversubscription", "2"}})
+            .find("has no effect here; it needs platform.topology = fat-tree with more leaves") != std::string::npos);
+  CHECK(error_of({{"gpu", "h100-sxm"}, {"nodes", "1024"}}).find("a single switch routes every pair of nodes") !=
+        std::string::npos);
+  CHECK(error_of({{"gpu", "h100-sxm"}, {"nodes", "16385"}, {"topology", "fat-tree"}}).find("out of range") !=
+        std::string::npos);
 }
 
 TEST_CASE("rail-optimised: a zone per GPU, routed between nodes by rail") {
