@@ -3,7 +3,8 @@
 # shared, so numbers are reported (README, Performance), never asserted.
 #
 #   bash bench/run.sh [repetitions]   small scenarios, median of `repetitions` runs (default 5)
-#   bash bench/run.sh --scale         GPT-3 175B on 64, 256 and 1,024 GPUs, both fidelities
+#   bash bench/run.sh --scale         GPT-3 175B on 64, 256 and 1,024 GPUs, both fidelities; Llama 3 405B
+#                                     on 16,384 GPUs
 #   bash bench/run.sh --planning      a 256-configuration sweep and the plan for Llama 3 70B
 #   bash bench/run.sh --moe           mixtures of experts: the shipped scenarios, Mixtral 8x22B on 64 and 256 GPUs,
 #                                     DeepSeek-V3 on 2,048 GPUs (1F1B, and DualPipe with fp8)
@@ -71,6 +72,7 @@ if [ "${1:-}" = "--scale" ]; then
       --set parallel.dp=2 --set training.global_batch=384 --set comm.fidelity=$fidelity)"
     echo " 1024 GPUs (pp=16, dp=8, global batch 1536): $(measure $gpt3 --set comm.fidelity=$fidelity)"
   done
+  echo "Llama 3 405B, 16,384 H100 on Llama 3's three-tier Clos (scenario, fast): $(measure scenarios/llama3-405b-16k.ini)"
   exit 0
 fi
 

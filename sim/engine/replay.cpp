@@ -110,6 +110,7 @@ struct ProgramPlan {
   std::vector<std::int32_t> kernel_index = {};  // place among the serialised kernels; -1 for other ops
   std::vector<std::pair<std::int32_t, OpId>> overlapping_after = {};  // (last kernel waited for, op), sorted
   bool kernels_wait_for_overlaps = false;
+  std::vector<int> collective_slots = {};  // the group slots its collectives name, sorted
 };
 
 // One collective call as its group's members reach it: the n-th collective a rank starts on a
@@ -238,6 +239,9 @@ ProgramPlan plan_program(const Program& program, const AnalyticSlots& analytic, 
         kernels_serialised = false;
       compute_stream = op.stream;
     } else if (op.kind == OpKind::collective) {
+      if (!std::binary_search(plan.collective_slots.begin(), plan.collective_slots.end(), op.group))
+        plan.collective_slots.insert(
+            std::upper_bound(plan.collective_slots.begin(), plan.collective_slots.end(), op.group), op.group);
       auto& stream = stream_of_group[op.group];
       if (stream && *stream != op.stream)
         shared_groups.insert(op.group);
@@ -283,8 +287,8 @@ public:
         plan_(shared.plans.at(&program_)), binding_(*shared.binding), observer_(*shared.observer),
         host_(binding_.host(rank)),
         waiting_(plan_.graph.predecessors), ready_at_(program_.ops.size(), 0.0),
-        group_busy_(shared.groups.size(), false), group_queue_(shared.groups.size()),
-        group_calls_(shared.groups.size(), 0) {}
+        groups_(groups_of_rank()), group_busy_(groups_.size(), false), group_queue_(groups_.size()),
+        group_calls_(groups_.size(), 0) {}
 
   void run() {
     for (OpId id = 0; id < program_.ops.size(); ++id)
@@ -327,6 +331,20 @@ private:
   static constexpr double never = std::numeric_limits<double>::infinity();
 
   int group(const Op& op) const { return shared_.workload->group_of(rank_, op.group); }
+  // The groups this rank's collectives use, sorted: per-group state is kept for these only (a
+  // rank of 16,384 is in a few of their thousands of groups).
+  std::vector<int> groups_of_rank() const {
+    std::vector<int> groups;
+    for (int slot : plan_.collective_slots)
+      groups.push_back(shared_.workload->group_of(rank_, slot));
+    std::sort(groups.begin(), groups.end());
+    groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+    return groups;
+  }
+  // The place of an op's group among groups_.
+  std::size_t local_group(const Op& op) const {
+    return static_cast<std::size_t>(std::lower_bound(groups_.begin(), groups_.end(), group(op)) - groups_.begin());
+  }
   int peer(const Op& op) const { return shared_.workload->peer_of(rank_, op.peer); }
 
   // Something due at a simulated time: a timer of a collective or an op ready to start.
@@ -510,12 +528,12 @@ private:
   void start_when_group_free(OpId id) {
     const Op& op = program_.ops[id];
     if (op.kind == OpKind::collective) {
-      if (group_busy_[group(op)]) {
+      if (group_busy_[local_group(op)]) {
         // Collectives on one group run one at a time per rank, like NCCL operations on one communicator.
-        group_queue_[group(op)].push_back(id);
+        group_queue_[local_group(op)].push_back(id);
         return;
       }
-      group_busy_[group(op)] = true;
+      group_busy_[local_group(op)] = true;
     }
     start(id);
   }
@@ -748,9 +766,9 @@ private:
     }
     complete(id, now);
     if (op.kind == OpKind::collective) {
-      auto& queue = group_queue_[group(op)];
+      auto& queue = group_queue_[local_group(op)];
       if (queue.empty()) {
-        group_busy_[group(op)] = false;
+        group_busy_[local_group(op)] = false;
       } else {
         const OpId next = queue.front();
         queue.pop_front();
@@ -775,7 +793,7 @@ private:
   void arrive(OpId id) {
     const int g = group(program_.ops[id]);
     CollectiveState& state = collectives_[id];
-    state.call = group_calls_[g]++;
+    state.call = group_calls_[local_group(program_.ops[id])]++;
     state.arrived = sg4::Engine::get_clock();
     Arrivals& call = shared_.arrivals[g][state.call];
     ++call.arrived;
@@ -837,7 +855,8 @@ private:
   std::vector<sg4::ActivityPtr> activities_;
   std::vector<OpId> activity_ops_;
   std::unordered_map<OpId, CollectiveState> collectives_;
-  std::vector<bool> group_busy_;
+  std::vector<int> groups_;                 // the groups of this rank's collectives, sorted
+  std::vector<bool> group_busy_;            // per place in groups_
   std::vector<std::deque<OpId>> group_queue_;
   std::vector<std::uint64_t> group_calls_;  // collectives started per group
   std::unordered_map<OpId, int> parts_left_;  // I/O ops with a drive transfer and a PCIe transfer
