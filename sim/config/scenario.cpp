@@ -491,6 +491,11 @@ ClusterSpec cluster_from(const ValueReader& values) {
                                ? (cluster.topology == Topology::fat_tree && fat_tree_leaves(cluster) > 64 ? 32 : 0)
                                : static_cast<int>(values.integer("platform.leaves_per_pod", 1, 512));
   values.needs("platform.leaves_per_pod", cluster.topology == Topology::fat_tree, "platform.topology = fat-tree");
+  // The core routes every pair of pods, as a single switch every pair of nodes.
+  if (cluster.topology == Topology::fat_tree && fat_tree_pods(cluster) > 512)
+    values.fail("platform.leaves_per_pod", "makes " + std::to_string(fat_tree_pods(cluster)) +
+                                               " pods, and the core routes every pair of them; accepted: at most 512 pods (" +
+                                               std::to_string((fat_tree_leaves(cluster) + 511) / 512) + " or more leaves per pod)");
   cluster.pod_oversubscription = values.number("platform.pod_oversubscription", 1, false, 64, "1 (non-blocking) to 64");
   values.needs("platform.pod_oversubscription", cluster.topology == Topology::fat_tree && fat_tree_pods(cluster) > 1,
                "platform.topology = fat-tree with more leaves than platform.leaves_per_pod (pods under a core)");

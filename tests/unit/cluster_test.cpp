@@ -155,6 +155,10 @@ TEST_CASE("a three-tier fat tree nests nodes in leaves and leaves in pods, each 
   CHECK(cluster({{"gpu", "h100-sxm"}, {"nodes", "16384"}, {"topology", "fat-tree"}}).leaves_per_pod == 32);
   CHECK(error_of({{"gpu", "h100-sxm"}, {"nodes", "4"}, {"topology", "fat-tree"}, {"pod_oversubscription", "2"}})
             .find("has no effect here; it needs platform.topology = fat-tree with more leaves") != std::string::npos);
+  CHECK(error_of({{"gpu", "h100-sxm"}, {"nodes", "1024"}, {"topology", "fat-tree"}, {"nodes_per_leaf", "1"},
+                  {"leaves_per_pod", "1"}})
+            .find("makes 1024 pods, and the core routes every pair of them; accepted: at most 512 pods (2 or more") !=
+        std::string::npos);
   CHECK(error_of({{"gpu", "h100-sxm"}, {"nodes", "1024"}}).find("a single switch routes every pair of nodes") !=
         std::string::npos);
   CHECK(error_of({{"gpu", "h100-sxm"}, {"nodes", "16385"}, {"topology", "fat-tree"}}).find("out of range") !=
