@@ -4,7 +4,7 @@
 #
 #   bash bench/run.sh [repetitions]   small scenarios, median of `repetitions` runs (default 5)
 #   bash bench/run.sh --scale         GPT-3 175B on 64, 256 and 1,024 GPUs, both fidelities; Llama 3 405B
-#                                     on 16,384 GPUs
+#                                     on 16,384 GPUs; a data-parallel step of 1,024 ranks, both fidelities
 #   bash bench/run.sh --planning      a 256-configuration sweep and the plan for Llama 3 70B
 #   bash bench/run.sh --moe           mixtures of experts: the shipped scenarios, Mixtral 8x22B on 64 and 256 GPUs,
 #                                     DeepSeek-V3 on 2,048 GPUs (1F1B, and DualPipe with fp8)
@@ -12,9 +12,13 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/with-build.sh"
 
 # One run: prints wall seconds, peak RSS, replayed ops and ops per second of replay.
-measure() {
-  local log="$out/log"
-  /usr/bin/time -f "%e %M" -o "$out/time" "$build/trainsim" --log-level info run "$@" --out "$out/run" > "$log" 2>&1
+measure() { measure_command run "$@"; }
+
+# The same for any command that replays (`run`, `replay`): its name, then its arguments.
+measure_command() {
+  local log="$out/log" command="$1"
+  shift
+  /usr/bin/time -f "%e %M" -o "$out/time" "$build/trainsim" --log-level info "$command" "$@" --out "$out/run" > "$log" 2>&1
   local wall rss ops replay
   read -r wall rss < "$out/time"
   ops=$(sed -n 's/.*replaying [0-9]* ranks, \([0-9]*\) ops.*/\1/p' "$log")
@@ -73,6 +77,18 @@ if [ "${1:-}" = "--scale" ]; then
     echo " 1024 GPUs (pp=16, dp=8, global batch 1536): $(measure $gpt3 --set comm.fidelity=$fidelity)"
   done
   echo "Llama 3 405B, 16,384 H100 on Llama 3's three-tier Clos (scenario, fast): $(measure scenarios/llama3-405b-16k.ini)"
+  # A pure data-parallel step: 1,024 ranks, 24 layers, each a backward kernel then a 100 MB
+  # all-reduce of its gradients, on 128 nodes of 8 H100s (NVSwitch) with one 400 Gb/s NIC each.
+  "$build/trainsim" platform --gpu h100-sxm --nodes 128 --nics-per-node 1 --nic-speed 400Gbps -o "$out/dp.xml" > /dev/null
+  mkdir -p "$out/dp"
+  printf 'format 3\nranks 1024\ngroup dp dp 0-1023\nprogram step.trace 0-1023\n' > "$out/dp/workload.txt"
+  awk 'BEGIN { for (l = 0; l < 24; ++l) { printf "%d compute flops=1e12 bytes=0\n", 2 * l;
+                                          printf "%d collective op=allreduce group=dp bytes=1e8 deps=%d\n", 2 * l + 1, 2 * l } }' \
+    > "$out/dp/step.trace"
+  for fidelity in fast flows; do
+    echo "Data-parallel step, 1,024 ranks, 24 all-reduces of 100 MB, $fidelity: $(measure_command replay "$out/dp" \
+      --platform "$out/dp.xml" --fidelity $fidelity)"
+  done
   exit 0
 fi
 

@@ -404,7 +404,7 @@ int replay_command(const std::vector<std::string>& arguments) {
       "rings per collective (auto: GPUs of the group on its fullest node)")(
       "tokens", po::value(&tokens_text)->default_value(tokens_text), "tokens to train, for time-to-train (1e9, 300B, 2T)")(
       "fidelity", po::value(&fidelity)->default_value("flows"),
-      "flows | fast: collectives inside a node timed from their ring, even all-to-alls from their links' load, instead of simulated")(
+      "flows | fast: collectives' NVLink edges timed from their ring (a node's collectives wholly), even all-to-alls from their links' load, instead of simulated")(
       "comm-slowdown", po::value(&slowdown_text)->default_value(slowdown_text),
       "how much longer kernels take while a collective or send runs beside them, 0 to 1 (as compute.comm_slowdown)");
   CollectiveOptions collectives;

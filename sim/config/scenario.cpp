@@ -183,7 +183,7 @@ const std::vector<OptionSpec>& option_specs() {
       {"comm.protocol", "auto", "auto: NCCL's choice per call | ll | ll128 (where NCCL runs it: GPUs of a node on NVLink, "
                                 "one generation; else Simple) | simple (NVLS runs Simple; sends and all-to-all always do)"},
       {"comm.channels", "auto", "rings per collective (auto: GPUs per node, as NCCL spreads rings over NICs)"},
-      {"comm.fidelity", "flows", "flows: every collective simulated as flows | fast: collectives inside a node timed from their ring, even all-to-alls from their links' load (faster at scale)"},
+      {"comm.fidelity", "flows", "flows: every collective simulated as flows | fast: collectives' NVLink edges timed from their ring (a node's collectives wholly), even all-to-alls from their links' load (faster at scale)"},
       {"comm.overlap_grad_reduce", "auto", "gradient buckets are reduced while backward goes on: true | false (the "
                                            "compute waits for each bucket; Megatron reduces after backward) (auto, by "
                                            "training.framework: ddp, fsdp2 true; deepspeed true with ZeRO-3 only; megatron false)"},

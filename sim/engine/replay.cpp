@@ -373,6 +373,7 @@ private:
     CommChoice choice;       // NCCL's algorithm and protocol for this call
     int phase = 0;
     int outstanding = 0;
+    double edges_timed_until = 0;  // the phase's NVLink edges, when timed (analytic_nvlink_edges)
     std::uint64_t call = 0;  // which call on its group this is (see Arrivals)
     double arrived = 0;      // when this rank reached it
   };
@@ -654,6 +655,14 @@ private:
     const int channels = static_cast<int>(bound.next.size());
     const double flow_share = phases.bytes_per_phase / channels;
     const bool broadcast = op.collective == Collective::broadcast;
+    bool timed_edges = false;
+    // An edge timed rather than simulated: what it carries is told all the same.
+    const auto timed = [&](int route) {
+      if (!bound.analytic_nvlink_edges || binding_.route(route).kind != EdgeKind::nvlink)
+        return false;
+      timed_edges = true;
+      return true;
+    };
     for (int c = 0; c < channels; ++c) {
       const int next = bound.next[c][me];
       // A broadcast flows from member 0 around the ring: the member before it neither
@@ -662,15 +671,26 @@ private:
         const int route = bound.edge_route[c][me];
         const int kind = static_cast<int>(binding_.route(route).kind);
         const double flow = flow_share * state.choice.byte_scale[kind];
-        track(plan.inbox[c][next]->put_async(&payload_token, wire_bytes(flow, state.choice.efficiency[kind])), id);
+        if (!timed(route)) {
+          track(plan.inbox[c][next]->put_async(&payload_token, wire_bytes(flow, state.choice.efficiency[kind])), id);
+          ++state.outstanding;
+        }
         carry(route, flow);
-        ++state.outstanding;
       }
-      if (!broadcast || me != 0) {
+      if ((!broadcast || me != 0) && !timed(bound.edge_route[c][bound.previous[c][me]])) {
         track(plan.inbox[c][me]->get_async<void>(&received_payload), id);
         ++state.outstanding;
       }
     }
+    // The timed edges move the phase at the pace of the ring's slowest NVLink edge, after the
+    // latency their flows would have paid.
+    state.edges_timed_until =
+        timed_edges ? sg4::Engine::get_clock() + bound.nvlink_latency +
+                          transfer_seconds(bound.shape, state.choice, EdgeKind::nvlink, phases.bytes_per_phase) /
+                              shared_.bandwidth_efficiency
+                    : 0.0;
+    if (state.outstanding == 0)
+      end_collective_phase(id);
   }
 
   void activity_done(OpId id) {
@@ -683,15 +703,22 @@ private:
         parts_left_.erase(parts);
       return finish(id);
     }
-    CollectiveState& state = collectives_[id];
-    if (--state.outstanding > 0)
+    if (--collectives_[id].outstanding > 0)
       return;
-    // One flow per ring edge carries a phase and pays its route's latency; the rest of the
-    // phase's latency (the ring's other steps, the protocol's costs) is a timer.
+    end_collective_phase(id);
+  }
+
+  // This rank's flows of a collective's phase are done: the phase ends once its timed edges are
+  // too. One flow per ring edge carries a phase and pays its route's latency; the rest of the
+  // phase's latency (the ring's other steps, the protocol's costs) is a timer.
+  void end_collective_phase(OpId id) {
+    const CollectiveState& state = collectives_[id];
+    const double now = sg4::Engine::get_clock();
     const double extra_latency =
-        state.choice.phase_latency - shared_.groups[group(op)].bound->shape.route_latency;
-    if (extra_latency > 0) {
-      timers_.push({sg4::Engine::get_clock() + extra_latency, sequence_++, id});
+        std::max(0.0, state.choice.phase_latency - shared_.groups[group(program_.ops[id])].bound->shape.route_latency);
+    const double end = std::max(now, state.edges_timed_until) + extra_latency;
+    if (end > now) {
+      timers_.push({end, sequence_++, id});
       return;
     }
     start_collective_phase(id, state.phase + 1);

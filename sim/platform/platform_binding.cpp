@@ -177,6 +177,7 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
   }
   const int ring_count = settings.channels > 0 ? settings.channels : default_channels(node_of_member);
   bound.analytic = settings.fast_collectives && node_ids.size() == 1;
+  bound.analytic_nvlink_edges = settings.fast_collectives && node_ids.size() > 1;
   const auto rings = build_rings(node_of_member, ring_count);
   const std::size_t members = group.ranks.size();
   bound.shape.members = static_cast<int>(members);
@@ -189,11 +190,13 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
   // by the kind of the edges crossing it.
   std::unordered_map<int, double> load[edge_kinds];
   bound.next.assign(rings.size(), std::vector<int>(members));
+  bound.previous.assign(rings.size(), std::vector<int>(members));
   bound.edge_route.assign(rings.size(), std::vector<int>(members, -1));
   for (std::size_t c = 0; c < rings.size(); ++c) {
     for (std::size_t k = 0; k < members; ++k) {
       const int from = rings[c][k], to = rings[c][(k + 1) % members];
       bound.next[c][from] = to;
+      bound.previous[c][to] = from;
       if (members < 2)
         continue;
       const int route = table.route(hosts[group.ranks[from]], hosts[group.ranks[to]]);
@@ -202,6 +205,8 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
       for (int link : edge.links)
         load[static_cast<int>(edge.kind)][link] += 1.0 / static_cast<double>(rings.size());
       bound.shape.route_latency = std::max(bound.shape.route_latency, edge.latency);
+      if (edge.kind == EdgeKind::nvlink)
+        bound.nvlink_latency = std::max(bound.nvlink_latency, edge.latency);
       nvswitch = nvswitch && edge.nvswitch;
       // Two GPUs of a node joined by PCIe (or anything but NVLink).
       bound.shape.pcie_inside =

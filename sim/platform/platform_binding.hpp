@@ -58,12 +58,17 @@ struct BoundTarget {
 // A group's rings on the platform, fixed for the whole replay.
 struct BoundGroup {
   std::vector<std::vector<int>> next;        // [channel][member] -> member to send to
+  std::vector<std::vector<int>> previous;    // [channel][member] -> member it receives from
   std::vector<std::vector<int>> edge_route;  // [channel][member] -> route to that member; -1 in a group of one
   std::unordered_map<int, int> member_of_rank;
   RingShape shape;                   // what NCCL's choice of algorithm and protocol depends on
   const NcclProfile* nccl = nullptr;  // the calibration of its GPUs' generation
   // Fast fidelity inside one node: timed analytically instead of simulated as flows.
   bool analytic = false;
+  // Fast fidelity across nodes: only the edges between nodes are flows; the NVLink edges are
+  // timed from the ring's pace, as a node's collective is (a phase ends when both are done).
+  bool analytic_nvlink_edges = false;
+  double nvlink_latency = 0;  // the longest route latency among its NVLink edges
   // Where a program runs all-to-alls on the group: each pair's route ([from * members + to], -1
   // on the diagonal) and what an even all-to-all puts on the links; empty otherwise.
   std::vector<int> pair_route;

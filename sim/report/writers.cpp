@@ -214,7 +214,7 @@ void print_header(std::ostream& out, const Workload& workload, const std::vector
   out << line("  %-16s %s\n", "layout", run.layout.c_str());
   if (!run.fidelity.empty())
     out << line("  %-16s %s\n", "fidelity",
-                run.fidelity == "fast" ? "fast: collectives inside a node timed from their ring, even all-to-alls from their links' load, the rest simulated as flows"
+                run.fidelity == "fast" ? "fast: collectives' NVLink edges timed from their ring (a node's collectives wholly), even all-to-alls from their links' load, the rest simulated as flows"
                                        : "flows: every collective simulated as flows");
   if (!run.collectives.empty())
     out << line("  %-16s %s\n", "collectives", run.collectives.c_str());

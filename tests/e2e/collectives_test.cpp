@@ -189,6 +189,33 @@ TEST_CASE("collectives: fast fidelity times an all_to_all across two nodes from 
   CHECK(fast.at(gib).microseconds < gib / 2 / 47e9 * 1e6 + 5);
 }
 
+TEST_CASE("collectives: fast fidelity simulates only the flows between nodes of a collective across nodes, as all its flows run") {
+  // A ring over several nodes moves each phase at the pace of its slowest edge: the NVLink edges
+  // timed from the ring's NVLink load (each GPU's NVSwitch port, at the choice's NVLink
+  // efficiency) end when their flows would have, so with nothing else on NVLink the times are
+  // those of simulating every flow, for trees (small sizes) and rings (large), every collective.
+  const std::pair<std::string, std::string> cases[] = {
+      {"all_reduce", "dgx-h100-2n.xml"},
+      {"all_reduce", "dgx-a100-8n.xml"},
+      {"all_gather", "dgx-a100-8n.xml"},
+      {"reduce_scatter", "dgx-a100-8n.xml"},
+      {"broadcast", "dgx-a100-8n.xml"},
+  };
+  for (const auto& [collective, platform] : cases) {
+    CAPTURE(collective);
+    CAPTURE(platform);
+    const std::string arguments = "--platform " + platform + " -c " + collective + " -b 1KiB -e 1GiB -f 32";
+    const auto flows = collectives("across_flows", arguments);
+    const auto fast = collectives("across_fast", arguments + " --fidelity fast");
+    REQUIRE(flows.size() == fast.size());
+    for (const auto& [size, row] : flows) {
+      CAPTURE(size);
+      CHECK(fast.at(size).microseconds == doctest::Approx(row.microseconds).epsilon(1e-6));
+      CHECK(fast.at(size).algorithm == row.algorithm);
+    }
+  }
+}
+
 TEST_CASE("collectives: bad options get one line and status 2") {
   const std::pair<std::string, std::string> cases[] = {
       {"--platform dgx-a100.xml --collective allreduce", "--collective allreduce: accepted: all_reduce"},
