@@ -286,9 +286,16 @@ std::map<std::string, std::pair<std::string, std::string>> described_cluster_key
     if (!parse_integer(upper, wanted) || wanted < 1)
       throw InputError("--gpus " + o.gpus_text + ": expected N or N..M, e.g. --gpus 64..256");
     const ClusterSpec probe = parse_cluster(given);
-    given["platform.nodes"] = {std::to_string((wanted + probe.gpus_per_node - 1) / probe.gpus_per_node),
-                               "--gpus " + o.gpus_text};
+    const long long nodes = (wanted + probe.gpus_per_node - 1) / probe.gpus_per_node;
+    given["platform.nodes"] = {std::to_string(nodes), "--gpus " + o.gpus_text};
+    // The nodes follow from the GPUs asked for: so does a network that can join them.
+    if (!given.count("platform.topology") && nodes > max_pairwise_routed) {
+      given["platform.topology"] = {"fat-tree", "--gpus " + o.gpus_text};
+      std::cerr << "trainsim plan: " << nodes << " nodes, described as a non-blocking fat tree (a single switch joins at most "
+                << max_pairwise_routed << "; --topology to choose)\n";
+    }
   }
+  parse_cluster(given);  // refused here, naming the options, rather than in the scenario written from them
   return given;
 }
 

@@ -53,6 +53,10 @@ enum class Fabric { nvswitch, nvlink_pairs, mesh, pcie };
 // rail switches joined by a spine through oversubscribed uplinks.
 enum class Topology { single_switch, fat_tree, rail_optimized };
 
+// The most members a zone that routes every pair of them may have (a single switch's nodes, a
+// core's pods, a rail-optimised cluster's GPUs): its routes grow as the square.
+constexpr int max_pairwise_routed = 512;
+
 struct ClusterSpec {
   GpuSpec gpu;
   int gpus_per_node = 8;

@@ -477,8 +477,9 @@ ClusterSpec cluster_from(const ValueReader& values) {
   if (cluster.topology == Topology::rail_optimized && cluster.nics_per_node != cluster.gpus_per_node)
     values.fail("platform.topology", "rail-optimized needs one NIC per GPU (platform.nics_per_node = " +
                                          std::to_string(cluster.gpus_per_node) + ")");
-  if (cluster.topology == Topology::rail_optimized && cluster.nodes * cluster.gpus_per_node > 512)
-    values.fail("platform.topology", "rail-optimized routes every pair of GPUs (one zone each); accepted: up to 512 GPUs");
+  if (cluster.topology == Topology::rail_optimized && cluster.nodes * cluster.gpus_per_node > max_pairwise_routed)
+    values.fail("platform.topology", "rail-optimized routes every pair of GPUs (one zone each); accepted: up to " +
+                                         std::to_string(max_pairwise_routed) + " GPUs");
   cluster.nodes_per_leaf = values.text("platform.nodes_per_leaf") == "auto"
                                ? std::max(1, 32 / cluster.nics_per_node)
                                : static_cast<int>(values.integer("platform.nodes_per_leaf", 1, 512));
@@ -492,16 +493,19 @@ ClusterSpec cluster_from(const ValueReader& values) {
                                : static_cast<int>(values.integer("platform.leaves_per_pod", 1, 512));
   values.needs("platform.leaves_per_pod", cluster.topology == Topology::fat_tree, "platform.topology = fat-tree");
   // The core routes every pair of pods, as a single switch every pair of nodes.
-  if (cluster.topology == Topology::fat_tree && fat_tree_pods(cluster) > 512)
-    values.fail("platform.leaves_per_pod", "makes " + std::to_string(fat_tree_pods(cluster)) +
-                                               " pods, and the core routes every pair of them; accepted: at most 512 pods (" +
-                                               std::to_string((fat_tree_leaves(cluster) + 511) / 512) + " or more leaves per pod)");
+  if (cluster.topology == Topology::fat_tree && fat_tree_pods(cluster) > max_pairwise_routed)
+    values.fail("platform.leaves_per_pod",
+                "makes " + std::to_string(fat_tree_pods(cluster)) +
+                    " pods, and the core routes every pair of them; accepted: at most " + std::to_string(max_pairwise_routed) +
+                    " pods (" + std::to_string((fat_tree_leaves(cluster) + max_pairwise_routed - 1) / max_pairwise_routed) +
+                    " or more leaves per pod)");
   cluster.pod_oversubscription = values.number("platform.pod_oversubscription", 1, false, 64, "1 (non-blocking) to 64");
   values.needs("platform.pod_oversubscription", cluster.topology == Topology::fat_tree && fat_tree_pods(cluster) > 1,
                "platform.topology = fat-tree with more leaves than platform.leaves_per_pod (pods under a core)");
-  if (cluster.topology == Topology::single_switch && cluster.nodes > 512)
-    values.fail("platform.nodes", "a single switch routes every pair of nodes; accepted: up to 512 nodes (more under "
-                                  "platform.topology = fat-tree)");
+  if (cluster.topology == Topology::single_switch && cluster.nodes > max_pairwise_routed)
+    values.fail("platform.nodes", "a single switch routes every pair of nodes; accepted: up to " +
+                                      std::to_string(max_pairwise_routed) +
+                                      " nodes (more under platform.topology = fat-tree)");
   cluster.pcie_gen = values.text("platform.pcie_gen") == "auto"
                          ? gpu.pcie_gen
                          : static_cast<int>(values.integer("platform.pcie_gen", 3, 6));

@@ -81,6 +81,23 @@ TEST_CASE("plan refuses a cluster given twice or not at all") {
   CHECK(range.err.find("accepted: 1 <= N <= M <= 8") != std::string::npos);
 }
 
+TEST_CASE("plan describes a fat tree where the GPUs asked for need more nodes than a single switch joins") {
+  // 513 nodes of one GPU: one more than a single switch routes (every pair of its nodes).
+  const CliResult result = run_trainsim(
+      "plan_fat_tree", "plan --model tiny-gpt --gpu a100-80gb --gpus-per-node 1 --gpus 513 --global-batch 513 "
+                       "--seq-len 512 --simulate 1 -j 1 -o out");
+  REQUIRE_MESSAGE(result.status == 0, result.err);
+  CHECK(result.err.find("513 nodes, described as a non-blocking fat tree") != std::string::npos);
+  const std::string scenario = read_file(result.dir / "out/plan-scenario.ini");
+  CHECK(scenario.find("topology = fat-tree") != std::string::npos);
+  CHECK(read_json(result.dir / "out/plan.json").at(0)["gpus"] == 513);
+  // Nodes given outright keep their topology, and a bad cluster option is refused by its name.
+  const CliResult single = run_trainsim("plan_single_switch", "plan --model tiny-gpt --gpu a100-80gb --nodes 513");
+  CHECK(single.status == 2);
+  CHECK(single.err.rfind("trainsim: error: --nodes 513: platform.nodes = '513': a single switch", 0) == 0);
+  CHECK(std::count(single.err.begin(), single.err.end(), '\n') == 1);
+}
+
 TEST_CASE("on a workstation too small for the model, the plan offloads to the CPU and says so") {
   // Llama 3 8B on 4 x 24 GB: mixed-precision Adam needs 16 bytes x 8.03B = 128 GB, more than the
   // 96 GB of the four GPUs together, so no layout fits without moving states to host memory.
