@@ -275,9 +275,13 @@ struct PlanCluster {
 };
 
 // The platform.* lines of a cluster described by --gpu and its options; without --nodes, enough
-// nodes for the largest --gpus.
+// nodes for the largest --gpus, and without a scenario, a network that can join them (a fat tree
+// beyond what a single switch joins) and the options checked here, naming them, rather than in
+// the scenario written from them. A scenario's own platform lines complete the options later.
 std::map<std::string, std::pair<std::string, std::string>> described_cluster_keys(const PlanOptions& o) {
   auto given = cluster_keys_given(o.cluster_values);
+  const bool whole = o.scenario.empty();  // the options describe the whole cluster
+  bool chose_topology = false;
   if (!given.count("platform.nodes")) {
     long long wanted = 0;
     const std::string upper = o.gpus_text.substr(o.gpus_text.find("..") == std::string::npos ? 0 : o.gpus_text.find("..") + 2);
@@ -285,17 +289,24 @@ std::map<std::string, std::pair<std::string, std::string>> described_cluster_key
       throw InputError("trainsim plan: a described cluster needs --nodes or --gpus");
     if (!parse_integer(upper, wanted) || wanted < 1)
       throw InputError("--gpus " + o.gpus_text + ": expected N or N..M, e.g. --gpus 64..256");
-    const ClusterSpec probe = parse_cluster(given);
-    const long long nodes = (wanted + probe.gpus_per_node - 1) / probe.gpus_per_node;
+    std::map<std::string, std::pair<std::string, std::string>> node_keys;
+    for (const char* key : {"platform.gpu", "platform.gpus_per_node"})
+      if (given.count(key))
+        node_keys[key] = given.at(key);
+    const long long per_node = parse_cluster(node_keys).gpus_per_node;
+    const long long nodes = (wanted + per_node - 1) / per_node;
     given["platform.nodes"] = {std::to_string(nodes), "--gpus " + o.gpus_text};
-    // The nodes follow from the GPUs asked for: so does a network that can join them.
-    if (!given.count("platform.topology") && nodes > max_pairwise_routed) {
+    if (whole && !given.count("platform.topology") && nodes > max_pairwise_routed) {
       given["platform.topology"] = {"fat-tree", "--gpus " + o.gpus_text};
-      std::cerr << "trainsim plan: " << nodes << " nodes, described as a non-blocking fat tree (a single switch joins at most "
-                << max_pairwise_routed << "; --topology to choose)\n";
+      chose_topology = true;
     }
   }
-  parse_cluster(given);  // refused here, naming the options, rather than in the scenario written from them
+  if (whole)
+    parse_cluster(given);
+  if (chose_topology)
+    std::cerr << "trainsim plan: " << given.at("platform.nodes").first
+              << " nodes, described as a fat tree (a single switch joins at most " << max_pairwise_routed
+              << "; --topology to choose)\n";
   return given;
 }
 

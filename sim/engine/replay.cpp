@@ -50,7 +50,10 @@ namespace sg4 = simgrid::s4u;
 //   timer adds the rest of the phase's latency beyond the flow's route. Flows go through mailboxes per (group,
 //   ring, member), each with one sender, so consecutive collectives match in order; a rank runs
 //   one collective per group at a time, as NCCL runs one operation per communicator stream. The
-//   transfer starts when the last member arrives (Arrivals). All-to-all: one flow per pair, or
+//   transfer starts when the last member arrives (Arrivals). Fast fidelity, group across nodes:
+//   the NVLink edges are timed, not flows; each moves its bytes once both its ends have started
+//   the phase (a member that starts before its neighbour waits on its gate mailbox for a word
+//   without bytes from it), at the pace of the member's busiest NVLink link. All-to-all: one flow per pair, or
 //   (fast fidelity, even, every member running one program) timed from the load its pairs put
 //   on the links (ring_model.hpp);
 // - send/recv: a mailbox per (source, destination, tag), posted when their deps are done;
@@ -91,6 +94,7 @@ struct GroupPlan {
   int members = 0;
   std::vector<std::vector<sg4::Mailbox*>> inbox;  // [channel][member]
   std::vector<sg4::Mailbox*> all_to_all;          // [from * members + to], made on first use
+  std::vector<sg4::Mailbox*> gate;                // [member]: told a neighbour started a phase (timed edges)
   AllToAllPace all_to_all_pace;                   // of an even one timed analytically
 };
 
@@ -121,6 +125,10 @@ struct Arrivals {
   int finished = 0;
   double latest = 0;      // when the last member so far arrived
   int last_rank = -1;     // and which rank that was
+  // Where edges are timed (BoundGroup::analytic_nvlink_edges): when each member started each
+  // phase (-1: not yet), and which members wait to hear that it has; [phase][member].
+  std::vector<std::vector<double>> phase_started = {};
+  std::vector<std::vector<std::vector<int>>> waiting_for = {};
 };
 
 struct SharedState {
@@ -373,7 +381,6 @@ private:
     CommChoice choice;       // NCCL's algorithm and protocol for this call
     int phase = 0;
     int outstanding = 0;
-    double edges_timed_until = 0;  // the phase's NVLink edges, when timed (analytic_nvlink_edges)
     std::uint64_t call = 0;  // which call on its group this is (see Arrivals)
     double arrived = 0;      // when this rank reached it
   };
@@ -655,14 +662,9 @@ private:
     const int channels = static_cast<int>(bound.next.size());
     const double flow_share = phases.bytes_per_phase / channels;
     const bool broadcast = op.collective == Collective::broadcast;
-    bool timed_edges = false;
-    // An edge timed rather than simulated: what it carries is told all the same.
-    const auto timed = [&](int route) {
-      if (!bound.analytic_nvlink_edges || binding_.route(route).kind != EdgeKind::nvlink)
-        return false;
-      timed_edges = true;
-      return true;
-    };
+    Arrivals* call = bound.analytic_nvlink_edges ? &shared_.arrivals[group(op)][state.call] : nullptr;
+    if (call)
+      started_phase(*call, plan, me, phase);
     for (int c = 0; c < channels; ++c) {
       const int next = bound.next[c][me];
       // A broadcast flows from member 0 around the ring: the member before it neither
@@ -671,26 +673,92 @@ private:
         const int route = bound.edge_route[c][me];
         const int kind = static_cast<int>(binding_.route(route).kind);
         const double flow = flow_share * state.choice.byte_scale[kind];
-        if (!timed(route)) {
+        if (!timed_edge(bound, route)) {
           track(plan.inbox[c][next]->put_async(&payload_token, wire_bytes(flow, state.choice.efficiency[kind])), id);
           ++state.outstanding;
         }
-        carry(route, flow);
+        carry(route, flow);  // timed or not, what it carries is told
       }
-      if ((!broadcast || me != 0) && !timed(bound.edge_route[c][bound.previous[c][me]])) {
+      if ((!broadcast || me != 0) && !timed_edge(bound, bound.edge_route[c][bound.previous[c][me]])) {
         track(plan.inbox[c][me]->get_async<void>(&received_payload), id);
         ++state.outstanding;
       }
     }
-    // The timed edges move the phase at the pace of the ring's slowest NVLink edge, after the
-    // latency their flows would have paid.
-    state.edges_timed_until =
-        timed_edges ? sg4::Engine::get_clock() + bound.nvlink_latency +
-                          transfer_seconds(bound.shape, state.choice, EdgeKind::nvlink, phases.bytes_per_phase) /
-                              shared_.bandwidth_efficiency
-                    : 0.0;
+    // A timed edge moves data once both its ends have started the phase, as its flow would once
+    // matched: wait to hear that each neighbour across one has.
+    if (call)
+      for_each_timed_neighbour(bound, me, broadcast, [&](int neighbour) {
+        std::vector<int>& waiting = call->waiting_for[phase][neighbour];
+        if (call->phase_started[phase][neighbour] >= 0 || std::find(waiting.begin(), waiting.end(), me) != waiting.end())
+          return;
+        waiting.push_back(me);
+        track(plan.gate[me]->get_async<void>(&received_payload), id);
+        ++state.outstanding;
+      });
     if (state.outstanding == 0)
       end_collective_phase(id);
+  }
+
+  // Under fast fidelity, a ring edge over NVLink of a group across nodes is timed, not a flow.
+  bool timed_edge(const BoundGroup& bound, int route) const {
+    return bound.analytic_nvlink_edges && binding_.route(route).kind == EdgeKind::nvlink;
+  }
+
+  // `visit(member)` for each end of this member's timed edges other than itself, once per edge.
+  template <typename Visit>
+  void for_each_timed_neighbour(const BoundGroup& bound, int me, bool broadcast, Visit visit) const {
+    for (std::size_t c = 0; c < bound.next.size(); ++c) {
+      const int next = bound.next[c][me], previous = bound.previous[c][me];
+      if ((!broadcast || next != 0) && timed_edge(bound, bound.edge_route[c][me]))
+        visit(next);
+      if ((!broadcast || me != 0) && timed_edge(bound, bound.edge_route[c][previous]))
+        visit(previous);
+    }
+  }
+
+  // This member starts a phase now: members waiting for that hear it (a message without bytes,
+  // over the route their edge takes, so it arrives before the edge could have moved anything).
+  void started_phase(Arrivals& call, const GroupPlan& plan, int me, int phase) const {
+    const auto slot = static_cast<std::size_t>(phase);
+    if (call.phase_started.size() <= slot) {
+      call.phase_started.resize(slot + 1);
+      call.waiting_for.resize(slot + 1);
+    }
+    if (call.phase_started[slot].empty()) {
+      call.phase_started[slot].assign(static_cast<std::size_t>(plan.members), -1.0);
+      call.waiting_for[slot].resize(static_cast<std::size_t>(plan.members));
+    }
+    call.phase_started[slot][me] = sg4::Engine::get_clock();
+    for (int waiting : call.waiting_for[slot][me])
+      plan.gate[waiting]->put_init(&payload_token, 0)->detach();
+    call.waiting_for[slot][me].clear();
+  }
+
+  // When this member's timed edges of its current phase are done: both ends started, then the
+  // route's latency and its bytes at the pace of its own most loaded NVLink link (0: none).
+  double timed_edges_end(OpId id) const {
+    const Op& op = program_.ops[id];
+    const GroupPlan& plan = shared_.groups[group(op)];
+    const BoundGroup& bound = *plan.bound;
+    if (!bound.analytic_nvlink_edges)
+      return 0.0;
+    const CollectiveState& state = collectives_.at(id);
+    const int me = bound.member_of_rank.at(rank_);
+    const std::vector<double>& started =
+        shared_.arrivals[group(op)].at(state.call).phase_started[static_cast<std::size_t>(state.phase)];
+    double both_started = started[me];
+    bool any = false;
+    for_each_timed_neighbour(bound, me, op.collective == Collective::broadcast, [&](int neighbour) {
+      any = true;
+      both_started = std::max(both_started, started[neighbour]);
+    });
+    if (!any)
+      return 0.0;
+    constexpr int nvlink = static_cast<int>(EdgeKind::nvlink);
+    const double bytes = ring_phases(op.collective, op.bytes, plan.members).bytes_per_phase;
+    return both_started + bound.nvlink_latency[me] +
+           bytes * bound.nvlink_seconds_per_byte[me] * state.choice.byte_scale[nvlink] / state.choice.efficiency[nvlink] /
+               shared_.bandwidth_efficiency;
   }
 
   void activity_done(OpId id) {
@@ -716,7 +784,7 @@ private:
     const double now = sg4::Engine::get_clock();
     const double extra_latency =
         std::max(0.0, state.choice.phase_latency - shared_.groups[group(program_.ops[id])].bound->shape.route_latency);
-    const double end = std::max(now, state.edges_timed_until) + extra_latency;
+    const double end = std::max(now, timed_edges_end(id)) + extra_latency;
     if (end > now) {
       timers_.push({end, sequence_++, id});
       return;
@@ -906,6 +974,10 @@ GroupPlan plan_group(const Group& group, const BoundGroup& bound, int group_inde
   if (bound.analytic_all_to_all)
     plan.all_to_all_pace = even_all_to_all_pace(
         bound.all_to_all, choose_collective(*bound.nccl, bound.shape, Collective::all_to_all, 0, tuning));
+  if (bound.analytic_nvlink_edges)
+    for (int member = 0; member < plan.members; ++member)
+      plan.gate.push_back(
+          sg4::Mailbox::by_name("gate/" + std::to_string(group_index) + "/" + std::to_string(member)));
   plan.inbox.assign(bound.next.size(), std::vector<sg4::Mailbox*>(plan.members));
   for (std::size_t c = 0; c < bound.next.size(); ++c)
     for (int member = 0; member < plan.members; ++member)  // one sender each: the member before it

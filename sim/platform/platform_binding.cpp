@@ -205,8 +205,6 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
       for (int link : edge.links)
         load[static_cast<int>(edge.kind)][link] += 1.0 / static_cast<double>(rings.size());
       bound.shape.route_latency = std::max(bound.shape.route_latency, edge.latency);
-      if (edge.kind == EdgeKind::nvlink)
-        bound.nvlink_latency = std::max(bound.nvlink_latency, edge.latency);
       nvswitch = nvswitch && edge.nvswitch;
       // Two GPUs of a node joined by PCIe (or anything but NVLink).
       bound.shape.pcie_inside =
@@ -216,6 +214,23 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
   for (int kind = 0; kind < edge_kinds; ++kind)
     for (const auto& [link, share] : load[kind])
       bound.shape.seconds_per_byte[kind] = std::max(bound.shape.seconds_per_byte[kind], share / links[link].bandwidth);
+  if (bound.analytic_nvlink_edges) {
+    bound.nvlink_seconds_per_byte.assign(members, 0.0);
+    bound.nvlink_latency.assign(members, 0.0);
+    const auto& nvlink_load = load[static_cast<int>(EdgeKind::nvlink)];
+    for (std::size_t c = 0; c < rings.size(); ++c)
+      for (std::size_t from = 0; from < members; ++from) {
+        const BoundRoute& edge = routes[bound.edge_route[c][from]];
+        if (edge.kind != EdgeKind::nvlink)
+          continue;
+        for (const int member : {static_cast<int>(from), bound.next[c][from]}) {
+          for (int link : edge.links)
+            bound.nvlink_seconds_per_byte[member] =
+                std::max(bound.nvlink_seconds_per_byte[member], nvlink_load.at(link) / links[link].bandwidth);
+          bound.nvlink_latency[member] = std::max(bound.nvlink_latency[member], edge.latency);
+        }
+      }
+  }
   bound.shape.nvswitch = nvswitch && members > 1;
   bound.nccl = &nccl_profile(gpus[group.ranks.front()].architecture);
   return bound;

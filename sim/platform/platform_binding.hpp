@@ -65,10 +65,13 @@ struct BoundGroup {
   const NcclProfile* nccl = nullptr;  // the calibration of its GPUs' generation
   // Fast fidelity inside one node: timed analytically instead of simulated as flows.
   bool analytic = false;
-  // Fast fidelity across nodes: only the edges between nodes are flows; the NVLink edges are
-  // timed from the ring's pace, as a node's collective is (a phase ends when both are done).
+  // Fast fidelity across nodes: the NVLink edges of its rings are timed rather than simulated
+  // as flows; the rest (between nodes, PCIe) stay flows. Per member, over its own NVLink edges
+  // in and out: seconds per byte of its phase on their most loaded link (the load of every edge
+  // of the group crossing it), and their longest route latency; 0 where it has none.
   bool analytic_nvlink_edges = false;
-  double nvlink_latency = 0;  // the longest route latency among its NVLink edges
+  std::vector<double> nvlink_seconds_per_byte;
+  std::vector<double> nvlink_latency;
   // Where a program runs all-to-alls on the group: each pair's route ([from * members + to], -1
   // on the diagonal) and what an even all-to-all puts on the links; empty otherwise.
   std::vector<int> pair_route;

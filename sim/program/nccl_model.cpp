@@ -265,23 +265,13 @@ CommChoice choose_collective(const NcclProfile& profile, const RingShape& ring, 
   return choice;
 }
 
-namespace {
-// Per byte of each member's phases, over the ring's slowest edge of `kind` (0 without one).
-double seconds_per_byte(const RingShape& ring, const CommChoice& choice, int kind) {
-  return ring.seconds_per_byte[kind] > 0 ? ring.seconds_per_byte[kind] * choice.byte_scale[kind] / choice.efficiency[kind]
-                                         : 0.0;
-}
-} // namespace
-
-double transfer_seconds(const RingShape& ring, const CommChoice& choice, EdgeKind kind, double bytes) {
-  return bytes * seconds_per_byte(ring, choice, static_cast<int>(kind));
-}
-
 double transfer_seconds(const RingShape& ring, const CommChoice& choice, double bytes) {
-  double slowest = 0;
+  double seconds_per_byte = 0;
   for (int kind = 0; kind < edge_kinds; ++kind)
-    slowest = std::max(slowest, seconds_per_byte(ring, choice, kind));
-  return bytes * slowest;
+    if (ring.seconds_per_byte[kind] > 0)
+      seconds_per_byte =
+          std::max(seconds_per_byte, ring.seconds_per_byte[kind] * choice.byte_scale[kind] / choice.efficiency[kind]);
+  return bytes * seconds_per_byte;
 }
 
 std::string describe(const CommTuning& tuning) {

@@ -85,8 +85,6 @@ CommChoice choose_collective(const NcclProfile& profile, const RingShape& ring, 
 // How long `bytes` of each member's ring phases take over the rings' bottleneck, each edge kind
 // at the choice's byte scale and efficiency.
 double transfer_seconds(const RingShape& ring, const CommChoice& choice, double bytes);
-// The same over the ring's edges of one kind only (0 when it has none).
-double transfer_seconds(const RingShape& ring, const CommChoice& choice, EdgeKind kind, double bytes);
 
 // One line on how collectives run under `tuning`, for the summary.
 std::string describe(const CommTuning& tuning);

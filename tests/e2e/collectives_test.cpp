@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -189,30 +190,98 @@ TEST_CASE("collectives: fast fidelity times an all_to_all across two nodes from 
   CHECK(fast.at(gib).microseconds < gib / 2 / 47e9 * 1e6 + 5);
 }
 
-TEST_CASE("collectives: fast fidelity simulates only the flows between nodes of a collective across nodes, as all its flows run") {
-  // A ring over several nodes moves each phase at the pace of its slowest edge: the NVLink edges
-  // timed from the ring's NVLink load (each GPU's NVSwitch port, at the choice's NVLink
-  // efficiency) end when their flows would have, so with nothing else on NVLink the times are
-  // those of simulating every flow, for trees (small sizes) and rings (large), every collective.
-  const std::pair<std::string, std::string> cases[] = {
-      {"all_reduce", "dgx-h100-2n.xml"},
-      {"all_reduce", "dgx-a100-8n.xml"},
-      {"all_gather", "dgx-a100-8n.xml"},
-      {"reduce_scatter", "dgx-a100-8n.xml"},
-      {"broadcast", "dgx-a100-8n.xml"},
-  };
-  for (const auto& [collective, platform] : cases) {
-    CAPTURE(collective);
-    CAPTURE(platform);
-    const std::string arguments = "--platform " + platform + " -c " + collective + " -b 1KiB -e 1GiB -f 32";
-    const auto flows = collectives("across_flows", arguments);
-    const auto fast = collectives("across_fast", arguments + " --fidelity fast");
-    REQUIRE(flows.size() == fast.size());
-    for (const auto& [size, row] : flows) {
-      CAPTURE(size);
-      CHECK(fast.at(size).microseconds == doctest::Approx(row.microseconds).epsilon(1e-6));
-      CHECK(fast.at(size).algorithm == row.algorithm);
+TEST_CASE("collectives: fast fidelity times a collective across nodes as its simulated flows run") {
+  // The NVLink edges of a ring over several nodes are timed (each from its own NVSwitch port's
+  // load, at the choice's NVLink efficiency) and end when their flows would have; with nothing
+  // else on NVLink the times are those of simulating every flow, for trees (small sizes) and
+  // rings (large), every collective.
+  for (const std::string platform : {"dgx-h100-2n.xml", "dgx-a100-8n.xml"})
+    for (const std::string collective : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
+      CAPTURE(collective);
+      CAPTURE(platform);
+      const std::string arguments = "--platform " + platform + " -c " + collective + " -b 1KiB -e 1GiB -f 32";
+      const auto flows = collectives("across_flows", arguments);
+      const auto fast = collectives("across_fast", arguments + " --fidelity fast");
+      REQUIRE(flows.size() == fast.size());
+      for (const auto& [size, row] : flows) {
+        CAPTURE(size);
+        CHECK(fast.at(size).microseconds == doctest::Approx(row.microseconds).epsilon(1e-6));
+        CHECK(fast.at(size).algorithm == row.algorithm);
+      }
     }
+}
+
+namespace {
+
+// When each op of every rank ends, by (rank, stream, name), from a replay's trace.json.
+std::map<std::string, double> op_ends(const std::filesystem::path& trace) {
+  std::map<std::string, double> ends;
+  const nlohmann::json events = read_json(trace)["traceEvents"];
+  for (const nlohmann::json& event : events)
+    if (event["ph"] == "X")
+      ends[event["pid"].dump() + "/" + event["tid"].dump() + "/" + event["name"].get<std::string>()] =
+          event["ts"].get<double>() + event["dur"].get<double>();
+  return ends;
+}
+
+// Replays `programs` (file name -> ranks, text) on `platform` with both fidelities; every op of
+// every rank must end at the same time.
+void check_fast_like_flows(const std::string& name, const std::string& platform, int ranks, const std::string& options,
+                           const std::vector<std::pair<std::string, std::pair<std::string, std::string>>>& programs) {
+  const std::filesystem::path trace = fresh_dir(name + "_trace");
+  std::ofstream workload(trace / "workload.txt");
+  workload << "format 3\nranks " << ranks << "\ngroup world dp 0-" << ranks - 1 << "\n";
+  for (const auto& [file, program] : programs) {
+    workload << "program " << file << " " << program.first << "\n";
+    std::ofstream(trace / file) << program.second;
+  }
+  workload.close();
+  std::map<std::string, double> ends[2];
+  for (int fast = 0; fast < 2; ++fast) {
+    const CliResult result =
+        run_trainsim(name + (fast ? "_fast" : "_flows"), "replay " + trace.string() + " --platform " + platform +
+                                                             " --trace-ranks 0-" + std::to_string(ranks - 1) + " " +
+                                                             options + " --fidelity " + (fast ? "fast" : "flows") + " -o out");
+    REQUIRE_MESSAGE(result.status == 0, result.err);
+    ends[fast] = op_ends(result.dir / "out/trace.json");
+  }
+  REQUIRE(ends[0].size() == ends[1].size());
+  CHECK(ends[0].size() >= static_cast<std::size_t>(ranks));
+  for (const auto& [op, end] : ends[0]) {
+    CAPTURE(op);
+    REQUIRE(ends[1].count(op) == 1);
+    CHECK(ends[1].at(op) == doctest::Approx(end).epsilon(1e-6));
+  }
+}
+
+} // namespace
+
+TEST_CASE("collectives: under fast fidelity each member of a collective across nodes ends when its flows would") {
+  // A timed NVLink edge moves data once both its ends have started the phase, as its flow does
+  // once matched: a member arriving 1.8 s late holds up its neighbours as the flows do (rank 5,
+  // which computes after the all-reduce, cannot leave before rank 3 came), on NVSwitch with one
+  // ring or the default eight.
+  const std::string all_reduce = "1 collective name=grads op=allreduce group=world bytes=1e9 stream=dp-comm deps=0\n";
+  const auto program = [&](const char* ranks, const char* flops) {
+    return std::make_pair(std::string(ranks), std::string("0 compute name=before flops=") + flops + " bytes=1e6\n" +
+                                                  all_reduce + "2 compute name=after flops=1e12 bytes=1e6 deps=1\n");
+  };
+  for (const char* channels : {"--channels 1", "--channels auto"}) {
+    CAPTURE(channels);
+    check_fast_like_flows("across_late", "dgx-h100-2n.xml", 16, channels,
+                          {{"late.trace", program("3", "1e15")}, {"on.trace", program("0-2,4-15", "1e9")}});
+  }
+  // Uneven nodes (8 + 2 GPUs, then 8 + 3) in a full NVLink mesh: each member's edges go at the
+  // pace of their own links, not of the group's busiest; and a broadcast, whose root receives
+  // nothing and whose last member sends nothing.
+  const CliResult mesh = run_trainsim("across_mesh", "platform --gpu mi300x --nodes 2 -o mesh.xml");
+  REQUIRE_MESSAGE(mesh.status == 0, mesh.err);
+  for (const int ranks : {10, 11}) {
+    CAPTURE(ranks);
+    check_fast_like_flows("across_uneven", (mesh.dir / "mesh.xml").string(), ranks, "",
+                          {{"p.trace", {"0-" + std::to_string(ranks - 1),
+                                        "0 collective name=grads op=allreduce group=world bytes=1073741824\n"
+                                        "1 collective name=bc op=broadcast group=world bytes=1073741824 deps=0\n"}}});
   }
 }
 

@@ -87,7 +87,7 @@ TEST_CASE("plan describes a fat tree where the GPUs asked for need more nodes th
       "plan_fat_tree", "plan --model tiny-gpt --gpu a100-80gb --gpus-per-node 1 --gpus 513 --global-batch 513 "
                        "--seq-len 512 --simulate 1 -j 1 -o out");
   REQUIRE_MESSAGE(result.status == 0, result.err);
-  CHECK(result.err.find("513 nodes, described as a non-blocking fat tree") != std::string::npos);
+  CHECK(result.err.find("513 nodes, described as a fat tree") != std::string::npos);
   const std::string scenario = read_file(result.dir / "out/plan-scenario.ini");
   CHECK(scenario.find("topology = fat-tree") != std::string::npos);
   CHECK(read_json(result.dir / "out/plan.json").at(0)["gpus"] == 513);
@@ -96,6 +96,15 @@ TEST_CASE("plan describes a fat tree where the GPUs asked for need more nodes th
   CHECK(single.status == 2);
   CHECK(single.err.rfind("trainsim: error: --nodes 513: platform.nodes = '513': a single switch", 0) == 0);
   CHECK(std::count(single.err.begin(), single.err.end(), '\n') == 1);
+  // A scenario's own platform lines complete the options (its fat tree gives --nodes-per-leaf a
+  // meaning): they are not checked without them.
+  const fs::path dir = fresh_dir("plan_fat_tree_ini");
+  std::ofstream(dir / "fat-tree.ini") << "[model]\nname = tiny-gpt\n[platform]\ngpu = a100-80gb\nnodes = 4\n"
+                                         "topology = fat-tree\n[training]\nseq_len = 512\nglobal_batch = 64\n";
+  const CliResult from_scenario =
+      run_trainsim("plan_fat_tree_scenario", "plan " + (dir / "fat-tree.ini").string() +
+                                                 " --gpu a100-80gb --nodes 4 --nodes-per-leaf 2 --simulate 1 -j 1 -o out");
+  CHECK_MESSAGE(from_scenario.status == 0, from_scenario.err);
 }
 
 TEST_CASE("on a workstation too small for the model, the plan offloads to the CPU and says so") {
