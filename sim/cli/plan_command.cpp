@@ -275,12 +275,17 @@ struct PlanCluster {
 };
 
 // The platform.* lines of a cluster described by --gpu and its options; without --nodes, enough
-// nodes for the largest --gpus, and without a scenario, a network that can join them (a fat tree
-// beyond what a single switch joins) and the options checked here, naming them, rather than in
-// the scenario written from them. A scenario's own platform lines complete the options later.
+// nodes for the largest --gpus, and where neither the options nor the scenario name a topology, a
+// network that can join them (a fat tree beyond what a single switch joins). Without a scenario
+// the options are checked here, naming them, rather than in the scenario written from them; a
+// scenario's own platform lines complete the options later.
 std::map<std::string, std::pair<std::string, std::string>> described_cluster_keys(const PlanOptions& o) {
   auto given = cluster_keys_given(o.cluster_values);
   const bool whole = o.scenario.empty();  // the options describe the whole cluster
+  bool topology_set = given.count("platform.topology") > 0;
+  if (!whole)
+    for (const auto& [key, value] : settings_in(read_scenario_file(o.scenario), o.scenario))
+      topology_set = topology_set || key == "platform.topology";
   bool chose_topology = false;
   if (!given.count("platform.nodes")) {
     long long wanted = 0;
@@ -296,7 +301,7 @@ std::map<std::string, std::pair<std::string, std::string>> described_cluster_key
     const long long per_node = parse_cluster(node_keys).gpus_per_node;
     const long long nodes = (wanted + per_node - 1) / per_node;
     given["platform.nodes"] = {std::to_string(nodes), "--gpus " + o.gpus_text};
-    if (whole && !given.count("platform.topology") && nodes > max_pairwise_routed) {
+    if (!topology_set && nodes > max_pairwise_routed) {
       given["platform.topology"] = {"fat-tree", "--gpus " + o.gpus_text};
       chose_topology = true;
     }

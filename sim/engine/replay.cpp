@@ -53,7 +53,7 @@ namespace sg4 = simgrid::s4u;
 //   transfer starts when the last member arrives (Arrivals). Fast fidelity, group across nodes:
 //   the NVLink edges are timed, not flows; each moves its bytes once both its ends have started
 //   the phase (a member that starts before its neighbour waits on its gate mailbox for a word
-//   without bytes from it), at the pace of the member's busiest NVLink link. All-to-all: one flow per pair, or
+//   without bytes from it), at the pace of its own busiest link. All-to-all: one flow per pair, or
 //   (fast fidelity, even, every member running one program) timed from the load its pairs put
 //   on the links (ring_model.hpp);
 // - send/recv: a mailbox per (source, destination, tag), posted when their deps are done;
@@ -687,7 +687,7 @@ private:
     // A timed edge moves data once both its ends have started the phase, as its flow would once
     // matched: wait to hear that each neighbour across one has.
     if (call)
-      for_each_timed_neighbour(bound, me, broadcast, [&](int neighbour) {
+      for_each_timed_neighbour(bound, me, broadcast, [&](int neighbour, std::size_t, int) {
         std::vector<int>& waiting = call->waiting_for[phase][neighbour];
         if (call->phase_started[phase][neighbour] >= 0 || std::find(waiting.begin(), waiting.end(), me) != waiting.end())
           return;
@@ -704,15 +704,16 @@ private:
     return bound.analytic_nvlink_edges && binding_.route(route).kind == EdgeKind::nvlink;
   }
 
-  // `visit(member)` for each end of this member's timed edges other than itself, once per edge.
+  // `visit(neighbour, channel, from)` for each of this member's timed edges: the member at its
+  // other end, its ring and the member it leaves.
   template <typename Visit>
   void for_each_timed_neighbour(const BoundGroup& bound, int me, bool broadcast, Visit visit) const {
     for (std::size_t c = 0; c < bound.next.size(); ++c) {
       const int next = bound.next[c][me], previous = bound.previous[c][me];
       if ((!broadcast || next != 0) && timed_edge(bound, bound.edge_route[c][me]))
-        visit(next);
+        visit(next, c, me);
       if ((!broadcast || me != 0) && timed_edge(bound, bound.edge_route[c][previous]))
-        visit(previous);
+        visit(previous, c, previous);
     }
   }
 
@@ -734,8 +735,8 @@ private:
     call.waiting_for[slot][me].clear();
   }
 
-  // When this member's timed edges of its current phase are done: both ends started, then the
-  // route's latency and its bytes at the pace of its own most loaded NVLink link (0: none).
+  // When this member's timed edges of its current phase are done (0: it has none): each once both
+  // its ends started, then its route's latency and its bytes at its own pace.
   double timed_edges_end(OpId id) const {
     const Op& op = program_.ops[id];
     const GroupPlan& plan = shared_.groups[group(op)];
@@ -746,19 +747,15 @@ private:
     const int me = bound.member_of_rank.at(rank_);
     const std::vector<double>& started =
         shared_.arrivals[group(op)].at(state.call).phase_started[static_cast<std::size_t>(state.phase)];
-    double both_started = started[me];
-    bool any = false;
-    for_each_timed_neighbour(bound, me, op.collective == Collective::broadcast, [&](int neighbour) {
-      any = true;
-      both_started = std::max(both_started, started[neighbour]);
-    });
-    if (!any)
-      return 0.0;
     constexpr int nvlink = static_cast<int>(EdgeKind::nvlink);
-    const double bytes = ring_phases(op.collective, op.bytes, plan.members).bytes_per_phase;
-    return both_started + bound.nvlink_latency[me] +
-           bytes * bound.nvlink_seconds_per_byte[me] * state.choice.byte_scale[nvlink] / state.choice.efficiency[nvlink] /
-               shared_.bandwidth_efficiency;
+    const double bytes = ring_phases(op.collective, op.bytes, plan.members).bytes_per_phase *
+                         state.choice.byte_scale[nvlink] / state.choice.efficiency[nvlink] / shared_.bandwidth_efficiency;
+    double end = 0.0;
+    for_each_timed_neighbour(bound, me, op.collective == Collective::broadcast, [&](int neighbour, std::size_t c, int from) {
+      end = std::max(end, std::max(started[me], started[neighbour]) + binding_.route(bound.edge_route[c][from]).latency +
+                              bytes * bound.nvlink_seconds_per_byte[c][from]);
+    });
+    return end;
   }
 
   void activity_done(OpId id) {

@@ -215,20 +215,15 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
     for (const auto& [link, share] : load[kind])
       bound.shape.seconds_per_byte[kind] = std::max(bound.shape.seconds_per_byte[kind], share / links[link].bandwidth);
   if (bound.analytic_nvlink_edges) {
-    bound.nvlink_seconds_per_byte.assign(members, 0.0);
-    bound.nvlink_latency.assign(members, 0.0);
+    bound.nvlink_seconds_per_byte.assign(rings.size(), std::vector<double>(members, 0.0));
     const auto& nvlink_load = load[static_cast<int>(EdgeKind::nvlink)];
     for (std::size_t c = 0; c < rings.size(); ++c)
       for (std::size_t from = 0; from < members; ++from) {
         const BoundRoute& edge = routes[bound.edge_route[c][from]];
-        if (edge.kind != EdgeKind::nvlink)
-          continue;
-        for (const int member : {static_cast<int>(from), bound.next[c][from]}) {
+        if (edge.kind == EdgeKind::nvlink)
           for (int link : edge.links)
-            bound.nvlink_seconds_per_byte[member] =
-                std::max(bound.nvlink_seconds_per_byte[member], nvlink_load.at(link) / links[link].bandwidth);
-          bound.nvlink_latency[member] = std::max(bound.nvlink_latency[member], edge.latency);
-        }
+            bound.nvlink_seconds_per_byte[c][from] =
+                std::max(bound.nvlink_seconds_per_byte[c][from], nvlink_load.at(link) / links[link].bandwidth);
       }
   }
   bound.shape.nvswitch = nvswitch && members > 1;

@@ -66,12 +66,11 @@ struct BoundGroup {
   // Fast fidelity inside one node: timed analytically instead of simulated as flows.
   bool analytic = false;
   // Fast fidelity across nodes: the NVLink edges of its rings are timed rather than simulated
-  // as flows; the rest (between nodes, PCIe) stay flows. Per member, over its own NVLink edges
-  // in and out: seconds per byte of its phase on their most loaded link (the load of every edge
-  // of the group crossing it), and their longest route latency; 0 where it has none.
+  // as flows; the rest (between nodes, PCIe) stay flows. Per NVLink edge ([channel][member it
+  // leaves]): seconds per byte of a member's phase on its most loaded link, the load of every
+  // edge of the group crossing it, as max-min sharing would pace its flow; 0 for other edges.
   bool analytic_nvlink_edges = false;
-  std::vector<double> nvlink_seconds_per_byte;
-  std::vector<double> nvlink_latency;
+  std::vector<std::vector<double>> nvlink_seconds_per_byte;
   // Where a program runs all-to-alls on the group: each pair's route ([from * members + to], -1
   // on the diagonal) and what an even all-to-all puts on the links; empty otherwise.
   std::vector<int> pair_route;

@@ -271,18 +271,27 @@ TEST_CASE("collectives: under fast fidelity each member of a collective across n
     check_fast_like_flows("across_late", "dgx-h100-2n.xml", 16, channels,
                           {{"late.trace", program("3", "1e15")}, {"on.trace", program("0-2,4-15", "1e9")}});
   }
+  // Three rings over 8 GPUs load the NVSwitch ports unevenly (a member's edge in may carry two
+  // thirds of what its edge out does): each edge goes at its own pace from when both its ends
+  // started, two members late.
+  check_fast_like_flows("across_late_rings", "dgx-h100-2n.xml", 16, "--channels 3",
+                        {{"late.trace", program("0-1", "1e15")}, {"on.trace", program("2-15", "1e9")}});
   // Uneven nodes (8 + 2 GPUs, then 8 + 3) in a full NVLink mesh: each member's edges go at the
   // pace of their own links, not of the group's busiest; and a broadcast, whose root receives
   // nothing and whose last member sends nothing.
   const CliResult mesh = run_trainsim("across_mesh", "platform --gpu mi300x --nodes 2 -o mesh.xml");
   REQUIRE_MESSAGE(mesh.status == 0, mesh.err);
+  const std::string collectives = "1 collective name=grads op=allreduce group=world bytes=1073741824 deps=0\n"
+                                  "2 collective name=bc op=broadcast group=world bytes=1073741824 deps=1\n";
   for (const int ranks : {10, 11}) {
     CAPTURE(ranks);
     check_fast_like_flows("across_uneven", (mesh.dir / "mesh.xml").string(), ranks, "",
-                          {{"p.trace", {"0-" + std::to_string(ranks - 1),
-                                        "0 collective name=grads op=allreduce group=world bytes=1073741824\n"
-                                        "1 collective name=bc op=broadcast group=world bytes=1073741824 deps=0\n"}}});
+                          {{"p.trace", {"0-" + std::to_string(ranks - 1), "0 compute name=before flops=1e9\n" + collectives}}});
   }
+  // The same with a member of the smaller node late: its neighbours' other edges are not held up.
+  check_fast_like_flows("across_uneven_late", (mesh.dir / "mesh.xml").string(), 11, "",
+                        {{"late.trace", {"8", "0 compute name=before flops=1e15\n" + collectives}},
+                         {"on.trace", {"0-7,9-10", "0 compute name=before flops=1e9\n" + collectives}}});
 }
 
 TEST_CASE("collectives: bad options get one line and status 2") {

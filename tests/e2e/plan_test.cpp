@@ -105,6 +105,13 @@ TEST_CASE("plan describes a fat tree where the GPUs asked for need more nodes th
       run_trainsim("plan_fat_tree_scenario", "plan " + (dir / "fat-tree.ini").string() +
                                                  " --gpu a100-80gb --nodes 4 --nodes-per-leaf 2 --simulate 1 -j 1 -o out");
   CHECK_MESSAGE(from_scenario.status == 0, from_scenario.err);
+  // A scenario naming no topology gets the fat tree its nodes need, as options alone do.
+  std::ofstream(dir / "no-topology.ini") << "[model]\nname = tiny-gpt\n[training]\nseq_len = 512\nglobal_batch = 513\n";
+  const CliResult unnamed =
+      run_trainsim("plan_fat_tree_unnamed", "plan " + (dir / "no-topology.ini").string() +
+                                                " --gpu a100-80gb --gpus-per-node 1 --gpus 513 --simulate 1 -j 1 -o out");
+  REQUIRE_MESSAGE(unnamed.status == 0, unnamed.err);
+  CHECK(unnamed.err.find("513 nodes, described as a fat tree") != std::string::npos);
 }
 
 TEST_CASE("on a workstation too small for the model, the plan offloads to the CPU and says so") {
