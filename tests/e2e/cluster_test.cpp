@@ -80,6 +80,13 @@ TEST_CASE("an oversubscribed fat tree slows traffic between leaves, not inside o
   // 100 GB/s uplink: 12.5 GB/s each, 2 s.
   CHECK(replay_time("leaf", transfers("leaf", 32, same_leaf, 25e9), platform) == doctest::Approx(1.0).epsilon(1e-4));
   CHECK(replay_time("spine", transfers("spine", 32, across, 25e9), platform) == doctest::Approx(2.0).epsilon(1e-4));
+  // One byte shows the latency: PCIe 0.5 us, NIC 1 us, then 0.5 us per switch crossed and per
+  // uplink, NIC 1 us, PCIe 0.5 us. Inside a leaf: its switch, 3.5 us. Across leaves: the leaf,
+  // its uplink, the spine, the other uplink and leaf, 5.5 us.
+  CHECK(replay_time("leaf_latency", transfers("leaf_latency", 32, {{0, 8}}, 1), platform) ==
+        doctest::Approx(3.5e-6).epsilon(1e-3));
+  CHECK(replay_time("spine_latency", transfers("spine_latency", 32, {{0, 16}}, 1), platform) ==
+        doctest::Approx(5.5e-6).epsilon(1e-3));
 }
 
 TEST_CASE("a three-tier fat tree slows traffic between pods by the pods' oversubscription, not inside one") {
@@ -96,6 +103,12 @@ TEST_CASE("a three-tier fat tree slows traffic between pods by the pods' oversub
   // uplink: 12.5 GB/s each, 2 s.
   CHECK(replay_time("pod", transfers("pod", 32, same_pod, 25e9), platform) == doctest::Approx(1.0).epsilon(1e-4));
   CHECK(replay_time("core", transfers("core", 32, across, 25e9), platform) == doctest::Approx(2.0).epsilon(1e-4));
+  // Latency, 0.5 us per switch and uplink crossed between the NICs' 3 us: in a pod leaf, uplink,
+  // pod spine, uplink, leaf (5.5 us); across pods also the pods' uplinks and the core (7.5 us).
+  CHECK(replay_time("pod_latency", transfers("pod_latency", 32, {{0, 8}}, 1), platform) ==
+        doctest::Approx(5.5e-6).epsilon(1e-3));
+  CHECK(replay_time("core_latency", transfers("core_latency", 32, {{0, 16}}, 1), platform) ==
+        doctest::Approx(7.5e-6).epsilon(1e-3));
 }
 
 TEST_CASE("a described DGX A100 pair simulates the default scenario like the hand-written platform") {

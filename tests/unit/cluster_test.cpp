@@ -100,8 +100,8 @@ TEST_CASE("the generated platform has the hosts, links, disks and routes asked f
   CHECK(count(xml, "host") == 3 * (8 + 1 + 2));  // GPUs, one CPU and each drive's PCIe port per node
   CHECK(count(xml, "disk") == 3 * 2);
   // Per node: 8 PCIe links to the GPUs, 4 switch uplinks (2 GPUs per switch), 8 NICs, 8 NVLinks,
-  // a read and a write link per drive; then the fabric.
-  CHECK(count(xml, "link") == 3 * (8 + 4 + 8 + 8 + 2 * 2) + 1);
+  // a read and a write link per drive, the switch's port.
+  CHECK(count(xml, "link") == 3 * (8 + 4 + 8 + 8 + 2 * 2 + 1));
   // Per node: 28 GPU pairs, 8 routes to the gateway, 8 to the CPU, 1 CPU to the gateway, each
   // drive to and from the CPU; 3 node pairs.
   CHECK(count(xml, "route") == 3 * (28 + 8 + 8 + 1 + 2 * 2));
@@ -128,6 +128,13 @@ TEST_CASE("a fat tree adds leaf switches with oversubscribed uplinks and a spine
   CHECK(xml.find("<link id=\"leaf0-up\" bandwidth=\"200GBps\"") != std::string::npos);
   // Per leaf: its node pair and each node's way up; the spine: the leaf pair.
   CHECK(count(parse(xml), "zoneRoute") == 2 * (1 + 2) + 1);
+  // Per node: 8 PCIe links, 4 PCIe switch uplinks, 8 NICs, 8 NVLinks. Per leaf: a port per node,
+  // one for the way out and the uplink; the spine: a port per leaf. No link is on every route.
+  CHECK(count(parse(xml), "link") == 4 * (8 + 4 + 8 + 8) + 2 * (2 + 1 + 1) + 2);
+  CHECK(xml.find("FATPIPE") == std::string::npos);
+  CHECK(xml.find("<zoneRoute src=\"node0\" dst=\"leaf0-top\" gw_src=\"node0-gw\" gw_dst=\"leaf0-gw\"><link_ctn "
+                 "id=\"leaf0-node0\" direction=\"UP\"/><link_ctn id=\"leaf0-out\" direction=\"DOWN\"/><link_ctn "
+                 "id=\"leaf0-up\" direction=\"UP\"/></zoneRoute>") != std::string::npos);
   CHECK(fat_tree_pods(spec) == 1);
 }
 
