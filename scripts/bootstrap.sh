@@ -17,7 +17,7 @@ esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TRAINSIM_BUILD_DIR:-$root/build}"
 packages=(g++ make cmake pkg-config libsimgrid-dev libboost-graph-dev libboost-program-options-dev
-          libspdlog-dev doctest-dev nlohmann-json3-dev)
+          libspdlog-dev doctest-dev nlohmann-json3-dev libjemalloc-dev)
 # The tests render report.html in a headless browser and start a one-node Slurm cluster (its own
 # munged) for docs/slurm-sweep.sbatch; running trainsim needs neither.
 if [ "$mode" = test ]; then
