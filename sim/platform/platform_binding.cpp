@@ -275,8 +275,10 @@ void bind_all_to_all(const Group& group, const std::vector<sg4::Host*>& hosts, P
 
 PlatformBinding::PlatformBinding(const Workload& workload, const std::vector<GpuInfo>& gpus,
                                  const BindSettings& settings) {
+  for (sg4::Host* host : sg4::Engine::get_instance()->get_all_hosts())
+    hosts_by_name_.emplace(host->get_name(), host);
   for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
-    hosts_.push_back(sg4::Host::by_name(gpus[rank].host));
+    hosts_.push_back(host_named(gpus[rank].host));
   for (const sg4::Link* link : sg4::Engine::get_instance()->get_all_links())
     resources_.links.push_back({link->get_name(), link_class(link->get_name()), link->get_bandwidth(),
                                 link->get_sharing_policy() == sg4::Link::SharingPolicy::FATPIPE});
@@ -287,6 +289,11 @@ PlatformBinding::PlatformBinding(const Workload& workload, const std::vector<Gpu
 }
 
 PlatformBinding::~PlatformBinding() = default;
+
+sg4::Host* PlatformBinding::host_named(const std::string& name) const {
+  const auto found = hosts_by_name_.find(name);
+  return found == hosts_by_name_.end() ? nullptr : found->second;
+}
 
 // Hosts and disks named by copies, host work, reads and writes exist for every rank that runs
 // them: InputError naming the rank, the op and what the platform lacks.
@@ -312,7 +319,7 @@ void PlatformBinding::bind_targets(const Workload& workload, const std::vector<G
     targets.resize(slots->targets.size());
     const GpuInfo& gpu = gpus[rank];
     const auto where = [&] { return "rank " + std::to_string(rank) + " (" + gpu.host + ", node " + gpu.node + ")"; };
-    const sg4::Host* cpu = gpu.cpu_host.empty() ? nullptr : sg4::Host::by_name(gpu.cpu_host);
+    const sg4::Host* cpu = gpu.cpu_host.empty() ? nullptr : host_named(gpu.cpu_host);
     for (const ProgramSlots::TargetCheck& check : slots->checks) {
       const Op& op = program.ops[check.op];
       BoundTarget& target = targets[slots->slot[check.op]];
@@ -332,7 +339,7 @@ void PlatformBinding::bind_targets(const Workload& workload, const std::vector<G
         continue;
       }
       if (op.kind == OpKind::copy || op.kind == OpKind::compute) {
-        target.host = sg4::Host::by_name_or_null(op.target == node_cpu ? gpu.cpu_host : op.target);
+        target.host = host_named(op.target == node_cpu ? gpu.cpu_host : op.target);
         if (target.host == nullptr)
           throw InputError(where() + " op " + op.name + ": " + to_string(op.kind) + " host '" + op.target +
                            "' is not in the platform");
@@ -347,7 +354,7 @@ void PlatformBinding::bind_targets(const Workload& workload, const std::vector<G
         resources_.drives.push_back({target.disk->get_name(), std::max(target.disk->get_read_bandwidth(),
                                                                        target.disk->get_write_bandwidth())});
       if (const char* port = target.disk->get_property("pcie_port")) {
-        target.port = sg4::Host::by_name_or_null(port);
+        target.port = host_named(port);
         if (target.port == nullptr)
           throw InputError("disk " + target.disk->get_name() + ": pcie_port '" + port +
                            "' is not a host of the platform (the drive's end of its PCIe route to the CPU)");
