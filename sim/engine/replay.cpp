@@ -365,14 +365,15 @@ private:
     }
   };
   // What the observer hears, held back until the simulated clock reaches it: settled ops run
-  // ahead of the clock, and observers expect each rank's events in time order.
+  // ahead of the clock, and observers expect each rank's events in time order. A transfer's
+  // details wait beside the heap (in held_transfers_), which keeps the heap's moves small.
   enum class Told : std::uint8_t { started, finished, transferred };
   struct Event {
     double time;
     std::uint64_t sequence;
     OpId op;
+    std::uint32_t transfer;  // transferred: its place in held_transfers_
     Told what;
-    Transfer transfer;
     bool operator>(const Event& other) const {
       return time != other.time ? time > other.time : sequence > other.sequence;
     }
@@ -914,9 +915,18 @@ private:
   }
 
   void transferred(OpId id, const Transfer& transfer) {
-    events_.push({transfer.end, sequence_++, id, Told::transferred, transfer});
+    std::uint32_t slot = 0;
+    if (free_transfers_.empty()) {
+      slot = static_cast<std::uint32_t>(held_transfers_.size());
+      held_transfers_.push_back(transfer);
+    } else {
+      slot = free_transfers_.back();
+      free_transfers_.pop_back();
+      held_transfers_[slot] = transfer;
+    }
+    events_.push({transfer.end, sequence_++, id, slot, Told::transferred});
   }
-  void tell(Told what, OpId id, double time) { events_.push({time, sequence_++, id, what, {}}); }
+  void tell(Told what, OpId id, double time) { events_.push({time, sequence_++, id, 0, what}); }
 
   void tell_observer_until(double time) {
     while (!events_.empty() && events_.top().time <= time) {
@@ -925,7 +935,10 @@ private:
       switch (event.what) {
       case Told::started: observer_.op_started(rank_, event.op, event.time); break;
       case Told::finished: observer_.op_finished(rank_, event.op, event.time); break;
-      case Told::transferred: observer_.op_transferred(rank_, event.op, event.transfer); break;
+      case Told::transferred:
+        observer_.op_transferred(rank_, event.op, held_transfers_[event.transfer]);
+        free_transfers_.push_back(event.transfer);
+        break;
       }
     }
   }
@@ -943,6 +956,8 @@ private:
   MinHeap<Due> pending_;                 // ready ops waiting for the clock to reach their time
   MinHeap<Due> timers_;
   MinHeap<Event> events_;
+  std::vector<Transfer> held_transfers_;
+  std::vector<std::uint32_t> free_transfers_;  // places in held_transfers_ to reuse
   std::uint64_t sequence_ = 0;
   std::vector<sg4::ActivityPtr> activities_;
   std::vector<OpId> activity_ops_;
