@@ -236,39 +236,46 @@ void write_node(XmlWriter& xml, int depth, const ClusterSpec& c, int node) {
 }
 
 // A switch between nodes (or between switches), below the top with one SPLITDUPLEX uplink that
-// the traffic leaving its members shares. Its backplane never limits a flow (its bandwidth is all
-// its ports'), so what a route crosses is two ports: a SPLITDUPLEX link per member at the
-// switch's bandwidth, each with half its latency. One FATPIPE link for the whole switch would
-// pace each flow the same, but SimGrid puts every link of a route into its max-min system, and a
-// link on every route makes all the flows across the switch one system, solved again at every
-// event (26 % of a 2,048-rank data-parallel replay; 5 % with ports).
+// the traffic leaving its members shares. Its backplane never limits a flow, so what a route
+// crosses is two ports, each with half the switch's latency: a SPLITDUPLEX link per member at
+// the member's own bandwidth (a node's NICs, a leaf's or pod's uplink), which carries the
+// member's traffic as its NICs or uplink do and so never paces a flow, and whose load the
+// reports show as a switch port's. One FATPIPE link for the whole switch would pace each flow
+// the same, but SimGrid puts every link of a route into its max-min system, and a link on every
+// route makes all the flows across the switch one system, solved again at every event (26 % of
+// a 2,048-rank data-parallel replay; 5 % with ports).
 struct Switch {
   std::string name;
-  double bandwidth = 0, uplink = 0;  // uplink 0: the top switch
+  double uplink = 0;  // 0: the top switch
 };
+
+double node_bandwidth(const ClusterSpec& c) { return c.nics_per_node * c.nic_speed; }
 
 constexpr const char* switch_latency = "500ns";
 constexpr const char* port_latency = "250ns";
 
-// A zone's members as its switch sees them: a zone and the router its traffic leaves by.
+// A zone's members as its switch sees them: a zone, the router its traffic leaves by, and the
+// bandwidth it can send into the switch.
 struct Member {
   std::string zone, gateway;
+  double bandwidth = 0;
 };
 
 // The switch `s` that joins `members` into a zone: its links (written to `links`, the zone that
 // declares them) and the zone's routes (to `routes`). Every route between two members crosses
 // their ports; below the top, every member also reaches the zone's way out, `name`-gw, over its
-// own port, the way out's (`name`-out) and the uplink. The router sits in a zone of its own because SimGrid
-// routes between zones, not from a zone to a router. Routes grow with the members squared, so
-// nested switches keep a large cluster's routes to a few per node.
+// own port, the way out's (`name`-out, at the uplink's bandwidth) and the uplink. The router sits
+// in a zone of its own because SimGrid routes between zones, not from a zone to a router. Routes
+// grow with the members squared, so nested switches keep a large cluster's routes to a few per
+// node.
 void write_switch(XmlWriter& links, XmlWriter& routes, int depth, const Switch& s, const std::vector<Member>& members) {
-  const Member out{s.name + "-top", s.name + "-gw"};
+  const Member out{s.name + "-top", s.name + "-gw", s.uplink};
   const auto port = [&](const Member& member) { return s.name + "-" + member.zone; };
   const std::string out_port = s.name + "-out";
   for (const Member& member : members)
-    links.line(3, link(port(member), s.bandwidth, port_latency, "SPLITDUPLEX"));
+    links.line(3, link(port(member), member.bandwidth, port_latency, "SPLITDUPLEX"));
   if (s.uplink > 0) {
-    links.line(3, link(out_port, s.bandwidth, port_latency, "SPLITDUPLEX"));
+    links.line(3, link(out_port, s.uplink, port_latency, "SPLITDUPLEX"));
     links.line(3, link(s.name + "-up", s.uplink, switch_latency, "SPLITDUPLEX"));
     routes.line(depth, "<zone id=\"" + out.zone + "\" routing=\"Full\"><router id=\"" + out.gateway + "\"/></zone>");
   }
@@ -297,23 +304,23 @@ public:
   int first_leaf(int pod) const { return pod * leaves_per_pod_; }
   int end_leaf(int pod) const { return std::min(leaves_, (pod + 1) * leaves_per_pod_); }
 
-  Switch leaf(int l) const { return {"leaf" + std::to_string(l), leaf_bandwidth(), leaf_bandwidth() / c_.oversubscription}; }
+  Switch leaf(int l) const { return {"leaf" + std::to_string(l), leaf_bandwidth() / c_.oversubscription}; }
   Switch pod(int p) const {
-    return {"pod" + std::to_string(p) + "-spine", leaf_bandwidth() * leaves_per_pod_,
-            leaf(0).uplink * leaves_per_pod_ / c_.pod_oversubscription};
+    return {"pod" + std::to_string(p) + "-spine", leaf(0).uplink * leaves_per_pod_ / c_.pod_oversubscription};
   }
   // The spine of a two-tier tree, the core of a three-tier one.
-  Switch top() const { return {pods_ == 1 ? "spine" : "core", node_bandwidth() * c_.nodes, 0}; }
+  Switch top() const { return {pods_ == 1 ? "spine" : "core", 0}; }
 
 private:
-  double node_bandwidth() const { return c_.nics_per_node * c_.nic_speed; }
-  double leaf_bandwidth() const { return node_bandwidth() * c_.nodes_per_leaf; }
+  double leaf_bandwidth() const { return node_bandwidth(c_) * c_.nodes_per_leaf; }
 
   const ClusterSpec& c_;
   int leaves_, pods_, leaves_per_pod_;
 };
 
-Member node_member(int node) { return {"node" + std::to_string(node), "node" + std::to_string(node) + "-gw"}; }
+Member node_member(const ClusterSpec& c, int node) {
+  return {"node" + std::to_string(node), "node" + std::to_string(node) + "-gw", node_bandwidth(c)};
+}
 
 // The nodes and the network between them as nested zones, each routing only among its members:
 // nodes under one switch; or nodes under leaf switches, leaves under a spine (two tiers) or, with
@@ -330,10 +337,10 @@ void write_network(XmlWriter& xml, const ClusterSpec& c) {
     std::vector<Member> nodes;
     for (int node = 0; node < c.nodes; ++node) {
       write_node(zones, 2, c, node);
-      nodes.push_back(node_member(node));
+      nodes.push_back(node_member(c, node));
     }
     if (c.nodes > 1)
-      write_switch(links, zones, 2, {"fabric", c.nics_per_node * c.nic_speed * c.nodes, 0}, nodes);
+      write_switch(links, zones, 2, {"fabric", 0}, nodes);
   } else {
     const auto write_leaves = [&](int depth, int first, int end) {
       std::vector<Member> leaves;
@@ -343,11 +350,11 @@ void write_network(XmlWriter& xml, const ClusterSpec& c) {
         std::vector<Member> nodes;
         for (int node = tree.first_node(l); node < tree.end_node(l); ++node) {
           write_node(zones, depth + 1, c, node);
-          nodes.push_back(node_member(node));
+          nodes.push_back(node_member(c, node));
         }
         write_switch(links, zones, depth + 1, leaf, nodes);
         zones.line(depth, "</zone>");
-        leaves.push_back({leaf.name, leaf.name + "-gw"});
+        leaves.push_back({leaf.name, leaf.name + "-gw", leaf.uplink});
       }
       return leaves;
     };
@@ -360,7 +367,7 @@ void write_network(XmlWriter& xml, const ClusterSpec& c) {
         zones.line(2, "<zone id=\"" + name + "\" routing=\"Full\">");
         write_switch(links, zones, 3, tree.pod(p), write_leaves(3, tree.first_leaf(p), tree.end_leaf(p)));
         zones.line(2, "</zone>");
-        pods.push_back({name, tree.pod(p).name + "-gw"});
+        pods.push_back({name, tree.pod(p).name + "-gw", tree.pod(p).uplink});
       }
       write_switch(links, zones, 2, tree.top(), pods);
     }

@@ -187,7 +187,7 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
     bound.shape.one_generation =
         bound.shape.one_generation && gpus[rank].architecture == gpus[group.ranks.front()].architecture;
   // Each ring edge carries 1/channels of a member's phase: what each link carries per byte of it,
-  // by the kind of the edges crossing it.
+  // by the kind of the edges crossing it (on a FATPIPE link, the most any one edge carries).
   std::unordered_map<int, double> load[edge_kinds];
   bound.next.assign(rings.size(), std::vector<int>(members));
   bound.previous.assign(rings.size(), std::vector<int>(members));
@@ -202,8 +202,11 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
       const int route = table.route(hosts[group.ranks[from]], hosts[group.ranks[to]]);
       bound.edge_route[c][from] = route;
       const BoundRoute& edge = routes[route];
-      for (int link : edge.links)
-        load[static_cast<int>(edge.kind)][link] += 1.0 / static_cast<double>(rings.size());
+      const double share = 1.0 / static_cast<double>(rings.size());
+      for (int link : edge.links) {
+        double& carried = load[static_cast<int>(edge.kind)][link];
+        carried = links[link].fatpipe ? std::max(carried, share) : carried + share;
+      }
       bound.shape.route_latency = std::max(bound.shape.route_latency, edge.latency);
       nvswitch = nvswitch && edge.nvswitch;
       // Two GPUs of a node joined by PCIe (or anything but NVLink).
@@ -277,8 +280,11 @@ PlatformBinding::PlatformBinding(const Workload& workload, const std::vector<Gpu
                                  const BindSettings& settings) {
   for (sg4::Host* host : sg4::Engine::get_instance()->get_all_hosts())
     hosts_by_name_.emplace(host->get_name(), host);
-  for (std::size_t rank = 0; rank < workload.ranks(); ++rank)
+  for (std::size_t rank = 0; rank < workload.ranks(); ++rank) {
     hosts_.push_back(host_named(gpus[rank].host));
+    if (hosts_.back() == nullptr)
+      throw InputError("rank " + std::to_string(rank) + ": GPU host '" + gpus[rank].host + "' is not in the platform");
+  }
   for (const sg4::Link* link : sg4::Engine::get_instance()->get_all_links())
     resources_.links.push_back({link->get_name(), link_class(link->get_name()), link->get_bandwidth(),
                                 link->get_sharing_policy() == sg4::Link::SharingPolicy::FATPIPE});
@@ -320,6 +326,8 @@ void PlatformBinding::bind_targets(const Workload& workload, const std::vector<G
     const GpuInfo& gpu = gpus[rank];
     const auto where = [&] { return "rank " + std::to_string(rank) + " (" + gpu.host + ", node " + gpu.node + ")"; };
     const sg4::Host* cpu = gpu.cpu_host.empty() ? nullptr : host_named(gpu.cpu_host);
+    if (!gpu.cpu_host.empty() && cpu == nullptr)
+      throw InputError(where() + ": CPU host '" + gpu.cpu_host + "' is not in the platform");
     for (const ProgramSlots::TargetCheck& check : slots->checks) {
       const Op& op = program.ops[check.op];
       BoundTarget& target = targets[slots->slot[check.op]];

@@ -27,6 +27,18 @@ Op op_of(OpKind kind, const std::string& name, const std::string& target) {
   return op;
 }
 
+// A collective of 1 GB on the workload's group 0.
+Op collective_op(Collective collective, Stream stream) {
+  Op op;
+  op.kind = OpKind::collective;
+  op.collective = collective;
+  op.stream = stream;
+  op.name = "call";
+  op.bytes = 1e9;
+  op.group = 0;
+  return op;
+}
+
 // `ranks` GPUs of the node, each running `ops` and nothing else.
 Workload ranks_running(const std::vector<Op>& ops, int ranks = 2) {
   Program program;
@@ -118,14 +130,7 @@ TEST_CASE("an all-to-all's pairs load each GPU's NIC with the half of its bytes 
   // inside its node (7/16), its PCIe link and NIC the 8 pairs it sends out of it (8/16), the
   // receiving side of a PCIe link the 8 pairs coming from the other node; the fabric, whose
   // flows do not share its bandwidth, the largest pair's 1/16 (not the 128 pairs' sum, 8).
-  Op all_to_all;
-  all_to_all.kind = OpKind::collective;
-  all_to_all.collective = Collective::all_to_all;
-  all_to_all.stream = Stream::ep_comm;
-  all_to_all.name = "dispatch";
-  all_to_all.bytes = 1e9;
-  all_to_all.group = 0;
-  Workload workload = ranks_running({all_to_all}, 16);
+  Workload workload = ranks_running({collective_op(Collective::all_to_all, Stream::ep_comm)}, 16);
   workload.groups.push_back({"ep0", "ep", {}});
   for (int rank = 0; rank < 16; ++rank)
     workload.groups[0].ranks.push_back(rank);
@@ -160,4 +165,20 @@ TEST_CASE("an all-to-all's pairs load each GPU's NIC with the half of its bytes 
   CHECK(bound(workload, describe, mixed, BindSettings{0, true}).rfind("analytic 0;", 0) == 0);
   workload.programs[5] = std::make_shared<const Program>(*workload.programs[5]);
   CHECK(bound(workload, describe, platform, BindSettings{0, true}).rfind("analytic 0;", 0) == 0);
+}
+
+TEST_CASE("a ring's pace over a FATPIPE switch is one edge's, not the sum of the edges crossing it") {
+  // tests/fixtures/fatpipe-leaves-4n.xml: four one-GPU nodes, two per leaf switch (FATPIPE,
+  // 50 GB/s), 25 GB/s NICs. One ring 0 -> 1 -> 2 -> 3 -> 0 crosses leaf0 three times (0-1, 1-2,
+  // 3-0) and each NIC once per direction. Every flow across a FATPIPE gets its whole bandwidth:
+  // the leaf costs 1 / 50 GB/s per byte, the NICs 1 / 25 GB/s, which pace the ring (summing the
+  // leaf's edges would say 3 / 50 GB/s and shift NCCL's choices).
+  Workload workload = ranks_running({collective_op(Collective::all_reduce, Stream::dp_comm)}, 4);
+  workload.groups.push_back({"dp0", "dp", {0, 1, 2, 3}});
+  const auto pace = [](const PlatformBinding& binding) {
+    const double seconds_per_byte = binding.group(0).shape.seconds_per_byte[static_cast<int>(EdgeKind::network)];
+    return std::to_string(seconds_per_byte * 25e9);
+  };
+  const std::string platform = std::string(TRAINSIM_SOURCE_DIR) + "/tests/fixtures/fatpipe-leaves-4n.xml";
+  CHECK(bound(workload, pace, platform, BindSettings{1, false}) == std::to_string(1.0));
 }

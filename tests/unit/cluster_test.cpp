@@ -132,6 +132,10 @@ TEST_CASE("a fat tree adds leaf switches with oversubscribed uplinks and a spine
   // one for the way out and the uplink; the spine: a port per leaf. No link is on every route.
   CHECK(count(parse(xml), "link") == 4 * (8 + 4 + 8 + 8) + 2 * (2 + 1 + 1) + 2);
   CHECK(xml.find("FATPIPE") == std::string::npos);
+  // A port at its member's bandwidth: a node's 8 x 50 GB/s NICs; at the spine, a leaf's uplink.
+  CHECK(xml.find("<link id=\"leaf0-node1\" bandwidth=\"400GBps\" latency=\"250ns\"") != std::string::npos);
+  CHECK(xml.find("<link id=\"spine-leaf1\" bandwidth=\"200GBps\" latency=\"250ns\"") != std::string::npos);
+  CHECK(xml.find("<link id=\"leaf0-out\" bandwidth=\"200GBps\" latency=\"250ns\"") != std::string::npos);
   CHECK(xml.find("<zoneRoute src=\"node0\" dst=\"leaf0-top\" gw_src=\"node0-gw\" gw_dst=\"leaf0-gw\"><link_ctn "
                  "id=\"leaf0-node0\" direction=\"UP\"/><link_ctn id=\"leaf0-out\" direction=\"DOWN\"/><link_ctn "
                  "id=\"leaf0-up\" direction=\"UP\"/></zoneRoute>") != std::string::npos);
