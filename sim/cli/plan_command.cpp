@@ -282,10 +282,11 @@ struct PlanCluster {
 std::map<std::string, std::pair<std::string, std::string>> described_cluster_keys(const PlanOptions& o) {
   auto given = cluster_keys_given(o.cluster_values);
   const bool whole = o.scenario.empty();  // the options describe the whole cluster
-  bool topology_set = given.count("platform.topology") > 0;
+  std::map<std::string, std::string> scenario_keys;  // the scenario's own lines
   if (!whole)
     for (const auto& [key, value] : settings_in(read_scenario_file(o.scenario), o.scenario))
-      topology_set = topology_set || key == "platform.topology";
+      scenario_keys[key] = value;
+  const bool topology_set = given.count("platform.topology") > 0 || scenario_keys.count("platform.topology") > 0;
   bool chose_topology = false;
   if (!given.count("platform.nodes")) {
     long long wanted = 0;
@@ -298,6 +299,8 @@ std::map<std::string, std::pair<std::string, std::string>> described_cluster_key
     for (const char* key : {"platform.gpu", "platform.gpus_per_node"})
       if (given.count(key))
         node_keys[key] = given.at(key);
+      else if (scenario_keys.count(key))
+        node_keys[key] = {scenario_keys.at(key), o.scenario};
     const long long per_node = parse_cluster(node_keys).gpus_per_node;
     const long long nodes = (wanted + per_node - 1) / per_node;
     given["platform.nodes"] = {std::to_string(nodes), "--gpus " + o.gpus_text};

@@ -112,6 +112,14 @@ TEST_CASE("plan describes a fat tree where the GPUs asked for need more nodes th
                                                 " --gpu a100-80gb --gpus-per-node 1 --gpus 513 --simulate 1 -j 1 -o out");
   REQUIRE_MESSAGE(unnamed.status == 0, unnamed.err);
   CHECK(unnamed.err.find("513 nodes, described as a fat tree") != std::string::npos);
+  // A scenario's GPUs per node count where the options name none: 513 GPUs at one per node.
+  std::ofstream(dir / "one-per-node.ini") << "[model]\nname = tiny-gpt\n[platform]\ngpus_per_node = 1\n"
+                                             "[training]\nseq_len = 512\nglobal_batch = 513\n";
+  const CliResult per_node = run_trainsim("plan_fat_tree_per_node", "plan " + (dir / "one-per-node.ini").string() +
+                                                                        " --gpu a100-80gb --gpus 513 --simulate 1 -j 1 -o out");
+  REQUIRE_MESSAGE(per_node.status == 0, per_node.err);
+  CHECK(per_node.err.find("513 nodes, described as a fat tree") != std::string::npos);
+  CHECK(read_json(per_node.dir / "out/plan.json").at(0)["gpus"] == 513);
 }
 
 TEST_CASE("on a workstation too small for the model, the plan offloads to the CPU and says so") {
