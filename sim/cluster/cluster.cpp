@@ -235,6 +235,13 @@ void write_node(XmlWriter& xml, int depth, const ClusterSpec& c, int node) {
   xml.line(depth, "</zone>");
 }
 
+// A zone's members as its switch sees them: a zone, the router its traffic leaves by, and the
+// bandwidth it can send into the switch.
+struct Member {
+  std::string zone, gateway;
+  double bandwidth = 0;
+};
+
 // A switch between nodes (or between switches), below the top with one SPLITDUPLEX uplink that
 // the traffic leaving its members shares. Its backplane never limits a flow, so what a route
 // crosses is two ports, each with half the switch's latency: a SPLITDUPLEX link per member at
@@ -247,19 +254,15 @@ void write_node(XmlWriter& xml, int depth, const ClusterSpec& c, int node) {
 struct Switch {
   std::string name;
   double uplink = 0;  // 0: the top switch
+  // The zone `zone` this switch joins, as a member of the switch above: it leaves by the
+  // switch's router, over its uplink.
+  Member as_member(const std::string& zone) const { return {zone, name + "-gw", uplink}; }
 };
 
 double node_bandwidth(const ClusterSpec& c) { return c.nics_per_node * c.nic_speed; }
 
 constexpr const char* switch_latency = "500ns";
 constexpr const char* port_latency = "250ns";
-
-// A zone's members as its switch sees them: a zone, the router its traffic leaves by, and the
-// bandwidth it can send into the switch.
-struct Member {
-  std::string zone, gateway;
-  double bandwidth = 0;
-};
 
 // The switch `s` that joins `members` into a zone: its links (written to `links`, the zone that
 // declares them) and the zone's routes (to `routes`). Every route between two members crosses
@@ -269,7 +272,7 @@ struct Member {
 // grow with the members squared, so nested switches keep a large cluster's routes to a few per
 // node.
 void write_switch(XmlWriter& links, XmlWriter& routes, int depth, const Switch& s, const std::vector<Member>& members) {
-  const Member out{s.name + "-top", s.name + "-gw", s.uplink};
+  const Member out = s.as_member(s.name + "-top");
   const auto port = [&](const Member& member) { return s.name + "-" + member.zone; };
   const std::string out_port = s.name + "-out";
   for (const Member& member : members)
@@ -354,7 +357,7 @@ void write_network(XmlWriter& xml, const ClusterSpec& c) {
         }
         write_switch(links, zones, depth + 1, leaf, nodes);
         zones.line(depth, "</zone>");
-        leaves.push_back({leaf.name, leaf.name + "-gw", leaf.uplink});
+        leaves.push_back(leaf.as_member(leaf.name));
       }
       return leaves;
     };
@@ -364,10 +367,11 @@ void write_network(XmlWriter& xml, const ClusterSpec& c) {
       std::vector<Member> pods;
       for (int p = 0; p < tree.pods(); ++p) {
         const std::string name = "pod" + std::to_string(p);
+        const Switch spine = tree.pod(p);
         zones.line(2, "<zone id=\"" + name + "\" routing=\"Full\">");
-        write_switch(links, zones, 3, tree.pod(p), write_leaves(3, tree.first_leaf(p), tree.end_leaf(p)));
+        write_switch(links, zones, 3, spine, write_leaves(3, tree.first_leaf(p), tree.end_leaf(p)));
         zones.line(2, "</zone>");
-        pods.push_back({name, tree.pod(p).name + "-gw", tree.pod(p).uplink});
+        pods.push_back(spine.as_member(name));
       }
       write_switch(links, zones, 2, tree.top(), pods);
     }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "platform/resources.hpp"
+
 namespace trainsim {
 
 AnalyticCollective time_analytically(const RingShape& ring, const CommChoice& choice, double bandwidth_efficiency,
@@ -21,7 +23,7 @@ AllToAllPace even_all_to_all_pace(const AllToAllLoad& load, const CommChoice& ch
     double wire = 0;  // per byte of a member's data, at the flows' efficiencies
     for (int kind = 0; kind < edge_kinds; ++kind) {
       const double kind_wire = link.share[kind] / choice.efficiency[kind];
-      wire = link.fatpipe ? std::max(wire, kind_wire) : wire + kind_wire;
+      wire = with_flow(wire, kind_wire, link.fatpipe);
     }
     const double seconds_per_byte = wire / link.bandwidth;
     if (seconds_per_byte > pace.seconds_per_byte) {

@@ -205,7 +205,7 @@ BoundGroup bind_group(const Group& group, const std::vector<sg4::Host*>& hosts, 
       const double share = 1.0 / static_cast<double>(rings.size());
       for (int link : edge.links) {
         double& carried = load[static_cast<int>(edge.kind)][link];
-        carried = links[link].fatpipe ? std::max(carried, share) : carried + share;
+        carried = with_flow(carried, share, links[link].fatpipe);
       }
       bound.shape.route_latency = std::max(bound.shape.route_latency, edge.latency);
       nvswitch = nvswitch && edge.nvswitch;
@@ -261,7 +261,7 @@ void bind_all_to_all(const Group& group, const std::vector<sg4::Host*>& hosts, P
         on_link.fatpipe = links[link].fatpipe;
         on_link.latency = std::min(on_link.latency, route.latency);
         double& carried = on_link.share[static_cast<int>(route.kind)];
-        carried = links[link].fatpipe ? std::max(carried, share) : carried + share;
+        carried = with_flow(carried, share, links[link].fatpipe);
       }
     }
     std::map<int, std::vector<int>> links_by_pairs;

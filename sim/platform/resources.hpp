@@ -1,6 +1,7 @@
 #pragma once
 // The platform's shared resources as reports count them: links by what they join, drives, CPUs.
 // Plain data, found when a workload is bound to the platform; no SimGrid here.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,12 @@ bool nvswitch_port(const std::string& link_name);
 
 // The reports' name of a class: "nvlink", "pcie-nvme", ...; "" for loopback, which is not reported.
 const char* to_string(LinkClass link_class);
+
+// What a link carries with one more flow's `share` added to `carried`: the sum, or on a FATPIPE
+// link, whose flows do not share it, the largest.
+inline double with_flow(double carried, double share, bool fatpipe) {
+  return fatpipe ? std::max(carried, share) : carried + share;
+}
 
 // Resources that replay events name by index.
 struct PlatformResources {
